@@ -1,0 +1,16 @@
+#pragma once
+// Every `fathom <subcommand>`: each takes the arguments after the subcommand name and returns the exit code.
+#include <string>
+#include <vector>
+
+namespace fathom::app {
+
+using Args = std::vector<std::string>;
+
+int run_logits(const Args& args);          // cmd_model.cpp
+int run_generate(const Args& args);        // cmd_model.cpp
+int run_tokenize(const Args& args);        // cmd_tokenizer.cpp
+int run_detokenize(const Args& args);      // cmd_tokenizer.cpp
+int run_chat_template(const Args& args);   // cmd_chat_template.cpp
+
+}  // namespace fathom::app

@@ -1,0 +1,55 @@
+// fathom: one binary, subcommands over the library targets.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "app/commands.h"
+#include "core/error.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(const fathom::app::Args&);
+  const char* summary;
+};
+
+constexpr Command kCommands[] = {
+    {"logits", fathom::app::run_logits, "write float32 logits (and MTP logits) of a token sequence to safetensors"},
+    {"generate", fathom::app::run_generate, "greedy generation from token ids"},
+    {"tokenize", fathom::app::run_tokenize, "JSON strings on stdin -> JSON arrays of token ids"},
+    {"detokenize", fathom::app::run_detokenize, "JSON arrays of token ids on stdin -> JSON strings"},
+    {"chat-template", fathom::app::run_chat_template, "render a chat template for OpenAI-style messages"},
+};
+
+void print_usage() {
+  std::fprintf(stderr, "usage: fathom <command> [flags]\n\ncommands:\n");
+  for (const Command& command : kCommands) std::fprintf(stderr, "  %-14s %s\n", command.name, command.summary);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    print_usage();
+    return argc < 2 ? 2 : 0;
+  }
+  fathom::app::Args args(argv + 2, argv + argc);
+  for (const Command& command : kCommands) {
+    if (std::strcmp(argv[1], command.name) != 0) continue;
+    try {
+      return command.run(args);
+    } catch (const fathom::Error& error) {
+      std::fprintf(stderr, "fathom %s: error: %s\n", command.name, error.what());
+      return 1;
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "fathom %s: unexpected error: %s\n", command.name, error.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "fathom: unknown command '%s'\n", argv[1]);
+  print_usage();
+  return 2;
+}
