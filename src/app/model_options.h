@@ -1,0 +1,22 @@
+#pragma once
+// Flags shared by every subcommand that loads a model (--model, --load-format, --override-config, --mode, --threads).
+#include <set>
+#include <string>
+
+#include "core/cli_args.h"
+#include "kernels/weight_matrix.h"
+#include "model/weight_loader.h"
+
+namespace fathom::app {
+
+const std::set<std::string>& model_value_flags();
+
+struct ModelCliOptions {
+  model::LoadOptions load;
+  kernels::NumericMode mode = kernels::NumericMode::kExact;
+  int num_threads = 0;  // 0 = all cores
+};
+
+ModelCliOptions parse_model_options(const CliArgs& args);
+
+}  // namespace fathom::app
