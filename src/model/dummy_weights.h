@@ -14,6 +14,7 @@ class DummyTensors {
   std::optional<Tensor> find(const std::string& name) const;
   void add(const std::string& name, Tensor tensor) { tensors_[name] = std::move(tensor); }
   size_t size() const { return tensors_.size(); }
+  const std::map<std::string, Tensor>& all() const { return tensors_; }
 
  private:
   std::map<std::string, Tensor> tensors_;

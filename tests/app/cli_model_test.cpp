@@ -1,0 +1,79 @@
+// The `fathom logits` / `fathom generate` command-line contract, run as a user would.
+#include <array>
+#include <cstdio>
+
+#include <gtest/gtest.h>
+
+#include "model/safetensors.h"
+#include "tiny_model.h"
+
+namespace fathom {
+namespace {
+
+struct RunResult {
+  int exit_code;
+  std::string output;  // stdout and stderr
+};
+
+RunResult run(const std::string& arguments) {
+  const std::string command = std::string(FATHOM_BINARY) + " " + arguments + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string output;
+  std::array<char, 4096> buffer;
+  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override { fathom::testing::write_config(dir_.path(), fathom::testing::tiny_config_json()); }
+  std::string model_flags() const { return "--model " + dir_.path() + " --load-format dummy --threads 2"; }
+  fathom::testing::TempDir dir_{"cli"};
+};
+
+TEST_F(Cli, LogitsWritesLogitsAndMtpLogits) {
+  const std::string out = dir_.file("out.safetensors");
+  RunResult result = run("logits " + model_flags() + " --ids 5,6,7,8 --mtp --out " + out);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  auto file = model::SafetensorsFile::open(out);
+  EXPECT_EQ(file->tensor("logits").shape(), (std::vector<int64_t>{4, 300}));
+  EXPECT_EQ(file->tensor("logits").dtype(), DType::F32);
+  EXPECT_EQ(file->tensor("mtp_logits").shape(), (std::vector<int64_t>{3, 300}));
+  RunResult w8a8 = run("logits " + model_flags() + " --ids 5,6,7,8 --mode w8a8 --out " + dir_.file("q.safetensors"));
+  ASSERT_EQ(w8a8.exit_code, 0) << w8a8.output;
+  EXPECT_FALSE(model::SafetensorsFile::open(dir_.file("q.safetensors"))->contains("mtp_logits"));
+}
+
+TEST_F(Cli, GeneratePrintsNewTokenIds) {
+  RunResult result = run("generate " + model_flags() + " --ids 5,6,7 --max-new-tokens 4 --ignore-eos");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  int count = 1;
+  for (char c : result.output) count += c == ',';
+  EXPECT_EQ(count, 4) << result.output;
+  RunResult chunked = run("generate " + model_flags() + " --ids 5,6,7 --max-new-tokens 4 --ignore-eos --chunked-prefill-size 1");
+  EXPECT_EQ(chunked.output, result.output);
+}
+
+TEST_F(Cli, BadInputGivesAClearErrorAndExitCode) {
+  struct Case { std::string args; const char* expected; };
+  const Case cases[] = {
+      {"logits --ids 1 --out /tmp/x", "missing required flag --model"},
+      {"logits " + model_flags() + " --ids 1,a --out /tmp/x", "--ids expects a comma-separated list of integers, got 'a'"},
+      {"logits " + model_flags() + " --ids 1,999 --out /tmp/x", "token id 999 (at index 1) is outside the vocabulary [0, 300)"},
+      {"logits " + model_flags() + " --ids 1 --out /tmp/x --frobnicate", "unknown flag --frobnicate"},
+      {"logits --model /nonexistent --ids 1 --out /tmp/x", "cannot open /nonexistent/config.json"},
+      {"logits " + model_flags() + " --ids 1 --out /tmp/x --mode fp4", "unknown numeric mode 'fp4'"},
+      {"logits " + model_flags() + " --ids 1 --out /tmp/x --override-config '{\"hidden_act\": \"relu\"}'", "unsupported hidden_act 'relu'"},
+      {"generate --model " + dir_.path() + " --ids 1", "no *.safetensors files"},
+      {"nonsense", "unknown command 'nonsense'"},
+  };
+  for (const Case& c : cases) {
+    RunResult result = run(c.args);
+    EXPECT_NE(result.exit_code, 0) << c.args;
+    EXPECT_NE(result.output.find(c.expected), std::string::npos) << c.args << "\n" << result.output;
+  }
+}
+
+}  // namespace
+}  // namespace fathom
