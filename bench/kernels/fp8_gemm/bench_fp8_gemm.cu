@@ -1,0 +1,142 @@
+// FP8 block-scaled GEMM at DeepSeek-V3 shapes: decode sizes against the copy-bandwidth floor, prefill sizes
+// against cuBLASLt in the same run. Prints one table row per case.
+#include <cuda_bf16.h>
+
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/common/gpu_timer.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/fp8_gemm/act_quant.h"
+#include "kernels/cuda/fp8_gemm/cublaslt_fp8_gemm.h"
+#include "kernels/cuda/fp8_gemm/fp8_gemm.h"
+
+using namespace fathom::kernels::cuda;
+
+namespace {
+
+struct WeightShape { const char* name; int64_t rows, cols; };
+
+// V3 linear layers (rows = out features, cols = in features).
+const WeightShape kShapes[] = {
+    {"q_a_proj", 1536, 7168},   {"q_b_proj", 24576, 1536},     {"kv_a_proj", 576, 7168},
+    {"kv_b_proj", 32768, 512},  {"o_proj", 7168, 16384},       {"dense_gate_up", 36864, 7168},
+    {"dense_down", 7168, 18432}, {"expert_gate_up", 4096, 7168}, {"expert_down", 7168, 2048},
+};
+
+__global__ void fill_random_fp8(uint8_t* values, size_t count, uint32_t seed) {
+  size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  for (; i < count; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    values[i] = static_cast<uint8_t>((h & 0x7f) == 0x7f ? 0x3f : (h & 0xff) & 0xf7);  // finite, |v| < ~256
+  }
+}
+
+__global__ void fill_value(float* values, size_t count, float value) {
+  size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  if (i < count) values[i] = value;
+}
+
+}  // namespace
+
+int main() {
+  cudaDeviceProp prop{};
+  FATHOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const double copy_gbps = fathom::bench::copy_bandwidth_gbps();
+  std::printf("device %s, %d SMs, L2 %d MB; device-to-device copy %.0f GB/s (read+write)\n", prop.name,
+              prop.multiProcessorCount, prop.l2CacheSize >> 20, copy_gbps);
+  Fp8Gemm gemm(prop.multiProcessorCount);
+  constexpr size_t kRotateBytes = size_t{512} << 20;  // weight copies cycled so no run hits L2
+
+  std::printf("\n## decode (small-M kernel): bytes moved / time vs copy bandwidth\n");
+  std::printf("(single = one launch timed alone; graph = per GEMM inside a captured chain of 20, as decode runs)\n");
+  std::printf("%-16s %6s %6s %6s %7s %10s %10s %10s %8s\n", "weight", "rows", "cols", "tokens", "splits", "single_us",
+              "graph_us", "GB/s", "of_copy");
+  for (const WeightShape& shape : kShapes) {
+    const size_t weight_bytes = static_cast<size_t>(shape.rows * shape.cols);
+    const int copies = static_cast<int>(std::max<size_t>(2, kRotateBytes / weight_bytes + 1));
+    DeviceBuffer<uint8_t> weights(weight_bytes * copies);
+    fill_random_fp8<<<1024, 256>>>(weights.data(), weights.size(), 7);
+    const int64_t scale_count = ceil_div(shape.rows, 128) * ceil_div(shape.cols, 128);
+    DeviceBuffer<float> scales(static_cast<size_t>(scale_count));
+    fill_value<<<static_cast<unsigned>(ceil_div(scale_count, 256)), 256>>>(scales.data(), scales.size(), 1e-3f);
+    DeviceBuffer<float> workspace(gemm.small_m_workspace_bytes(shape.rows, shape.cols) / sizeof(float) + 1);
+    Fp8GemmWorkspace ws{workspace.data(), workspace.bytes()};
+    for (int64_t tokens : {1, 2, 4, 8, 16, 32, 64}) {
+      DeviceBuffer<uint8_t> x(static_cast<size_t>(tokens * shape.cols));
+      fill_random_fp8<<<256, 256>>>(x.data(), x.size(), 3);
+      DeviceBuffer<float> x_scales(static_cast<size_t>(tokens * ceil_div(shape.cols, 128)));
+      fill_value<<<static_cast<unsigned>(ceil_div(x_scales.size(), 256)), 256>>>(x_scales.data(), x_scales.size(), 1e-2f);
+      DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(tokens * shape.rows));
+      FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+      auto one_gemm = [&](int run, cudaStream_t stream) {
+        DeviceFp8Weight w{weights.data() + (run % copies) * weight_bytes, scales.data(), shape.rows, shape.cols};
+        gemm.run({x.data(), x_scales.data(), tokens, shape.cols}, nullptr, w, out.data(), ws, stream,
+                 Fp8GemmPath::kSmallM);
+      };
+      const double ms_single = fathom::bench::median_ms([&](int run) { one_gemm(run, nullptr); });
+      // Decode runs under CUDA graphs: time a captured chain of GEMMs so launch gaps are amortized.
+      constexpr int kChain = 20;
+      cudaStream_t stream;
+      FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      cudaGraph_t graph;
+      cudaGraphExec_t graph_exec;
+      FATHOM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < kChain; ++i) one_gemm(i, stream);
+      FATHOM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+      FATHOM_CUDA_CHECK(cudaGraphInstantiate(&graph_exec, graph, 0));
+      const double ms = fathom::bench::median_ms([&](int) { FATHOM_CUDA_CHECK(cudaGraphLaunch(graph_exec, stream)); },
+                                                 3, 20, stream) / kChain;
+      FATHOM_CUDA_CHECK(cudaGraphExecDestroy(graph_exec));
+      FATHOM_CUDA_CHECK(cudaGraphDestroy(graph));
+      FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
+      const double bytes = static_cast<double>(weight_bytes) + scale_count * 4.0 + tokens * shape.cols * 1.0 +
+                           tokens * shape.rows * 2.0;
+      const double gbps = bytes / (ms * 1e-3) / 1e9;
+      std::printf("%-16s %6lld %6lld %6lld %7d %10.2f %10.2f %10.0f %7.1f%%\n", shape.name, (long long)shape.rows,
+                  (long long)shape.cols, (long long)tokens, gemm.small_m_splits(shape.rows, shape.cols), ms_single * 1e3,
+                  ms * 1e3, gbps, 100.0 * gbps / copy_gbps);
+    }
+  }
+
+  std::printf("\n## prefill (cuBLASLt block-scaled FP8): TFLOP/s\n");
+  std::printf("%-16s %6s %6s %6s %10s %9s\n", "weight", "rows", "cols", "tokens", "time_us", "TFLOP/s");
+  for (const WeightShape& shape : kShapes) {
+    const size_t weight_bytes = static_cast<size_t>(shape.rows * shape.cols);
+    DeviceBuffer<uint8_t> weights(weight_bytes);
+    fill_random_fp8<<<1024, 256>>>(weights.data(), weights.size(), 9);
+    DeviceBuffer<float> w_scales(static_cast<size_t>(ceil_div(shape.rows, 128) * ceil_div(shape.cols, 128)));
+    fill_value<<<static_cast<unsigned>(ceil_div(w_scales.size(), 256)), 256>>>(w_scales.data(), w_scales.size(), 1e-3f);
+    for (int64_t tokens : {1024, 4096}) {
+      DeviceBuffer<uint8_t> x(static_cast<size_t>(tokens * shape.cols));
+      fill_random_fp8<<<1024, 256>>>(x.data(), x.size(), 5);
+      DeviceBuffer<float> x_scales(static_cast<size_t>(tokens * ceil_div(shape.cols, 128)));
+      fill_value<<<static_cast<unsigned>(ceil_div(x_scales.size(), 256)), 256>>>(x_scales.data(), x_scales.size(), 1e-2f);
+      DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(tokens * shape.rows));
+      FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+      if (!gemm.cublaslt().supports(tokens, shape.rows, shape.cols, CUDA_R_16BF)) {
+        std::printf("%-16s %6lld %6lld %6lld   cuBLASLt: no algorithm\n", shape.name, (long long)shape.rows,
+                    (long long)shape.cols, (long long)tokens);
+        continue;
+      }
+      const double ms = fathom::bench::median_ms([&](int) {
+        gemm.cublaslt().run(x.data(), x_scales.data(), tokens, weights.data(), w_scales.data(), shape.rows, shape.cols,
+                            out.data(), CUDA_R_16BF, nullptr);
+      }, 3, 20);
+      const double tflops = 2.0 * tokens * shape.rows * shape.cols / (ms * 1e-3) / 1e12;
+      std::printf("%-16s %6lld %6lld %6lld %10.1f %9.1f\n", shape.name, (long long)shape.rows, (long long)shape.cols,
+                  (long long)tokens, ms * 1e3, tflops);
+    }
+  }
+  std::printf("\ncuBLASLt support for small batches (the reason decode needs its own kernel):\n");
+  for (int64_t tokens : {1, 8, 16, 64, 128}) {
+    std::printf("  tokens %3lld, 576x7168: %s\n", (long long)tokens,
+                gemm.cublaslt().supports(tokens, 576, 7168, CUDA_R_16BF) ? "supported" : "NOT supported");
+  }
+  return 0;
+}

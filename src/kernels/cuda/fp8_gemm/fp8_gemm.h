@@ -1,0 +1,60 @@
+#pragma once
+// FP8 block-scaled GEMM: out[tokens, rows] = (x_values * x_scales) · (w_values * w_scales)ᵀ, fp32 accumulation
+// promoted per 128-wide K block. Decode-sized batches use our tensor-core kernel; large batches use cuBLASLt.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <memory>
+
+#include "kernels/cuda/fp8_gemm/fp8_types.h"
+
+namespace fathom::kernels::cuda {
+
+class CublasLtFp8Gemm;  // cublaslt_fp8_gemm.h
+
+enum class Fp8GemmPath { kAuto, kSmallM, kCublasLt };
+
+struct Fp8GemmWorkspace {
+  float* split_partials = nullptr;   // [max_splits, max_tokens_small_m, max_rows] fp32 for the small-M split-K path
+  size_t split_partials_bytes = 0;
+};
+
+class Fp8Gemm {
+ public:
+  // num_sms: the device's multiprocessor count (sizes the split-K heuristic).
+  explicit Fp8Gemm(int num_sms);
+  ~Fp8Gemm();
+
+  // Tokens at or below this use the small-M kernel under kAuto.
+  static constexpr int64_t kSmallMMaxTokens = 64;
+
+  // Split-K factor of the small-M kernel for a weight; depends only on the weight's shape, never on the batch,
+  // so a token's result is the same whatever batch it is in.
+  int small_m_splits(int64_t rows, int64_t cols) const;
+  // Workspace bytes the small-M path needs for this weight at kSmallMMaxTokens.
+  size_t small_m_workspace_bytes(int64_t rows, int64_t cols) const;
+
+  // x.scales must be token-major [tokens, k_blocks]; the cuBLASLt path also needs x_scales_block_major
+  // ([k_blocks, tokens], written by quantize_activations_fp8) and reads w.scales in checkpoint layout.
+  void run(const DeviceFp8Activations& x, const float* x_scales_block_major, const DeviceFp8Weight& w,
+           __nv_bfloat16* out, const Fp8GemmWorkspace& workspace, cudaStream_t stream,
+           Fp8GemmPath path = Fp8GemmPath::kAuto);
+  void run(const DeviceFp8Activations& x, const float* x_scales_block_major, const DeviceFp8Weight& w, float* out,
+           const Fp8GemmWorkspace& workspace, cudaStream_t stream, Fp8GemmPath path = Fp8GemmPath::kAuto);
+
+  CublasLtFp8Gemm& cublaslt() { return *cublaslt_; }
+
+ private:
+  template <typename Output>
+  void run_impl(const DeviceFp8Activations& x, const float* x_scales_block_major, const DeviceFp8Weight& w, Output* out,
+                const Fp8GemmWorkspace& workspace, cudaStream_t stream, Fp8GemmPath path);
+  template <typename Output>
+  void run_small_m(const DeviceFp8Activations& x, const DeviceFp8Weight& w, Output* out,
+                   const Fp8GemmWorkspace& workspace, cudaStream_t stream);
+
+  int num_sms_;
+  std::unique_ptr<CublasLtFp8Gemm> cublaslt_;
+};
+
+
+}  // namespace fathom::kernels::cuda

@@ -1,0 +1,170 @@
+// FP8 block-scaled GEMM and activation quantization on the GPU against the CPU ops (kernels/cpu).
+#include <cuda_bf16.h>
+
+#include <cstring>
+
+#include "core/dtype.h"
+#include "cuda_test_util.h"
+#include "kernels/cpu/activation_quant.h"
+#include "kernels/cpu/linear.h"
+#include "kernels/cuda/fp8_gemm/act_quant.h"
+#include "kernels/cuda/fp8_gemm/cublaslt_fp8_gemm.h"
+#include "kernels/cuda/fp8_gemm/fp8_gemm.h"
+#include "test_util.h"
+
+namespace fathom::kernels::cuda {
+namespace {
+
+using fathom::testing::relative_l2_error;
+
+int device_sm_count() {
+  cudaDeviceProp prop{};
+  FATHOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  return prop.multiProcessorCount;
+}
+
+// A random weight on both sides: CPU WeightMatrix and device copies (checkpoint layout).
+struct TestWeight {
+  WeightMatrix cpu;
+  DeviceBuffer<uint8_t> values;
+  DeviceBuffer<float> scales;
+  DeviceFp8Weight view() const { return {values.data(), scales.data(), cpu.rows, cpu.cols}; }
+};
+
+TestWeight make_weight(std::mt19937& rng, int64_t rows, int64_t cols) {
+  TestWeight w;
+  w.cpu = fathom::testing::random_fp8_weight(rng, rows, cols);
+  std::vector<uint8_t> codes(w.cpu.weight.data<uint8_t>(), w.cpu.weight.data<uint8_t>() + rows * cols);
+  std::vector<float> scales(w.cpu.scale_inv.data<float>(), w.cpu.scale_inv.data<float>() + w.cpu.scale_inv.numel());
+  w.values = DeviceBuffer<uint8_t>(codes);
+  w.scales = DeviceBuffer<float>(scales);
+  return w;
+}
+
+// Activations: bf16 on the device; the CPU sees the same (bf16-rounded) values.
+struct TestActivations {
+  std::vector<float> host;  // [tokens, cols], bf16-representable
+  DeviceBuffer<uint8_t> values;
+  DeviceBuffer<float> scales, scales_block_major;
+  int64_t tokens, cols;
+  DeviceFp8Activations view() const { return {values.data(), scales.data(), tokens, cols}; }
+};
+
+TestActivations make_activations(std::mt19937& rng, int64_t tokens, int64_t cols) {
+  TestActivations a;
+  a.tokens = tokens;
+  a.cols = cols;
+  a.host = fathom::testing::round_to_bf16(fathom::testing::random_normal(rng, static_cast<size_t>(tokens * cols), 2.0f));
+  // Uneven magnitudes across 128-blocks exercise the per-block scales.
+  for (int64_t i = 0; i < tokens * cols; ++i) a.host[i] *= ((i % cols) / 128) % 3 == 0 ? 10.0f : 0.1f;
+  a.host = fathom::testing::round_to_bf16(a.host);
+  DeviceBuffer<__nv_bfloat16> x(fathom::testing::float_to_bf16_vector(a.host));
+  const int64_t groups = ceil_div(cols, 128);
+  a.values = DeviceBuffer<uint8_t>(static_cast<size_t>(tokens * cols));
+  a.scales = DeviceBuffer<float>(static_cast<size_t>(tokens * groups));
+  a.scales_block_major = DeviceBuffer<float>(static_cast<size_t>(tokens * groups));
+  a.values.fill_bytes(0xff);
+  a.scales.fill_bytes(0xff);
+  quantize_activations_fp8(x.data(), tokens, cols, a.values.data(), a.scales.data(), a.scales_block_major.data(), nullptr);
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+  return a;
+}
+
+std::vector<float> cpu_w8a8(const TestActivations& a, const TestWeight& w) {
+  std::vector<float> out(static_cast<size_t>(a.tokens * w.cpu.rows));
+  ThreadPool pool;
+  cpu::linear(a.host.data(), a.tokens, w.cpu, NumericMode::kW8A8, out.data(), pool);
+  return out;
+}
+
+TEST(ActQuant, BitIdenticalToCpu) {
+  FATHOM_REQUIRE_GPU();
+  std::mt19937 rng(11);
+  for (auto [tokens, cols] : {std::pair<int64_t, int64_t>{1, 128}, {3, 7168}, {17, 96}, {64, 1536}, {5, 20}}) {
+    TestActivations a = make_activations(rng, tokens, cols);
+    const int64_t groups = ceil_div(cols, 128);
+    std::vector<float> cpu_values(a.host.size()), cpu_scales(static_cast<size_t>(tokens * groups));
+    cpu::quantize_activations_fp8(a.host.data(), tokens, cols, cpu_values.data(), cpu_scales.data());
+    std::vector<uint8_t> gpu_codes = a.values.download();
+    std::vector<float> gpu_scales = a.scales.download(), gpu_block_major = a.scales_block_major.download();
+    for (int64_t i = 0; i < tokens * cols; ++i) {
+      ASSERT_EQ(fp8_e4m3_to_float(gpu_codes[i]), cpu_values[i]) << "tokens " << tokens << " cols " << cols << " i " << i;
+    }
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t g = 0; g < groups; ++g) {
+        ASSERT_EQ(gpu_scales[t * groups + g], cpu_scales[t * groups + g]);
+        ASSERT_EQ(gpu_block_major[g * tokens + t], cpu_scales[t * groups + g]);
+      }
+  }
+}
+
+struct GemmShape { int64_t tokens, rows, cols; };
+
+class SmallMGemm : public ::testing::TestWithParam<GemmShape> {};
+
+TEST_P(SmallMGemm, MatchesCpuW8A8) {
+  FATHOM_REQUIRE_GPU();
+  const GemmShape s = GetParam();
+  std::mt19937 rng(static_cast<uint32_t>(s.tokens * 1000 + s.rows + s.cols));
+  TestWeight w = make_weight(rng, s.rows, s.cols);
+  TestActivations a = make_activations(rng, s.tokens, s.cols);
+  Fp8Gemm gemm(device_sm_count());
+  DeviceBuffer<float> workspace(gemm.small_m_workspace_bytes(s.rows, s.cols) / sizeof(float) + 1);
+  Fp8GemmWorkspace ws{workspace.data(), workspace.bytes()};
+  DeviceBuffer<float> out(static_cast<size_t>(s.tokens * s.rows));
+  out.fill_bytes(0xff);
+  gemm.run(a.view(), nullptr, w.view(), out.data(), ws, nullptr, Fp8GemmPath::kSmallM);
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> gpu = out.download();
+  const double error = relative_l2_error(gpu, cpu_w8a8(a, w));
+  EXPECT_LT(error, 1e-3) << "splits " << gemm.small_m_splits(s.rows, s.cols);
+
+  // bf16 output, and the same numbers again (deterministic).
+  DeviceBuffer<__nv_bfloat16> out_bf16(static_cast<size_t>(s.tokens * s.rows));
+  out_bf16.fill_bytes(0xff);
+  gemm.run(a.view(), nullptr, w.view(), out_bf16.data(), ws, nullptr, Fp8GemmPath::kSmallM);
+  DeviceBuffer<float> again(static_cast<size_t>(s.tokens * s.rows));
+  gemm.run(a.view(), nullptr, w.view(), again.data(), ws, nullptr, Fp8GemmPath::kSmallM);
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_LT(relative_l2_error(fathom::testing::bf16_to_float_vector(out_bf16.download()), gpu), 1e-2);
+  EXPECT_EQ(std::memcmp(again.download().data(), gpu.data(), gpu.size() * sizeof(float)), 0);
+
+  // Batch invariance: token 0 alone gives bit-identical results to token 0 inside the batch.
+  DeviceFp8Activations first = a.view();
+  first.tokens = 1;
+  DeviceBuffer<float> alone(static_cast<size_t>(s.rows));
+  gemm.run(first, nullptr, w.view(), alone.data(), ws, nullptr, Fp8GemmPath::kSmallM);
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_EQ(std::memcmp(alone.download().data(), gpu.data(), static_cast<size_t>(s.rows) * sizeof(float)), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SmallMGemm,
+                         ::testing::Values(GemmShape{1, 16, 16}, GemmShape{1, 576, 7168}, GemmShape{2, 1536, 7168},
+                                           GemmShape{3, 17, 48}, GemmShape{8, 100, 96}, GemmShape{9, 130, 272},
+                                           GemmShape{16, 7168, 2048}, GemmShape{33, 256, 512}, GemmShape{64, 4096, 7168},
+                                           GemmShape{64, 129, 1040}, GemmShape{5, 32768, 512}));
+
+class CublasLtGemm : public ::testing::TestWithParam<GemmShape> {};
+
+TEST_P(CublasLtGemm, MatchesCpuW8A8) {
+  FATHOM_REQUIRE_GPU();
+  const GemmShape s = GetParam();
+  std::mt19937 rng(static_cast<uint32_t>(s.tokens * 7 + s.rows + s.cols));
+  TestWeight w = make_weight(rng, s.rows, s.cols);
+  TestActivations a = make_activations(rng, s.tokens, s.cols);
+  Fp8Gemm gemm(device_sm_count());
+  ASSERT_TRUE(gemm.cublaslt().supports(s.tokens, s.rows, s.cols, CUDA_R_32F)) << "cuBLASLt offers no algorithm";
+  DeviceBuffer<float> out(static_cast<size_t>(s.tokens * s.rows));
+  out.fill_bytes(0xff);
+  // kAuto sends batches above the small-M limit to cuBLASLt, which reads block-major activation scales.
+  gemm.run(a.view(), a.scales_block_major.data(), w.view(), out.data(), Fp8GemmWorkspace{}, nullptr);
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_LT(relative_l2_error(out.download(), cpu_w8a8(a, w)), 1e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CublasLtGemm,
+                         ::testing::Values(GemmShape{128, 256, 512}, GemmShape{200, 576, 7168}, GemmShape{1024, 1536, 7168},
+                                           GemmShape{256, 7168, 2048}));
+
+}  // namespace
+}  // namespace fathom::kernels::cuda
