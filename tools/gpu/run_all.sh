@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# On the GPU machine: every CUDA kernel test (against the CPU ops), compute-sanitizer memcheck on each test binary,
+# then the kernel benchmarks. Binaries come from tools/gpu/stage.sh via carry; logs go to $OUT (or ./gpu-logs).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-gpu-logs}
+mkdir -p "$out"
+export LD_LIBRARY_PATH=$PWD/.carry/gpu:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/device.txt"
+echo "commit $(cat .carry/gpu/COMMIT 2>/dev/null || echo unknown)" | tee -a "$out/device.txt"
+status=0
+for test in .carry/gpu/cuda_*_test; do
+  name=$(basename "$test")
+  if "$test" > "$out/$name.log" 2>&1; then
+    echo "PASS $name ($(grep -o '[0-9]* tests\? from' "$out/$name.log" | tail -1 | cut -d' ' -f1) tests)"
+  else
+    echo "FAIL $name"; grep -E "FAILED|Failure" -A3 "$out/$name.log" | head -20; status=1
+  fi
+  if [ "${SANITIZE:-1}" = 1 ]; then
+    timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$test" > "$out/$name.memcheck.log" 2>&1
+    rc=$?
+    if [ $rc -eq 9 ]; then echo "MEMCHECK ERRORS $name"; status=1; else echo "memcheck $name: $(tail -1 "$out/$name.memcheck.log")"; fi
+  fi
+done
+for bench in .carry/gpu/bench_*; do
+  [ -x "$bench" ] || continue
+  name=$(basename "$bench")
+  echo "== $name"
+  timeout 300 "$bench" > "$out/$name.log" 2>&1 || { echo "bench $name failed"; status=1; }
+done
+exit $status

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds the CUDA tests and benchmarks here (nvcc, no GPU needed) and stages the binaries in .carry/gpu/ for the
+# GPU machine, which has the CUDA runtime but none of our build dependencies. Then, on the GPU machine:
+#   bash tools/gpu/run_all.sh        (device tool: carry [".carry/gpu"]; logs land in $OUT)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export CUDACXX=${CUDACXX:-/usr/local/cuda/bin/nvcc}
+cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+targets=$(ninja -C build -t targets all | sed -n 's/^\(cuda_[a-z0-9_]*_test\|bench_[a-z0-9_]*\): .*/\1/p' | sort -u)
+ninja -C build fathom $targets
+rm -rf .carry/gpu && mkdir -p .carry/gpu
+for target in $targets; do
+  find build -type f -name "$target" -perm -u+x -exec cp {} .carry/gpu/ \;
+done
+cp build/fathom .carry/gpu/
+echo "$(git rev-parse HEAD)$(git diff --quiet HEAD -- src tests bench || echo -dirty)" > .carry/gpu/COMMIT
+# The tokenizer links libonig dynamically; the GPU machine does not have it.
+cp -L /usr/lib/x86_64-linux-gnu/libonig.so.5 .carry/gpu/ 2>/dev/null || true
+du -sh .carry/gpu
+ls .carry/gpu
