@@ -56,10 +56,16 @@ std::vector<float> DeepseekV3Model::forward(const ForwardBatch& batch, kv_cache:
   FATHOM_CHECK(cache.num_layers() >= num_cache_layers() && cache.row_dim() == cache_row_dim(),
                "KV cache has " << cache.num_layers() << " layers of rows " << cache.row_dim() << ", model needs "
                                << num_cache_layers() << " of " << cache_row_dim());
-  std::vector<float> hidden = embed_tokens(weights_.embed_tokens, batch.token_ids);  // [n, H]
+  std::vector<float> hidden;  // [n, H]
+  {
+    TraceSpan span(context.trace, "embed_tokens", "op", 0);
+    hidden = embed_tokens(weights_.embed_tokens, batch.token_ids);
+  }
   for (size_t layer = 0; layer < layers_.size(); ++layer) {
+    TraceSpan span(context.trace, "layer." + std::to_string(layer), "layer", 0);
     layers_[layer]->forward(hidden.data(), batch, cache, static_cast<int64_t>(layer), context);
   }
+  TraceSpan span(context.trace, "norm", "op", 0);
   cpu::rms_norm(hidden.data(), batch.num_tokens(), config_.hidden_size, weights_.norm,
                 static_cast<float>(config_.rms_norm_eps), hidden.data());
   return hidden;
@@ -67,6 +73,7 @@ std::vector<float> DeepseekV3Model::forward(const ForwardBatch& batch, kv_cache:
 
 std::vector<float> DeepseekV3Model::compute_logits(const float* hidden, int64_t num_rows,
                                                    const ExecutionContext& context) const {
+  TraceSpan span(context.trace, "lm_head", "op", 0);
   std::vector<float> logits(static_cast<size_t>(num_rows * config_.vocab_size));
   cpu::linear(hidden, num_rows, weights_.lm_head, context.mode, logits.data(), *context.pool);
   return logits;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "core/trace.h"
 #include "kernels/weight_matrix.h"
 
 namespace fathom::model {
@@ -30,10 +31,12 @@ struct ForwardBatch {
   bool is_pure_decode() const;
 };
 
-// Per-call execution resources: the thread pool and the numeric mode of the linear layers.
+// Per-call execution resources: the thread pool, the numeric mode of the linear layers, and an optional
+// recorder of per-layer / per-op spans (--profile).
 struct ExecutionContext {
   ThreadPool* pool = nullptr;
   kernels::NumericMode mode = kernels::NumericMode::kExact;
+  TraceRecorder* trace = nullptr;
 };
 
 }  // namespace fathom::model

@@ -1,6 +1,8 @@
 // The `fathom logits` / `fathom generate` command-line contract, run as a user would.
 #include <array>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 
 #include <gtest/gtest.h>
 
@@ -53,6 +55,29 @@ TEST_F(Cli, GeneratePrintsNewTokenIds) {
   EXPECT_EQ(count, 4) << result.output;
   RunResult chunked = run("generate " + model_flags() + " --ids 5,6,7 --max-new-tokens 4 --ignore-eos --chunked-prefill-size 1");
   EXPECT_EQ(chunked.output, result.output);
+}
+
+TEST_F(Cli, BenchOneBatchReportsPrefillDecodeAndWritesATrace) {
+  const std::string prefix = dir_.file("profile");
+  RunResult result = run("bench-one-batch " + model_flags() + " --batch-size 1,3 --input-len 6 --output-len 3 --profile " +
+                         prefix + " --result-filename " + dir_.file("results.jsonl"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  for (const char* expected : {"Warmup ...", "Benchmark ...", "Prefill. latency:", "Decode 0. Batch size: 3, latency:",
+                               "Decode.  median latency:", "Total. latency:"}) {
+    EXPECT_NE(result.output.find(expected), std::string::npos) << expected << "\n" << result.output;
+  }
+  std::ifstream trace(prefix + "-bs3.trace.json");
+  std::string text((std::istreambuf_iterator<char>(trace)), std::istreambuf_iterator<char>());
+  for (const char* span : {"\"traceEvents\"", "\"layer.2\"", "\"self_attn\"", "\"moe\"", "\"lm_head\""}) {
+    EXPECT_NE(text.find(span), std::string::npos) << span;
+  }
+  std::ifstream results(dir_.file("results.jsonl"));
+  int lines = 0;
+  for (std::string line; std::getline(results, line);) ++lines;
+  EXPECT_EQ(lines, 2);
+  RunResult cuda = run("bench-one-batch " + model_flags() + " --device cuda");
+  EXPECT_NE(cuda.exit_code, 0);
+  EXPECT_NE(cuda.output.find("only the CPU backend runs whole models so far"), std::string::npos) << cuda.output;
 }
 
 TEST_F(Cli, BadInputGivesAClearErrorAndExitCode) {

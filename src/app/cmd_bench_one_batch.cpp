@@ -1,0 +1,151 @@
+// `fathom bench-one-batch`: one static batch through prefill and decode, reported in the layout of SGLang's
+// bench_one_batch (a warmup pass, then the measured pass), optionally with a Chrome trace of the forward.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "app/commands.h"
+#include "app/model_options.h"
+#include "core/error.h"
+#include "model/generation.h"
+
+namespace fathom::app {
+
+namespace {
+
+struct RunResult {
+  double prefill_s = 0;
+  std::vector<double> decode_s;
+  double total_s = 0;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Prefills `batch_size` random prompts together, then decodes greedily one token per sequence per step.
+RunResult run_once(model::DeepseekV3Model& deepseek, int64_t batch_size, int64_t input_len, int64_t output_len,
+                   uint64_t seed, const model::ExecutionContext& context, bool print_steps) {
+  const model::ModelConfig& config = deepseek.config();
+  const int64_t per_sequence = input_len + output_len;
+  kv_cache::LatentKvCache cache(deepseek.num_cache_layers(), batch_size * per_sequence, deepseek.cache_row_dim());
+  std::vector<std::vector<int32_t>> slots(static_cast<size_t>(batch_size));
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(config.vocab_size - 1));
+  model::ForwardBatch prefill;
+  for (int64_t b = 0; b < batch_size; ++b) {
+    slots[b].resize(static_cast<size_t>(per_sequence));
+    std::iota(slots[b].begin(), slots[b].end(), static_cast<int32_t>(b * per_sequence));
+    std::vector<int32_t> prompt(static_cast<size_t>(input_len));
+    for (int32_t& id : prompt) id = token(rng);
+    prefill.add_sequence(prompt, 0, slots[b].data());
+  }
+  RunResult result;
+  const auto total_start = std::chrono::steady_clock::now();
+  auto start = std::chrono::steady_clock::now();
+  std::vector<float> hidden = deepseek.forward(prefill, cache, context);
+  std::vector<float> last_rows(static_cast<size_t>(batch_size * config.hidden_size));
+  for (int64_t b = 0; b < batch_size; ++b) {
+    const int64_t row = (b + 1) * input_len - 1;
+    std::copy_n(hidden.begin() + row * config.hidden_size, config.hidden_size, last_rows.begin() + b * config.hidden_size);
+  }
+  std::vector<float> logits = deepseek.compute_logits(last_rows.data(), batch_size, context);
+  result.prefill_s = seconds_since(start);
+  if (print_steps) {
+    std::printf("Prefill. latency: %.5f s, throughput: %10.2f token/s\n", result.prefill_s,
+                static_cast<double>(batch_size * input_len) / result.prefill_s);
+  }
+  for (int64_t step = 0; step + 1 < output_len; ++step) {
+    start = std::chrono::steady_clock::now();
+    model::ForwardBatch decode;
+    for (int64_t b = 0; b < batch_size; ++b) {
+      const int32_t next = model::argmax(logits.data() + b * config.vocab_size, config.vocab_size);
+      decode.add_sequence({next}, input_len + step, slots[b].data());
+    }
+    hidden = deepseek.forward(decode, cache, context);
+    logits = deepseek.compute_logits(hidden.data(), batch_size, context);
+    const double latency = seconds_since(start);
+    result.decode_s.push_back(latency);
+    if (print_steps && step < 5) {
+      std::printf("Decode %lld. Batch size: %lld, latency: %.5f s, throughput: %10.2f token/s\n",
+                  static_cast<long long>(step), static_cast<long long>(batch_size), latency,
+                  static_cast<double>(batch_size) / latency);
+    }
+  }
+  result.total_s = seconds_since(total_start);
+  return result;
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+}  // namespace
+
+int run_bench_one_batch(const Args& raw_args) {
+  std::set<std::string> value_flags = model_value_flags();
+  value_flags.insert({"--batch-size", "--input-len", "--output-len", "--device", "--profile", "--result-filename", "--run-name"});
+  CliArgs args(raw_args, value_flags, {});
+  ModelCliOptions options = parse_model_options(args);
+  options.load.load_mtp = false;
+  const std::string device = args.get_or("--device", "cpu");
+  FATHOM_CHECK(device == "cpu", "--device " << device
+                                            << ": only the CPU backend runs whole models so far (CUDA kernels exist "
+                                               "and are benchmarked by bench/kernels; the model is not wired to them yet)");
+  const std::vector<int64_t> batch_sizes = parse_int_list(args.get_or("--batch-size", "1"), "--batch-size");
+  const int64_t input_len = args.get_int_or("--input-len", 1024);
+  const int64_t output_len = args.get_int_or("--output-len", 16);
+  FATHOM_CHECK(input_len > 0 && output_len > 0, "--input-len and --output-len must be positive");
+  for (int64_t batch_size : batch_sizes) FATHOM_CHECK(batch_size > 0, "--batch-size values must be positive");
+
+  model::LoadedModel loaded = model::load_model(options.load);
+  FATHOM_CHECK(input_len + output_len <= loaded.config.max_position_embeddings,
+               "--input-len + --output-len (" << input_len + output_len << ") exceeds max_position_embeddings ("
+                                              << loaded.config.max_position_embeddings << ")");
+  model::DeepseekV3Model deepseek(loaded.config, loaded.weights);
+  ThreadPool pool(options.num_threads);
+  model::ExecutionContext context{&pool, options.mode, nullptr};
+  const uint64_t seed = static_cast<uint64_t>(args.get_int_or("--seed", 0));
+
+  for (int64_t batch_size : batch_sizes) {
+    std::printf("Warmup ...\n");
+    run_once(deepseek, batch_size, input_len, std::min<int64_t>(output_len, 4), seed, context, false);
+    std::printf("Benchmark ...\n");
+    TraceRecorder trace;
+    if (auto profile = args.get("--profile")) context.trace = &trace;
+    RunResult result = run_once(deepseek, batch_size, input_len, output_len, seed, context, true);
+    context.trace = nullptr;
+    const double median_decode = median(result.decode_s);
+    if (!result.decode_s.empty()) {
+      std::printf("Decode.  median latency: %.5f s, median throughput: %10.2f token/s\n", median_decode,
+                  static_cast<double>(batch_size) / median_decode);
+    }
+    const double total_tokens = static_cast<double>(batch_size * (input_len + output_len));
+    std::printf("Total. latency: %7.3f s, throughput: %10.2f token/s\n", result.total_s, total_tokens / result.total_s);
+    if (auto profile = args.get("--profile")) {
+      const std::string path = *profile + "-bs" + std::to_string(batch_size) + ".trace.json";
+      trace.write_chrome_json(path);
+      std::printf("Profile written to %s (%zu spans)\n", path.c_str(), trace.events().size());
+    }
+    if (auto result_file = args.get("--result-filename")) {
+      nlohmann::json line = {{"run_name", args.get_or("--run-name", "default")}, {"batch_size", batch_size},
+                             {"input_len", input_len}, {"output_len", output_len}, {"device", device},
+                             {"prefill_latency", result.prefill_s},
+                             {"prefill_throughput", static_cast<double>(batch_size * input_len) / result.prefill_s},
+                             {"median_decode_latency", median_decode},
+                             {"median_decode_throughput", median_decode > 0 ? batch_size / median_decode : 0.0},
+                             {"overall_latency", result.total_s}, {"overall_throughput", total_tokens / result.total_s}};
+      std::ofstream(*result_file, std::ios::app) << line.dump() << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace fathom::app
