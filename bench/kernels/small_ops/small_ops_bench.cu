@@ -1,0 +1,296 @@
+// Small-op kernels at DeepSeek-V3 dims: median time (CUDA events) vs the bytes-moved floor at the device-to-device
+// copy bandwidth measured in the same run.
+//
+// Two timings per case:
+//   cold: L2 flushed (memset of 2x L2) before each launch; events around the single launch; median of kRepeats.
+//   warm: kGraphLaunches launches captured in one CUDA graph, replayed; median replay time / kGraphLaunches
+//         (inputs L2-resident where they fit, launch gaps amortised) - the decode-loop situation.
+// Floor = bytes that must move (inputs read once, outputs written once) / measured copy bandwidth.
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/common/gpu_timer.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/embedding/embedding.h"
+#include "kernels/cuda/moe/moe_combine.h"
+#include "kernels/cuda/moe/moe_gather.h"
+#include "kernels/cuda/moe/moe_permutation.h"
+#include "kernels/cuda/moe/moe_routing.h"
+#include "kernels/cuda/moe/swiglu.h"
+#include "kernels/cuda/norm/rms_norm.h"
+#include "kernels/cuda/rope/rope.h"
+#include "kernels/cuda/sampling/sampling.h"
+
+namespace fathom::kernels::cuda {
+namespace {
+
+constexpr int kRepeats = 50;
+constexpr int kGraphLaunches = 20;
+constexpr int kGraphReplays = 20;
+constexpr int64_t kHidden = 7168, kExperts = 256, kTopK = 8, kMoeIntermediate = 2048, kVocab = 129280;
+constexpr int32_t kRowAlignment = 128;
+
+float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Timer {
+  cudaStream_t stream;
+  DeviceBuffer<uint8_t> flush;
+  cudaEvent_t start, stop;
+  bool profile_only = false;  // one launch per op, no timing (for ncu)
+  explicit Timer(cudaStream_t s, size_t l2_bytes) : stream(s), flush(2 * l2_bytes) {
+    FATHOM_CUDA_CHECK(cudaEventCreate(&start));
+    FATHOM_CUDA_CHECK(cudaEventCreate(&stop));
+  }
+  ~Timer() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+  float elapsed_us() {
+    FATHOM_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    FATHOM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    return ms * 1000.0f;
+  }
+  // Median microseconds of one launch with a cold L2.
+  float cold(const std::function<void()>& op) {
+    op();  // warm-up (module load)
+    if (profile_only) return 0.0f;
+    std::vector<float> times;
+    for (int i = 0; i < kRepeats; ++i) {
+      FATHOM_CUDA_CHECK(cudaMemsetAsync(flush.data(), i & 0xff, flush.bytes(), stream));
+      FATHOM_CUDA_CHECK(cudaEventRecord(start, stream));
+      op();
+      FATHOM_CUDA_CHECK(cudaEventRecord(stop, stream));
+      times.push_back(elapsed_us());
+    }
+    return median(times);
+  }
+  // Median microseconds per launch inside a graph of kGraphLaunches launches.
+  float warm(const std::function<void()>& op) {
+    if (profile_only) return 0.0f;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    FATHOM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < kGraphLaunches; ++i) op();
+    FATHOM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    FATHOM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    FATHOM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    std::vector<float> times;
+    for (int i = 0; i < kGraphReplays; ++i) {
+      FATHOM_CUDA_CHECK(cudaEventRecord(start, stream));
+      FATHOM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      FATHOM_CUDA_CHECK(cudaEventRecord(stop, stream));
+      times.push_back(elapsed_us() / kGraphLaunches);
+    }
+    FATHOM_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    FATHOM_CUDA_CHECK(cudaGraphDestroy(graph));
+    return median(times);
+  }
+};
+
+// Pseudo-random values (64-bit LCG, uniform with the given standard deviation): fast enough for the
+// 100M-element buffers of the 4096-token cases. Never zeros (they can run faster than real data).
+std::vector<float> random_floats(size_t count, float stddev, uint32_t seed) {
+  std::vector<float> v(count);
+  uint64_t state = 0x9E3779B97F4A7C15ull * (seed + 1);
+  const float scale = stddev * 1.7320508f / 8388608.0f;  // uniform [-sqrt(3), sqrt(3)) * stddev
+  for (float& x : v) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    x = (static_cast<float>(state >> 40) - 8388608.0f) * scale;
+  }
+  return v;
+}
+
+std::vector<__nv_bfloat16> random_bf16(size_t count, float stddev, uint32_t seed) {
+  const std::vector<float> f = random_floats(count, stddev, seed);
+  std::vector<__nv_bfloat16> v(count);
+  for (size_t i = 0; i < count; ++i) v[i] = __float2bfloat16(f[i]);
+  return v;
+}
+
+struct Row {
+  std::string op;
+  int64_t tokens;
+  float cold_us, warm_us;
+  double bytes;
+};
+
+void print_row(const Row& r, double bandwidth) {
+  const double floor_us = r.bytes / bandwidth;
+  std::printf("%-22s %6lld %10.2f %10.2f %12.0f %9.2f %7.2f %7.2f\n", r.op.c_str(), static_cast<long long>(r.tokens),
+              r.cold_us, r.warm_us, r.bytes, floor_us, r.cold_us / floor_us, r.warm_us / floor_us);
+  std::fflush(stdout);
+}
+
+void run(int64_t tokens, const DeviceBuffer<__nv_bfloat16>& table, Timer& timer, double bandwidth, cudaStream_t stream) {
+  const int64_t entries = tokens * kTopK;
+  // Routing.
+  DeviceBuffer<float> logits(random_floats(static_cast<size_t>(tokens * kExperts), 2.0f, 1));
+  DeviceBuffer<float> bias(random_floats(kExperts, 0.05f, 2));
+  DeviceBuffer<int32_t> ids(static_cast<size_t>(entries));
+  DeviceBuffer<float> weights(static_cast<size_t>(entries));
+  const MoeRoutingConfig config{kExperts, 8, 4, kTopK, true, 2.5f};
+  auto route = [&] { moe_route(logits.data(), tokens, bias.data(), config, ids.data(), weights.data(), stream); };
+  print_row({"moe_route", tokens, timer.cold(route), timer.warm(route),
+             double(tokens * kExperts * 4 + kExperts * 4 + entries * 8)}, bandwidth);
+
+  // Permutation (align 128).
+  const MoePermutationShape shape{tokens, static_cast<int32_t>(kTopK), static_cast<int32_t>(kExperts), kRowAlignment};
+  const int64_t max_rows = moe_max_permuted_rows(shape);
+  DeviceBuffer<int32_t> offsets(kExperts + 1), counts(kExperts), row_token_slot(max_rows), row_expert(max_rows),
+      token_slot_row(entries);
+  DeviceBuffer<uint8_t> workspace(moe_permutation_workspace_bytes(shape));
+  const MoePermutation perm{offsets.data(), counts.data(), row_token_slot.data(), row_expert.data(), token_slot_row.data()};
+  auto permute = [&] {
+    moe_build_permutation(ids.data(), shape, workspace.data(), workspace.bytes(), perm, stream);
+  };
+  print_row({"moe_build_permutation", tokens, timer.cold(permute), timer.warm(permute),
+             double(entries * 4 + (2 * kExperts + 1) * 4 + entries * 4 + 2 * max_rows * 4)}, bandwidth);
+
+  // Gather of bf16 hidden rows.
+  DeviceBuffer<__nv_bfloat16> hidden(random_bf16(static_cast<size_t>(tokens * kHidden), 1.0f, 3));
+  DeviceBuffer<__nv_bfloat16> permuted(static_cast<size_t>(max_rows * kHidden));
+  auto gather = [&] {
+    moe_gather_rows(hidden.data(), tokens, kTopK, kHidden * 2, token_slot_row.data(), permuted.data(), stream);
+  };
+  print_row({"moe_gather_rows_bf16", tokens, timer.cold(gather), timer.warm(gather),
+             double(entries * 4 + tokens * kHidden * 2 + entries * kHidden * 2)}, bandwidth);
+
+  // Combine (with the shared expert's output).
+  DeviceBuffer<__nv_bfloat16> expert_out(random_bf16(static_cast<size_t>(max_rows * kHidden), 1.0f, 4));
+  DeviceBuffer<__nv_bfloat16> shared_out(random_bf16(static_cast<size_t>(tokens * kHidden), 1.0f, 5));
+  DeviceBuffer<__nv_bfloat16> combined(static_cast<size_t>(tokens * kHidden));
+  auto combine = [&] {
+    moe_combine(expert_out.data(), weights.data(), token_slot_row.data(), shared_out.data(), tokens, kTopK, kHidden,
+                combined.data(), stream);
+  };
+  print_row({"moe_combine", tokens, timer.cold(combine), timer.warm(combine),
+             double(entries * 8 + entries * kHidden * 2 + 2 * tokens * kHidden * 2)}, bandwidth);
+
+  // SwiGLU + e4m3 quantization of the experts' gate_up rows (routed rows only: padding rows skipped).
+  DeviceBuffer<__nv_bfloat16> gate_up(random_bf16(static_cast<size_t>(max_rows * 2 * kMoeIntermediate), 2.0f, 6));
+  DeviceBuffer<__nv_fp8_e4m3> act(static_cast<size_t>(max_rows * kMoeIntermediate));
+  DeviceBuffer<float> act_scales(static_cast<size_t>(max_rows * kMoeIntermediate / 128));
+  auto swiglu = [&] {
+    swiglu_quant_fp8(gate_up.data(), max_rows, kMoeIntermediate, row_expert.data(), act.data(), act_scales.data(),
+                     kMoeIntermediate / 128, 1, stream);
+  };
+  print_row({"swiglu_quant_fp8", tokens, timer.cold(swiglu), timer.warm(swiglu),
+             double(max_rows * 4 + entries * (2 * kMoeIntermediate * 2 + kMoeIntermediate + kMoeIntermediate / 128 * 4))},
+            bandwidth);
+
+  // RMSNorm and fused residual add + RMSNorm.
+  DeviceBuffer<__nv_bfloat16> norm_weight(random_bf16(kHidden, 0.2f, 7));
+  DeviceBuffer<__nv_bfloat16> residual(random_bf16(static_cast<size_t>(tokens * kHidden), 4.0f, 8));
+  DeviceBuffer<__nv_bfloat16> normed(static_cast<size_t>(tokens * kHidden));
+  auto norm = [&] {
+    rms_norm_bf16(hidden.data(), kHidden, tokens, kHidden, norm_weight.data(), 1e-6f, normed.data(), kHidden, stream);
+  };
+  print_row({"rms_norm", tokens, timer.cold(norm), timer.warm(norm), double(2 * tokens * kHidden * 2 + kHidden * 2)},
+            bandwidth);
+  auto add_norm = [&] {
+    add_rms_norm_bf16(hidden.data(), residual.data(), tokens, kHidden, norm_weight.data(), 1e-6f, normed.data(), stream);
+  };
+  print_row({"add_rms_norm", tokens, timer.cold(add_norm), timer.warm(add_norm),
+             double(4 * tokens * kHidden * 2 + kHidden * 2)}, bandwidth);
+
+  // RoPE on q (128 heads x 192, rope 64 at offset 128) and k_pe (rope 64 at offset 512 of 576).
+  DeviceBuffer<__nv_bfloat16> q(random_bf16(static_cast<size_t>(tokens * 128 * 192), 1.0f, 9));
+  DeviceBuffer<__nv_bfloat16> kv_a(random_bf16(static_cast<size_t>(tokens * 576), 1.0f, 10));
+  std::vector<int32_t> position_values(static_cast<size_t>(tokens));
+  for (int64_t t = 0; t < tokens; ++t) position_values[t] = static_cast<int32_t>(1000 + t);
+  DeviceBuffer<int32_t> positions(position_values);
+  std::vector<float> inv_freq_values(32);
+  for (int i = 0; i < 32; ++i) inv_freq_values[i] = std::pow(10000.0f, -2.0f * i / 64);
+  DeviceBuffer<float> inv_freq(inv_freq_values);
+  const RopeTarget targets[2] = {{q.data() + 128, 128, 192}, {kv_a.data() + 512, 1, 576}};
+  const RopeParams rope_params{inv_freq.data(), 64, 1.3f, true};
+  auto rope = [&] { apply_rope_bf16(targets, 2, tokens, positions.data(), rope_params, stream); };
+  print_row({"rope_q_kpe", tokens, timer.cold(rope), timer.warm(rope), double(2 * tokens * (128 + 1) * 64 * 2)},
+            bandwidth);
+
+  // Embedding gather (V3 table).
+  std::vector<int32_t> id_values(static_cast<size_t>(tokens));
+  std::mt19937 rng(12);
+  for (int32_t& id : id_values) id = static_cast<int32_t>(rng() % kVocab);
+  DeviceBuffer<int32_t> token_ids(id_values);
+  DeviceBuffer<int32_t> flag(std::vector<int32_t>{0});
+  DeviceBuffer<__nv_bfloat16> embedded(static_cast<size_t>(tokens * kHidden));
+  auto embed = [&] {
+    embedding_gather_bf16(table.data(), kVocab, kHidden, token_ids.data(), tokens, embedded.data(), flag.data(), stream);
+  };
+  print_row({"embedding_gather", tokens, timer.cold(embed), timer.warm(embed), double(2 * tokens * kHidden * 2)},
+            bandwidth);
+
+  // Sampling (batch = tokens, capped at 256 rows): temperature + top-k + top-p + min-p, and greedy.
+  const int64_t batch = std::min<int64_t>(tokens, 256);
+  DeviceBuffer<float> vocab_logits(random_floats(static_cast<size_t>(batch * kVocab), 3.0f, 13));
+  DeviceBuffer<float> temperature(std::vector<float>(static_cast<size_t>(batch), 0.7f));
+  DeviceBuffer<float> greedy_temperature(std::vector<float>(static_cast<size_t>(batch), 0.0f));
+  DeviceBuffer<int32_t> top_k(std::vector<int32_t>(static_cast<size_t>(batch), 50));
+  DeviceBuffer<float> top_p(std::vector<float>(static_cast<size_t>(batch), 0.9f));
+  DeviceBuffer<float> min_p(std::vector<float>(static_cast<size_t>(batch), 0.05f));
+  DeviceBuffer<uint64_t> seeds(std::vector<uint64_t>(static_cast<size_t>(batch), 7));
+  DeviceBuffer<int32_t> sampled(static_cast<size_t>(batch));
+  DeviceBuffer<float> logprobs(static_cast<size_t>(batch));
+  const SamplingParams full{temperature.data(), top_k.data(), top_p.data(), min_p.data(), seeds.data(), nullptr};
+  const SamplingParams greedy{greedy_temperature.data(), nullptr, nullptr, nullptr, seeds.data(), nullptr};
+  const SamplingParams top_p_only{temperature.data(), nullptr, top_p.data(), nullptr, seeds.data(), nullptr};
+  auto sample_full = [&] { sample_tokens(vocab_logits.data(), batch, kVocab, full, sampled.data(), logprobs.data(), stream); };
+  auto sample_top_p = [&] {
+    sample_tokens(vocab_logits.data(), batch, kVocab, top_p_only, sampled.data(), logprobs.data(), stream);
+  };
+  auto sample_greedy = [&] {
+    sample_tokens(vocab_logits.data(), batch, kVocab, greedy, sampled.data(), logprobs.data(), stream);
+  };
+  const double sample_bytes = double(batch * kVocab * 4);
+  print_row({"sample_greedy(B)", batch, timer.cold(sample_greedy), timer.warm(sample_greedy), sample_bytes}, bandwidth);
+  print_row({"sample_top_p(B)", batch, timer.cold(sample_top_p), timer.warm(sample_top_p), sample_bytes}, bandwidth);
+  print_row({"sample_k_p_minp(B)", batch, timer.cold(sample_full), timer.warm(sample_full), sample_bytes}, bandwidth);
+}
+
+}  // namespace
+}  // namespace fathom::kernels::cuda
+
+// Usage: bench_small_ops              time every op at 1, 32, 256 and 4096 tokens
+//        bench_small_ops profile T    launch every op once at T tokens, untimed (run under ncu)
+int main(int argc, char** argv) {
+  using namespace fathom::kernels::cuda;
+  try {
+    const bool profile = argc >= 3 && std::string(argv[1]) == "profile";
+    cudaDeviceProp prop{};
+    FATHOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    cudaStream_t stream;
+    FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    Timer timer(stream, static_cast<size_t>(prop.l2CacheSize));
+    timer.profile_only = profile;
+    const double bandwidth = profile ? 1.0 : fathom::bench::copy_bandwidth_gbps() * 1e3;  // bytes per microsecond
+    std::printf("device: %s, %d SMs, L2 %d MB; d2d copy bandwidth %.0f GB/s (read + write)\n", prop.name,
+                prop.multiProcessorCount, prop.l2CacheSize >> 20, bandwidth / 1e3);
+    std::printf("%-22s %6s %10s %10s %12s %9s %7s %7s\n", "op", "tokens", "cold_us", "warm_us", "bytes", "floor_us",
+                "cold/fl", "warm/fl");
+    const DeviceBuffer<__nv_bfloat16> table(random_bf16(static_cast<size_t>(kVocab * kHidden), 1.0f, 11));
+    const std::vector<int64_t> sizes = profile ? std::vector<int64_t>{std::stoll(argv[2])}
+                                               : std::vector<int64_t>{1, 32, 256, 4096};
+    for (int64_t tokens : sizes) run(tokens, table, timer, bandwidth, stream);
+    FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench failed: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,25 @@
+#pragma once
+// RMSNorm on bf16 rows with fp32 math: y = weight * (x / sqrt(mean(x^2) + eps)), as kernels::cpu::rms_norm.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace fathom::kernels::cuda {
+
+// x:      [rows, dim] bf16 (device), row r at x + r * x_row_stride (elements)
+// weight: [dim] bf16 (device)
+// out:    [rows, dim] bf16 (device), row r at out + r * out_row_stride; may alias x (same strides)
+// Strides let it normalise a column range in place, e.g. the first 512 columns of MLA's [T, 576] kv_a rows.
+void rms_norm_bf16(const __nv_bfloat16* x, int64_t x_row_stride, int64_t rows, int64_t dim,
+                   const __nv_bfloat16* weight, float eps, __nv_bfloat16* out, int64_t out_row_stride,
+                   cudaStream_t stream);
+
+// Fused residual add + norm (contiguous rows):
+//   residual = bf16(residual + x)          (updated in place)
+//   out      = rms_norm(residual)          (computed from the stored bf16 residual, as the unfused pair would)
+// x, residual, out: [rows, dim] bf16 (device); out must not alias x or residual.
+void add_rms_norm_bf16(const __nv_bfloat16* x, __nv_bfloat16* residual, int64_t rows, int64_t dim,
+                       const __nv_bfloat16* weight, float eps, __nv_bfloat16* out, cudaStream_t stream);
+
+}  // namespace fathom::kernels::cuda

@@ -1,0 +1,119 @@
+// GPU RMSNorm (plain, strided, in place, fused residual add) vs kernels::cpu::rms_norm.
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/tensor.h"
+#include "cuda_test_util.h"
+#include "kernels/cpu/rms_norm.h"
+#include "kernels/cuda/norm/rms_norm.h"
+
+namespace fathom::kernels::cuda {
+namespace {
+
+constexpr float kEps = 1e-6f;
+
+std::vector<float> cpu_rms_norm(const std::vector<float>& x, int64_t rows, int64_t dim,
+                                std::vector<__nv_bfloat16>& weight_bits) {
+  Tensor weight(DType::BF16, {dim}, weight_bits.data(), nullptr);
+  std::vector<float> out(x.size());
+  cpu::rms_norm(x.data(), rows, dim, weight, kEps, out.data());
+  return out;
+}
+
+std::vector<__nv_bfloat16> random_weight(std::mt19937& rng, int64_t dim) {
+  std::vector<float> w = testing::random_normal(rng, static_cast<size_t>(dim), 0.3f);
+  for (float& v : w) v += 1.0f;
+  return testing::float_to_bf16_vector(w);
+}
+
+// Rows at a stride (columns [0, dim) of [rows, stride]); the columns past dim must stay untouched.
+void check_rms_norm(int64_t rows, int64_t dim, int64_t stride, bool in_place, uint32_t seed) {
+  SCOPED_TRACE(::testing::Message() << "rows " << rows << " dim " << dim << " stride " << stride << " in place "
+                                    << in_place);
+  std::mt19937 rng(seed);
+  const std::vector<float> x_full = testing::round_to_bf16(testing::random_normal(rng, rows * stride, 3.0f));
+  std::vector<__nv_bfloat16> weight = random_weight(rng, dim);
+  std::vector<float> x_rows(static_cast<size_t>(rows * dim));
+  for (int64_t r = 0; r < rows; ++r) std::copy_n(x_full.data() + r * stride, dim, x_rows.data() + r * dim);
+  const std::vector<float> expected = cpu_rms_norm(x_rows, rows, dim, weight);
+
+  DeviceBuffer<__nv_bfloat16> d_x(testing::float_to_bf16_vector(x_full));
+  DeviceBuffer<__nv_bfloat16> d_weight(weight);
+  DeviceBuffer<__nv_bfloat16> d_out(static_cast<size_t>(rows * stride));
+  d_out.fill_bytes(0xff);
+  __nv_bfloat16* out = in_place ? d_x.data() : d_out.data();
+  rms_norm_bf16(d_x.data(), stride, rows, dim, d_weight.data(), kEps, out, stride, nullptr);
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<__nv_bfloat16> got_bits = in_place ? d_x.download() : d_out.download();
+  std::vector<float> got(static_cast<size_t>(rows * dim));
+  int64_t tail_touched = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < stride; ++c) {
+      const __nv_bfloat16 v = got_bits[r * stride + c];
+      if (c < dim) {
+        got[r * dim + c] = __bfloat162float(v);
+      } else {
+        uint16_t bits, original;
+        std::memcpy(&bits, &v, 2);
+        const __nv_bfloat16 x_bf16 = __float2bfloat16(x_full[r * stride + c]);
+        std::memcpy(&original, &x_bf16, 2);
+        tail_touched += bits != (in_place ? original : uint16_t{0xffff});
+      }
+    }
+  }
+  EXPECT_EQ(tail_touched, 0);
+  EXPECT_LT(testing::relative_l2_error(got, expected), 3e-3);  // bf16 output rounding
+}
+
+TEST(CudaRmsNorm, MatchesCpuOverShapes) {
+  FATHOM_REQUIRE_GPU();
+  uint32_t seed = 1;
+  for (int64_t rows : {1, 3, 64, 257}) {
+    check_rms_norm(rows, 7168, 7168, false, seed++);  // V3 hidden
+    check_rms_norm(rows, 1536, 1536, false, seed++);  // q_lora_rank
+  }
+  check_rms_norm(33, 512, 576, false, seed++);   // kv_a rows: normalise the first 512 of 576
+  check_rms_norm(33, 512, 576, true, seed++);
+  check_rms_norm(5, 7168, 7168, true, seed++);
+  for (int64_t dim : {1, 7, 100, 129, 4100, 20000, 32768}) check_rms_norm(3, dim, dim, false, seed++);
+  check_rms_norm(4, 100, 103, false, seed++);  // odd stride: scalar path
+}
+
+void check_add_rms_norm(int64_t rows, int64_t dim, uint32_t seed) {
+  SCOPED_TRACE(::testing::Message() << "rows " << rows << " dim " << dim);
+  std::mt19937 rng(seed);
+  const std::vector<float> x = testing::round_to_bf16(testing::random_normal(rng, rows * dim, 1.0f));
+  const std::vector<float> residual = testing::round_to_bf16(testing::random_normal(rng, rows * dim, 4.0f));
+  std::vector<__nv_bfloat16> weight = random_weight(rng, dim);
+  std::vector<float> sum(x.size());
+  for (size_t i = 0; i < x.size(); ++i) sum[i] = x[i] + residual[i];
+  const std::vector<float> sum_bf16 = testing::round_to_bf16(sum);
+  const std::vector<float> expected = cpu_rms_norm(sum_bf16, rows, dim, weight);
+
+  DeviceBuffer<__nv_bfloat16> d_x(testing::float_to_bf16_vector(x));
+  DeviceBuffer<__nv_bfloat16> d_residual(testing::float_to_bf16_vector(residual));
+  DeviceBuffer<__nv_bfloat16> d_weight(weight);
+  DeviceBuffer<__nv_bfloat16> d_out(static_cast<size_t>(rows * dim));
+  d_out.fill_bytes(0xff);
+  add_rms_norm_bf16(d_x.data(), d_residual.data(), rows, dim, d_weight.data(), kEps, d_out.data(), nullptr);
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_EQ(testing::bf16_to_float_vector(d_residual.download()), sum_bf16);  // exact: one fp32 add, one rounding
+  EXPECT_LT(testing::relative_l2_error(testing::bf16_to_float_vector(d_out.download()), expected), 3e-3);
+}
+
+TEST(CudaRmsNorm, FusedResidualAddMatchesCpu) {
+  FATHOM_REQUIRE_GPU();
+  uint32_t seed = 100;
+  for (int64_t rows : {1, 32, 256}) check_add_rms_norm(rows, 7168, seed++);
+  for (int64_t dim : {1, 100, 1536}) check_add_rms_norm(9, dim, seed++);
+}
+
+TEST(CudaRmsNorm, RejectsBadShapes) {
+  FATHOM_REQUIRE_GPU();
+  EXPECT_THROW(rms_norm_bf16(nullptr, 10, 1, 20, nullptr, kEps, nullptr, 20, nullptr), Error);  // stride < dim
+  EXPECT_THROW(rms_norm_bf16(nullptr, 40000, 1, 40000, nullptr, kEps, nullptr, 40000, nullptr), Error);  // too wide
+}
+
+}  // namespace
+}  // namespace fathom::kernels::cuda
