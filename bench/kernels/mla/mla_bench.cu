@@ -1,0 +1,268 @@
+// MLA kernel benchmark at DeepSeek-V3 dims (128 heads, kv_lora 512, rope 64, nope 128, v 128):
+//   copy   : device-to-device copy bandwidth (bytes read + written), the memory ceiling of this run
+//   decode : batch {1,16,64,128} x context {1k,4k,16k}, bandwidth on KV + q + out bytes vs the copy
+//   absorb : W_UK / W_UV products (bf16 and fp8 weights), bandwidth on weight + activation bytes
+//   prefill: one 4096-token causal sequence (and 4 x 1024), TFLOP/s
+// Every timed run is preceded by an L2 flush (a 256 MiB memset); times are medians of CUDA-event timings.
+// Usage: mla_bench [--reps N] [--only copy|decode|absorb|prefill] [--batch B] [--context C]
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/mla/mla_absorb.h"
+#include "kernels/cuda/mla/mla_decode.h"
+#include "kernels/cuda/mla/mla_prefill.h"
+
+namespace {
+
+using fathom::kernels::cuda::DeviceBuffer;
+namespace kc = fathom::kernels::cuda;
+
+constexpr int kHeads = 128, kLora = 512, kRope = 64, kNope = 128, kV = 128, kRow = kLora + kRope;
+
+__global__ void fill_random_kernel(__nv_bfloat16* data, size_t count, uint64_t seed, float scale) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+    x ^= x >> 31;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 29;
+    const float u = static_cast<float>(x >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+    data[i] = __float2bfloat16((2.0f * u - 1.0f) * scale);
+  }
+}
+
+__global__ void fill_random_bytes_kernel(uint8_t* data, size_t count, uint64_t seed) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    uint64_t x = (i + 7) * 0x9E3779B97F4A7C15ull ^ seed;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 29;
+    const uint8_t byte = static_cast<uint8_t>(x >> 24);
+    data[i] = (byte & 0x7f) == 0x7f ? static_cast<uint8_t>(byte & 0xf0) : byte;  // no NaN encodings
+  }
+}
+
+void fill_random(__nv_bfloat16* data, size_t count, uint64_t seed, float scale = 1.0f) {
+  fill_random_kernel<<<1024, 256>>>(data, count, seed, scale);
+  FATHOM_CUDA_CHECK_LAUNCH();
+}
+
+struct Timer {
+  DeviceBuffer<uint8_t> flush_buffer{256ull << 20};
+  cudaEvent_t start{}, stop{};
+  Timer() {
+    FATHOM_CUDA_CHECK(cudaEventCreate(&start));
+    FATHOM_CUDA_CHECK(cudaEventCreate(&stop));
+  }
+  ~Timer() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+  // Median milliseconds of `reps` runs of fn, each after an L2 flush; two untimed warm-up runs first.
+  double median_ms(int reps, const std::function<void()>& fn, bool flush = true) {
+    fn();
+    fn();
+    std::vector<double> times;
+    for (int r = 0; r < reps; ++r) {
+      if (flush) FATHOM_CUDA_CHECK(cudaMemsetAsync(flush_buffer.data(), r & 0xff, flush_buffer.bytes()));
+      FATHOM_CUDA_CHECK(cudaEventRecord(start));
+      fn();
+      FATHOM_CUDA_CHECK(cudaEventRecord(stop));
+      FATHOM_CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      FATHOM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      times.push_back(ms);
+    }
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  }
+};
+
+double bench_copy(Timer& timer, int reps) {
+  const size_t bytes = 1ull << 30;
+  DeviceBuffer<uint8_t> a(bytes), b(bytes);
+  FATHOM_CUDA_CHECK(cudaMemset(a.data(), 1, bytes));
+  const double ms = timer.median_ms(reps, [&] { FATHOM_CUDA_CHECK(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice)); }, false);
+  const double gbps = 2.0 * bytes / (ms * 1e-3) / 1e9;
+  std::printf("copy: %zu MiB D2D, median %.3f ms, %.1f GB/s (read + write)\n", bytes >> 20, ms, gbps);
+  return gbps;
+}
+
+void bench_decode(Timer& timer, int reps, double copy_gbps, int num_sms, int only_batch, int only_ctx) {
+  const int page_size = 64, max_batch = 128, max_ctx = 16384;
+  const int pages_per_seq = max_ctx / page_size;
+  const int64_t num_pages = static_cast<int64_t>(max_batch) * pages_per_seq;
+  DeviceBuffer<__nv_bfloat16> pool(static_cast<size_t>(num_pages) * page_size * kRow);
+  fill_random(pool.data(), pool.size(), 11);
+  DeviceBuffer<__nv_bfloat16> q_latent(static_cast<size_t>(max_batch) * kHeads * kLora),
+      q_pe(static_cast<size_t>(max_batch) * kHeads * kRope), out(static_cast<size_t>(max_batch) * kHeads * kLora);
+  fill_random(q_latent.data(), q_latent.size(), 12);
+  fill_random(q_pe.data(), q_pe.size(), 13);
+  std::vector<int32_t> page_order(static_cast<size_t>(num_pages));
+  std::iota(page_order.begin(), page_order.end(), 0);
+  std::shuffle(page_order.begin(), page_order.end(), std::mt19937(5));  // scattered pages, as after churn
+  DeviceBuffer<int32_t> page_table(page_order);                       // [max_batch, pages_per_seq]
+  DeviceBuffer<int32_t> seq_lens(static_cast<size_t>(max_batch));
+  const size_t workspace_bytes = kc::mla_decode_max_workspace_bytes(num_sms, max_batch, kHeads, kLora, max_ctx);
+  DeviceBuffer<uint8_t> workspace(std::max<size_t>(workspace_bytes, 16));
+  std::printf("\ndecode (absorbed, bf16, page 64, %d heads, kv_lora %d, rope %d); floor = bytes / copy bandwidth\n",
+              kHeads, kLora, kRope);
+  std::printf("%6s %7s %6s %6s %10s %10s %9s %8s %9s %11s %11s\n", "batch", "context", "group", "splits", "time_us",
+              "floor_us", "GB/s", "%copy", "TFLOP/s", "wgmmaS_us", "mmasync_us");
+  for (int batch : {1, 16, 64, 128})
+    for (int ctx : {1024, 4096, 16384}) {
+      if ((only_batch && batch != only_batch) || (only_ctx && ctx != only_ctx)) continue;
+      std::vector<int32_t> lens(static_cast<size_t>(max_batch), ctx);
+      seq_lens.upload(lens);
+      const kc::MlaDecodePlan plan = kc::mla_decode_plan(num_sms, batch, kHeads, ctx);
+      kc::MlaDecodeArgs args;
+      args.q_latent = q_latent.data();
+      args.q_pe = q_pe.data();
+      args.q_pe_head_stride = kRope;
+      args.cache = {pool.data(), static_cast<int32_t>(num_pages), page_size, kLora, kRope};
+      args.batch = {page_table.data(), seq_lens.data(), batch, pages_per_seq};
+      args.out_latent = out.data();
+      args.num_heads = kHeads;
+      args.softmax_scale = 0.1352f;
+      const double ms = timer.median_ms(reps, [&] { kc::mla_decode(args, plan, workspace.data(), workspace.bytes(), nullptr); });
+      kc::MlaDecodePlan score_only = plan, mma_only = plan;  // the other kernel paths, for comparison
+      score_only.value_wgmma = false;
+      mma_only.score_wgmma = mma_only.value_wgmma = false;
+      const double ms_score_only = timer.median_ms(reps, [&] { kc::mla_decode(args, score_only, workspace.data(), workspace.bytes(), nullptr); });
+      const double ms_mma = timer.median_ms(reps, [&] { kc::mla_decode(args, mma_only, workspace.data(), workspace.bytes(), nullptr); });
+      const double bytes = static_cast<double>(batch) * ctx * kRow * 2 + static_cast<double>(batch) * kHeads * (kRow + kLora) * 2;
+      const double flops = 2.0 * batch * kHeads * static_cast<double>(ctx) * (kRow + kLora);
+      const double gbps = bytes / (ms * 1e-3) / 1e9;
+      std::printf("%6d %7d %6d %6d %10.1f %10.1f %9.1f %7.1f%% %9.1f %11.1f %11.1f\n", batch, ctx, plan.head_group,
+                  plan.num_splits, ms * 1e3, bytes / (copy_gbps * 1e9) * 1e6, gbps, 100.0 * gbps / copy_gbps,
+                  flops / (ms * 1e-3) / 1e12, ms_score_only * 1e3, ms_mma * 1e3);
+    }
+}
+
+void bench_absorb(Timer& timer, int reps, double copy_gbps) {
+  const int max_tokens = 128;
+  const size_t w_elems = static_cast<size_t>(kHeads) * (kNope + kV) * kLora;
+  DeviceBuffer<__nv_bfloat16> w_bf16(w_elems);
+  fill_random(w_bf16.data(), w_elems, 21, 0.05f);
+  DeviceBuffer<uint8_t> w_fp8(w_elems);
+  fill_random_bytes_kernel<<<1024, 256>>>(w_fp8.data(), w_elems, 22);
+  FATHOM_CUDA_CHECK_LAUNCH();
+  const size_t scale_count = static_cast<size_t>(kHeads) * (kNope + kV) / 128 * (kLora / 128);
+  DeviceBuffer<float> scales(std::vector<float>(scale_count, 1e-3f));
+  DeviceBuffer<__nv_bfloat16> q(static_cast<size_t>(max_tokens) * kHeads * (kNope + kRope)),
+      q_latent(static_cast<size_t>(max_tokens) * kHeads * kLora), out(static_cast<size_t>(max_tokens) * kHeads * kV);
+  fill_random(q.data(), q.size(), 23);
+  fill_random(q_latent.data(), q_latent.size(), 24);
+  std::printf("\nabsorption bmm (%d heads): bytes = weight slice + activations in/out; floor = bytes / copy bandwidth\n", kHeads);
+  std::printf("%-8s %-14s %6s %10s %10s %9s %8s\n", "weights", "op", "tokens", "time_us", "floor_us", "GB/s", "%copy");
+  for (int fp8 = 0; fp8 < 2; ++fp8)
+    for (int tokens : {1, 16, 64, 128}) {
+      kc::MlaKvBWeights w;
+      w.weight = fp8 ? static_cast<const void*>(w_fp8.data()) : static_cast<const void*>(w_bf16.data());
+      w.scale_inv = fp8 ? scales.data() : nullptr;
+      w.is_fp8 = fp8 == 1;
+      w.num_heads = kHeads;
+      w.nope_dim = kNope;
+      w.v_dim = kV;
+      w.kv_lora_dim = kLora;
+      const double w_bytes = static_cast<double>(kHeads) * kNope * kLora * (fp8 ? 1 : 2);  // one half of kv_b
+      const double ms_q = timer.median_ms(reps, [&] { kc::mla_absorb_query(q.data(), kNope + kRope, tokens, w, q_latent.data(), nullptr); });
+      const double ms_v = timer.median_ms(reps, [&] { kc::mla_project_values(q_latent.data(), tokens, w, out.data(), nullptr); });
+      const double bytes_q = w_bytes + tokens * kHeads * (kNope + kLora) * 2.0;
+      const double bytes_v = w_bytes + tokens * kHeads * (kLora + kV) * 2.0;
+      for (int op = 0; op < 2; ++op) {
+        const double ms = op == 0 ? ms_q : ms_v, bytes = op == 0 ? bytes_q : bytes_v;
+        const double gbps = bytes / (ms * 1e-3) / 1e9;
+        std::printf("%-8s %-14s %6d %10.1f %10.1f %9.1f %7.1f%%\n", fp8 ? "fp8" : "bf16", op == 0 ? "absorb_query" : "project_values",
+                    tokens, ms * 1e3, bytes / (copy_gbps * 1e9) * 1e6, gbps, 100.0 * gbps / copy_gbps);
+      }
+    }
+}
+
+void bench_prefill(Timer& timer, int reps) {
+  std::printf("\nprefill (expanded, causal, %d heads, qk %d, v %d); FLOPs = 2 * heads * visible pairs * (qk + v)\n",
+              kHeads, kNope + kRope, kV);
+  std::printf("%-12s %8s %10s %9s\n", "sequences", "tokens", "time_ms", "TFLOP/s");
+  for (int num_seqs : {1, 4}) {
+    const int len = 4096 / num_seqs, total = 4096, page_size = 64;
+    const int pages_per_seq = (len + page_size - 1) / page_size;
+    DeviceBuffer<__nv_bfloat16> q(static_cast<size_t>(total) * kHeads * (kNope + kRope)),
+        k_nope(static_cast<size_t>(total) * kHeads * kNope), v(static_cast<size_t>(total) * kHeads * kV),
+        out(static_cast<size_t>(total) * kHeads * kV), pool(static_cast<size_t>(num_seqs) * pages_per_seq * page_size * kRow);
+    fill_random(q.data(), q.size(), 31);
+    fill_random(k_nope.data(), k_nope.size(), 32);
+    fill_random(v.data(), v.size(), 33);
+    fill_random(pool.data(), pool.size(), 34);
+    std::vector<int32_t> table(static_cast<size_t>(num_seqs) * pages_per_seq), cu(static_cast<size_t>(num_seqs) + 1);
+    std::iota(table.begin(), table.end(), 0);
+    for (int s = 0; s <= num_seqs; ++s) cu[s] = s * len;
+    DeviceBuffer<int32_t> table_device(table), cu_device(cu);
+    kc::MlaPrefillArgs args;
+    args.q = q.data();
+    args.q_head_stride = kNope + kRope;
+    args.k_nope = k_nope.data();
+    args.v = v.data();
+    args.cache = {pool.data(), num_seqs * pages_per_seq, page_size, kLora, kRope};
+    args.page_table = table_device.data();
+    args.max_pages_per_seq = pages_per_seq;
+    args.cu_q_lens = cu_device.data();
+    args.cu_kv_lens = cu_device.data();
+    args.batch = num_seqs;
+    args.max_q_len = len;
+    args.out = out.data();
+    args.num_heads = kHeads;
+    args.nope_dim = kNope;
+    args.v_dim = kV;
+    args.softmax_scale = 0.0722f;
+    const double ms = timer.median_ms(reps, [&] { kc::mla_prefill(args, nullptr); });
+    const double pairs = static_cast<double>(num_seqs) * len * (len + 1) / 2.0;
+    const double flops = 2.0 * kHeads * pairs * (kNope + kRope + kV);
+    std::printf("%-12s %8d %10.3f %9.1f\n", (std::to_string(num_seqs) + " x " + std::to_string(len)).c_str(), total, ms,
+                flops / (ms * 1e-3) / 1e12);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 30, only_batch = 0, only_ctx = 0;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else if (!std::strcmp(argv[i], "--batch") && i + 1 < argc) only_batch = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--context") && i + 1 < argc) only_ctx = std::atoi(argv[++i]);
+  }
+  try {
+    int device = 0, num_sms = 0;
+    cudaDeviceProp prop{};
+    FATHOM_CUDA_CHECK(cudaGetDevice(&device));
+    FATHOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    FATHOM_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+    std::printf("device: %s, %d SMs, L2 %d MiB, reps %d (median, L2 flushed before each run)\n", prop.name, num_sms,
+                prop.l2CacheSize >> 20, reps);
+    Timer timer;
+    const double copy_gbps = bench_copy(timer, reps);
+    if (only.empty() || only == "decode") bench_decode(timer, reps, copy_gbps, num_sms, only_batch, only_ctx);
+    if (only.empty() || only == "absorb") bench_absorb(timer, reps, copy_gbps);
+    if (only.empty() || only == "prefill") bench_prefill(timer, std::max(5, reps / 3));
+    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "mla_bench: %s\n", error.what());
+    return 1;
+  }
+  return 0;
+}

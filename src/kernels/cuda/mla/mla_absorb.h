@@ -1,0 +1,35 @@
+#pragma once
+// MLA weight absorption (decode path): per-head products with the slices of kv_b_proj.
+//   W_UK[h] = kv_b rows [h*(nope+v), h*(nope+v)+nope)        (nope x kv_lora)
+//   W_UV[h] = kv_b rows [h*(nope+v)+nope, (h+1)*(nope+v))    (v x kv_lora)
+// Weights are bf16 (dequantized at load) or the checkpoint's fp8 e4m3 with per-128x128-block scale_inv;
+// fp8 weights are dequantized to bf16 tiles in shared memory (same tensor-core path, half the weight bytes).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace fathom::kernels::cuda {
+
+struct MlaKvBWeights {
+  const void* weight = nullptr;        // [num_heads * (nope_dim + v_dim), kv_lora_dim]: bf16, or e4m3 bytes if is_fp8
+  const float* scale_inv = nullptr;    // fp8 only: [ceil(rows / 128), ceil(kv_lora_dim / 128)] fp32
+  bool is_fp8 = false;
+  int32_t num_heads = 0;
+  int32_t nope_dim = 0;                // 128 for DeepSeek-V3
+  int32_t v_dim = 0;                   // 128
+  int32_t kv_lora_dim = 0;             // 512
+};
+
+// q_latent[t,h,:] = W_UK[h]ᵀ · q_nope[t,h,:].
+// q_nope: [num_tokens, num_heads, q_head_stride] (its first nope_dim values per head are read, so q [T, H, nope+rope]
+// can be passed with q_head_stride = nope+rope); q_latent: [num_tokens, num_heads, kv_lora_dim].
+void mla_absorb_query(const __nv_bfloat16* q_nope, int64_t q_head_stride, int32_t num_tokens, const MlaKvBWeights& w,
+                      __nv_bfloat16* q_latent, cudaStream_t stream);
+
+// out[t,h,:] = W_UV[h] · out_latent[t,h,:].
+// out_latent: [num_tokens, num_heads, kv_lora_dim]; out: [num_tokens, num_heads, v_dim].
+void mla_project_values(const __nv_bfloat16* out_latent, int32_t num_tokens, const MlaKvBWeights& w,
+                        __nv_bfloat16* out, cudaStream_t stream);
+
+}  // namespace fathom::kernels::cuda

@@ -1,0 +1,107 @@
+// Host side of the MLA decode: argument checks, kernel instantiation choice, launches (decode + combine).
+#include "kernels/cuda/mla/mla_decode.h"
+
+#include <cmath>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/mla/sm90/mla_decode_combine.cuh"
+#include "kernels/cuda/mla/sm90/mla_decode_kernel.cuh"
+
+namespace fathom::kernels::cuda {
+
+namespace {
+
+using mla_detail::DecodeKernelParams;
+
+bool aligned16(const void* pointer) { return (reinterpret_cast<uintptr_t>(pointer) & 15u) == 0; }
+
+template <int kLatentPad, int kRopePad, int kHeadGroup, bool kScoreWgmma, bool kValueWgmma>
+void launch_decode(const DecodeKernelParams& params, int batch, int num_splits, cudaStream_t stream) {
+  using L = mla_detail::DecodeLayout<kLatentPad, kRopePad, kHeadGroup>;
+  auto kernel = mla_detail::mla_decode_kernel<kLatentPad, kRopePad, kHeadGroup, kScoreWgmma, kValueWgmma>;
+  // A function attribute, not a stream operation: allowed while a stream is being captured.
+  FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmemBytes));
+  const dim3 grid(static_cast<unsigned>((params.num_heads + kHeadGroup - 1) / kHeadGroup),
+                  static_cast<unsigned>(num_splits), static_cast<unsigned>(batch));
+  kernel<<<grid, mla_detail::kDecodeThreads, L::kSmemBytes, stream>>>(params);
+  FATHOM_CUDA_CHECK_LAUNCH();
+}
+
+template <int kLatentPad, int kRopePad>
+void dispatch_head_group(const DecodeKernelParams& params, const MlaDecodePlan& plan, int batch,
+                         cudaStream_t stream) {
+  const int num_splits = plan.num_splits;
+  switch (plan.head_group) {
+    case 16: return launch_decode<kLatentPad, kRopePad, 16, false, false>(params, batch, num_splits, stream);
+    case 32: return launch_decode<kLatentPad, kRopePad, 32, false, false>(params, batch, num_splits, stream);
+    case 64:
+      if constexpr (kLatentPad == 512) {  // wgmma values: two warpgroups x 256 latent columns
+        if (plan.score_wgmma && plan.value_wgmma)
+          return launch_decode<kLatentPad, kRopePad, 64, true, true>(params, batch, num_splits, stream);
+      }
+      if (plan.score_wgmma) return launch_decode<kLatentPad, kRopePad, 64, true, false>(params, batch, num_splits, stream);
+      return launch_decode<kLatentPad, kRopePad, 64, false, false>(params, batch, num_splits, stream);
+    default: FATHOM_FAIL("mla_decode: head_group " << plan.head_group << " (supported: 16, 32, 64)");
+  }
+}
+
+}  // namespace
+
+void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* workspace, size_t workspace_bytes,
+                cudaStream_t stream) {
+  const LatentCacheView& cache = args.cache;
+  const PagedBatchView& batch = args.batch;
+  FATHOM_CHECK(args.q_latent && args.q_pe && args.out_latent && cache.pool && batch.page_table && batch.seq_lens,
+               "mla_decode: null tensor pointer");
+  FATHOM_CHECK(batch.batch >= 0 && args.num_heads > 0, "mla_decode: batch " << batch.batch << ", heads " << args.num_heads);
+  FATHOM_CHECK(cache.kv_lora_dim > 0 && cache.kv_lora_dim <= kMlaDecodeMaxKvLora && cache.rope_dim >= 0 &&
+                   cache.rope_dim <= kMlaDecodeMaxRope,
+               "mla_decode: kv_lora " << cache.kv_lora_dim << ", rope " << cache.rope_dim << " (max 512, 64)");
+  FATHOM_CHECK(cache.page_size_tokens >= 1 && batch.max_pages_per_seq >= 1,
+               "mla_decode: page_size " << cache.page_size_tokens << ", max_pages " << batch.max_pages_per_seq);
+  FATHOM_CHECK(args.q_pe_head_stride >= cache.rope_dim, "mla_decode: q_pe head stride " << args.q_pe_head_stride);
+  FATHOM_CHECK(plan.num_splits >= 1 && plan.num_splits <= mla_detail::kCombineMaxSplits,
+               "mla_decode: num_splits " << plan.num_splits);
+  if (batch.batch == 0) return;
+  const size_t needed = mla_decode_workspace_bytes(plan, batch.batch, args.num_heads, cache.kv_lora_dim);
+  FATHOM_CHECK(workspace_bytes >= needed && (needed == 0 || (workspace != nullptr && aligned16(workspace))),
+               "mla_decode: workspace of " << workspace_bytes << " bytes, " << needed << " needed (16-byte aligned)");
+
+  const int latent_pad = cache.kv_lora_dim <= 128 ? 128 : 512;
+  const int rope_pad = 64;
+  DecodeKernelParams params{};
+  params.q_latent = args.q_latent;
+  params.q_pe = args.q_pe;
+  params.q_pe_head_stride = args.q_pe_head_stride;
+  params.cache = cache.pool;
+  params.page_table = batch.page_table;
+  params.seq_lens = batch.seq_lens;
+  params.out_latent = args.out_latent;
+  const size_t partial_floats =
+      static_cast<size_t>(batch.batch) * plan.num_splits * args.num_heads * static_cast<size_t>(cache.kv_lora_dim);
+  params.partial_out = plan.num_splits > 1 ? static_cast<float*>(workspace) : nullptr;
+  params.partial_lse = plan.num_splits > 1 ? static_cast<float*>(workspace) + partial_floats : nullptr;
+  params.num_heads = args.num_heads;
+  params.kv_lora = cache.kv_lora_dim;
+  params.rope = cache.rope_dim;
+  params.page_size = cache.page_size_tokens;
+  params.max_pages_per_seq = batch.max_pages_per_seq;
+  params.num_splits = plan.num_splits;
+  params.scale_log2 = args.softmax_scale * static_cast<float>(M_LOG2E);
+  params.vector_loads = cache.kv_lora_dim == latent_pad && cache.rope_dim == rope_pad && aligned16(args.q_latent) &&
+                        aligned16(args.q_pe) && args.q_pe_head_stride % 8 == 0 && aligned16(cache.pool);
+
+  if (latent_pad == 128) {
+    dispatch_head_group<128, 64>(params, plan, batch.batch, stream);
+  } else {
+    dispatch_head_group<512, 64>(params, plan, batch.batch, stream);
+  }
+  if (plan.num_splits > 1) {
+    const dim3 grid(static_cast<unsigned>(args.num_heads), static_cast<unsigned>(batch.batch));
+    mla_detail::mla_decode_combine_kernel<<<grid, mla_detail::kCombineThreads, 0, stream>>>(
+        params.partial_out, params.partial_lse, args.out_latent, args.num_heads, cache.kv_lora_dim, plan.num_splits);
+    FATHOM_CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace fathom::kernels::cuda

@@ -1,0 +1,38 @@
+#pragma once
+// MLA decode attention in the absorbed form on the paged latent cache (one query token per sequence):
+//   out_latent[b,h,:] = softmax_k(scale * (q_latent[b,h]·latent_k + q_pe[b,h]·k_pe_k)) · latent_k
+// over the seq_lens[b] cache rows of sequence b. bf16 inputs/outputs, fp32 scores/softmax/accumulation.
+// CUDA-graph safe: no host synchronization, no allocation; the workspace is sized up front
+// (mla_decode_max_workspace_bytes) and the plan is made on the host from upper bounds.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/mla/mla_decode_heuristics.h"
+#include "kernels/cuda/mla/mla_types.h"
+
+namespace fathom::kernels::cuda {
+
+struct MlaDecodeArgs {
+  const __nv_bfloat16* q_latent = nullptr;  // [batch, num_heads, kv_lora_dim]  (q_nope · W_UK)
+  const __nv_bfloat16* q_pe = nullptr;      // [batch, num_heads, q_pe_head_stride]: rotated q_pe, first rope_dim
+  int64_t q_pe_head_stride = 0;             // elements between heads of q_pe (rope_dim when packed)
+  LatentCacheView cache;                    // pool [num_pages, page_size, kv_lora_dim + rope_dim]
+  PagedBatchView batch;                     // page_table [batch, max_pages], seq_lens [batch] (>= 1 each)
+  __nv_bfloat16* out_latent = nullptr;      // [batch, num_heads, kv_lora_dim]
+  int32_t num_heads = 0;
+  float softmax_scale = 1.0f;               // applied to the raw dot product
+};
+
+// Limits of the kernel instantiations: kv_lora_dim <= 512 and rope_dim <= 64 (padded internally).
+inline constexpr int32_t kMlaDecodeMaxKvLora = 512;
+inline constexpr int32_t kMlaDecodeMaxRope = 64;
+
+// Launches the decode kernel (and, when plan.num_splits > 1, the combine kernel) on `stream`.
+// workspace: device memory of at least mla_decode_workspace_bytes(plan, batch, heads, kv_lora) bytes, 16-byte aligned.
+void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* workspace, size_t workspace_bytes,
+                cudaStream_t stream);
+
+}  // namespace fathom::kernels::cuda

@@ -1,0 +1,65 @@
+#include "kernels/cuda/mla/mla_decode_heuristics.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace fathom::kernels::cuda {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Cost of one CTA beyond its KV tiles, in tile units: loading Q and writing the fp32 partial output
+// (64 heads x 512 x 4 B = 128 KB, about two 64-row tiles of KV) plus the combine pass reading it back.
+constexpr double kSplitOverheadTiles = 2.0;
+constexpr double kUnsplitOverheadTiles = 0.5;
+
+}  // namespace
+
+int32_t mla_decode_head_group(int32_t num_heads) {
+  FATHOM_CHECK(num_heads > 0, "mla decode: num_heads " << num_heads);
+  if (num_heads <= 16) return 16;
+  if (num_heads <= 32) return 32;
+  return 64;
+}
+
+MlaDecodePlan mla_decode_plan(int32_t num_sms, int32_t batch, int32_t num_heads, int32_t max_context_tokens) {
+  FATHOM_CHECK(num_sms > 0 && batch > 0 && max_context_tokens >= 0,
+               "mla decode plan: num_sms " << num_sms << ", batch " << batch << ", max_context " << max_context_tokens);
+  MlaDecodePlan plan;
+  plan.head_group = mla_decode_head_group(num_heads);
+  const int64_t base_ctas = static_cast<int64_t>(batch) * ceil_div(num_heads, plan.head_group);
+  const int64_t tiles = std::max<int64_t>(1, ceil_div(max_context_tokens, kMlaDecodeTileTokens));
+  double best_cost = 0;
+  for (int64_t splits = 1; splits <= std::min<int64_t>(kMlaDecodeMaxSplits, tiles); ++splits) {
+    const int64_t waves = ceil_div(base_ctas * splits, num_sms);
+    const double per_cta = static_cast<double>(ceil_div(tiles, splits)) +
+                           (splits > 1 ? kSplitOverheadTiles : kUnsplitOverheadTiles);
+    const double cost = static_cast<double>(waves) * per_cta;
+    if (splits == 1 || cost < best_cost) {
+      best_cost = cost;
+      plan.num_splits = static_cast<int32_t>(splits);
+    }
+  }
+  return plan;
+}
+
+size_t mla_decode_workspace_bytes(const MlaDecodePlan& plan, int32_t batch, int32_t num_heads, int32_t kv_lora_dim) {
+  if (plan.num_splits <= 1) return 0;
+  // partial_out [batch, splits, heads, kv_lora] fp32, then partial_lse [batch, splits, heads] fp32.
+  return static_cast<size_t>(batch) * plan.num_splits * num_heads * (static_cast<size_t>(kv_lora_dim) + 1) *
+         sizeof(float);
+}
+
+size_t mla_decode_max_workspace_bytes(int32_t num_sms, int32_t max_batch, int32_t num_heads, int32_t kv_lora_dim,
+                                      int32_t max_context_tokens) {
+  size_t bytes = 0;
+  for (int32_t batch = 1; batch <= max_batch; ++batch) {
+    const MlaDecodePlan plan = mla_decode_plan(num_sms, batch, num_heads, max_context_tokens);
+    bytes = std::max(bytes, mla_decode_workspace_bytes(plan, batch, num_heads, kv_lora_dim));
+  }
+  return bytes;
+}
+
+}  // namespace fathom::kernels::cuda

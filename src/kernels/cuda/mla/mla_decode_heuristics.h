@@ -1,0 +1,35 @@
+#pragma once
+// Tuning choices of the MLA decode kernel, kept apart from the kernel: the head-group size (heads that
+// share one read of each KV row inside a CTA) and the split-KV count (CTAs along the sequence).
+// The split count changes results only by fp32 rounding (splits are merged by a fixed-order LSE merge).
+#include <cstddef>
+#include <cstdint>
+
+namespace fathom::kernels::cuda {
+
+struct MlaDecodePlan {
+  int32_t head_group = 64;  // 16, 32 or 64 heads per CTA
+  int32_t num_splits = 1;   // CTAs along the sequence per (sequence, head group); 1 = no combine pass
+  bool score_wgmma = true;  // head_group 64: scores with wgmma from shared memory (else ldmatrix + mma.sync)
+  bool value_wgmma = true;  // head_group 64, kv_lora 512 (padded), with score_wgmma: P·V with wgmma too
+};
+
+inline constexpr int32_t kMlaDecodeMaxSplits = 64;
+inline constexpr int32_t kMlaDecodeTileTokens = 64;  // KV rows per pipeline stage of the kernel
+
+// Head group for `num_heads` heads (the fewest padded heads, capped at 64).
+int32_t mla_decode_head_group(int32_t num_heads);
+
+// Plan for a batch: picks the split count minimizing (waves of CTAs) x (tiles per CTA + split overhead).
+// num_sms: the device's multiprocessor count; max_context_tokens: an upper bound of the batch's seq_lens
+// (the plan is made on the host, so a captured graph replays it for any seq_lens up to that bound).
+MlaDecodePlan mla_decode_plan(int32_t num_sms, int32_t batch, int32_t num_heads, int32_t max_context_tokens);
+
+// Workspace one decode call with this plan needs (fp32 partial outputs and LSEs; 0 when num_splits == 1).
+size_t mla_decode_workspace_bytes(const MlaDecodePlan& plan, int32_t batch, int32_t num_heads, int32_t kv_lora_dim);
+
+// Workspace that covers every plan mla_decode_plan returns for batch sizes 1..max_batch (allocate once).
+size_t mla_decode_max_workspace_bytes(int32_t num_sms, int32_t max_batch, int32_t num_heads, int32_t kv_lora_dim,
+                                      int32_t max_context_tokens);
+
+}  // namespace fathom::kernels::cuda

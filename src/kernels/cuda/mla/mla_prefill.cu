@@ -1,0 +1,74 @@
+// Host side of the MLA prefill: argument checks, kernel instantiation choice and launch.
+#include "kernels/cuda/mla/mla_prefill.h"
+
+#include <cmath>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/mla/sm90/mla_prefill_kernel.cuh"
+
+namespace fathom::kernels::cuda {
+
+namespace {
+
+using mla_detail::PrefillKernelParams;
+
+bool aligned16(const void* pointer) { return (reinterpret_cast<uintptr_t>(pointer) & 15u) == 0; }
+
+template <int kNopePad, int kRopePad, int kVPad>
+void launch_prefill(PrefillKernelParams params, const MlaPrefillArgs& args, cudaStream_t stream) {
+  using L = mla_detail::PrefillLayout<kNopePad, kRopePad, kVPad>;
+  params.vector_loads = params.vector_loads && args.nope_dim == kNopePad && args.cache.rope_dim == kRopePad &&
+                        args.v_dim == kVPad;
+  auto kernel = mla_detail::mla_prefill_kernel<kNopePad, kRopePad, kVPad>;
+  FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmemBytes));
+  const dim3 grid(static_cast<unsigned>((args.max_q_len + mla_detail::kPrefillTileQ - 1) / mla_detail::kPrefillTileQ),
+                  static_cast<unsigned>(args.num_heads), static_cast<unsigned>(args.batch));
+  kernel<<<grid, mla_detail::kPrefillThreads, L::kSmemBytes, stream>>>(params);
+  FATHOM_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void mla_prefill(const MlaPrefillArgs& args, cudaStream_t stream) {
+  const LatentCacheView& cache = args.cache;
+  FATHOM_CHECK(args.batch >= 0 && args.max_q_len >= 0 && args.num_heads > 0,
+               "mla_prefill: batch " << args.batch << ", max_q_len " << args.max_q_len << ", heads " << args.num_heads);
+  if (args.batch == 0 || args.max_q_len == 0) return;
+  FATHOM_CHECK(args.q && args.k_nope && args.v && args.out && cache.pool && args.page_table && args.cu_q_lens &&
+                   args.cu_kv_lens,
+               "mla_prefill: null tensor pointer");
+  FATHOM_CHECK(args.nope_dim > 0 && args.nope_dim <= 128 && args.v_dim > 0 && args.v_dim <= 128 &&
+                   cache.rope_dim >= 0 && cache.rope_dim <= 64,
+               "mla_prefill: nope " << args.nope_dim << ", rope " << cache.rope_dim << ", v " << args.v_dim
+                                    << " (max 128, 64, 128)");
+  FATHOM_CHECK(args.q_head_stride >= args.nope_dim + cache.rope_dim && cache.page_size_tokens >= 1 &&
+                   args.max_pages_per_seq >= 1,
+               "mla_prefill: q_head_stride " << args.q_head_stride << ", page_size " << cache.page_size_tokens);
+  PrefillKernelParams params{};
+  params.q = args.q;
+  params.q_head_stride = args.q_head_stride;
+  params.k_nope = args.k_nope;
+  params.v = args.v;
+  params.cache = cache.pool;
+  params.page_table = args.page_table;
+  params.cu_q_lens = args.cu_q_lens;
+  params.cu_kv_lens = args.cu_kv_lens;
+  params.out = args.out;
+  params.max_pages_per_seq = args.max_pages_per_seq;
+  params.num_heads = args.num_heads;
+  params.nope = args.nope_dim;
+  params.rope = cache.rope_dim;
+  params.v_dim = args.v_dim;
+  params.kv_lora = cache.kv_lora_dim;
+  params.page_size = cache.page_size_tokens;
+  params.scale_log2 = args.softmax_scale * static_cast<float>(M_LOG2E);
+  params.vector_loads = aligned16(args.q) && aligned16(args.k_nope) && aligned16(args.v) && aligned16(cache.pool) &&
+                        args.q_head_stride % 8 == 0 && cache.kv_lora_dim % 8 == 0;
+  if (args.nope_dim <= 64 && args.v_dim <= 64) {
+    launch_prefill<64, 64, 64>(params, args, stream);
+  } else {
+    launch_prefill<128, 64, 128>(params, args, stream);
+  }
+}
+
+}  // namespace fathom::kernels::cuda

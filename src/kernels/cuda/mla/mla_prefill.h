@@ -1,0 +1,38 @@
+#pragma once
+// MLA prefill / extend attention in the expanded form (keys and values expanded through kv_b_proj by a
+// GEMM outside this kernel), causal, variable-length batch. Sequence b has q_len = cu_q_lens[b+1]-cu_q_lens[b]
+// queries, the last q_len of its kv_len = cu_kv_lens[b+1]-cu_kv_lens[b] positions (a cached prefix = chunked
+// prefill): its query j is at position kv_len - q_len + j and attends keys 0..that position.
+//   score(q, key p) = scale * (q_nope · k_nope[p] + q_pe · k_pe[p]),  k_pe[p] read from the paged latent cache.
+// bf16 inputs/outputs, fp32 scores, softmax and accumulation. CUDA-graph safe (no sync, no allocation).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/mla/mla_types.h"
+
+namespace fathom::kernels::cuda {
+
+struct MlaPrefillArgs {
+  const __nv_bfloat16* q = nullptr;       // [total_q, num_heads, q_head_stride]: [q_nope (nope) ; rotated q_pe (rope)]
+  int64_t q_head_stride = 0;              // elements between heads of q (nope + rope when packed)
+  const __nv_bfloat16* k_nope = nullptr;  // [total_kv, num_heads, nope]
+  const __nv_bfloat16* v = nullptr;       // [total_kv, num_heads, v_dim]
+  LatentCacheView cache;                  // k_pe = cache row[kv_lora : kv_lora + rope] of each key
+  const int32_t* page_table = nullptr;    // [batch, max_pages_per_seq]
+  int32_t max_pages_per_seq = 0;
+  const int32_t* cu_q_lens = nullptr;     // [batch + 1] prefix sums of q_len
+  const int32_t* cu_kv_lens = nullptr;    // [batch + 1] prefix sums of kv_len (kv_len >= q_len)
+  int32_t batch = 0;
+  int32_t max_q_len = 0;                  // upper bound of q_len over the batch (host-side, sets the grid)
+  __nv_bfloat16* out = nullptr;           // [total_q, num_heads, v_dim]
+  int32_t num_heads = 0;
+  int32_t nope_dim = 0;                   // 128 for DeepSeek-V3 (<= 128)
+  int32_t v_dim = 0;                      // 128 (<= 128); rope = cache.rope_dim (<= 64)
+  float softmax_scale = 1.0f;
+};
+
+void mla_prefill(const MlaPrefillArgs& args, cudaStream_t stream);
+
+}  // namespace fathom::kernels::cuda

@@ -1,0 +1,472 @@
+#pragma once
+// MLA decode kernel (absorbed form) on tensor cores (mma.sync m16n8k16 bf16, fp32 accumulate).
+//
+// One CTA = one sequence b x one group of kHeadGroup heads x one split (a contiguous run of 64-token tiles).
+// The head group's queries Q [kHeadGroup, latent ; rope] stay in shared memory; KV tiles [64 tokens, row]
+// stream through a two-stage cp.async pipeline, so each KV row is read once per CTA for all its heads.
+// Per tile (8 warps):
+//   scores: S[heads, 64] = Q · Kᵀ over the full row (latent + rope). Warp (wm, wn) computes 16 heads x
+//           (64 / kTokenWarps) tokens; row maxima are merged across the kTokenWarps warps of a head row
+//           through shared memory, so every warp applies the same running max. With kScoreWgmma (64 heads),
+//           warpgroup wn issues wgmma m64n32k16 on Q and its 32 tokens straight from shared memory (same
+//           accumulator layout as the mma.sync path); otherwise ldmatrix + mma.sync.
+//   P = exp2(S·scale·log2e − m) in bf16 -> shared memory; alpha (rescale of the running output) -> shared.
+//   values: O[heads, latent] = alpha·O + P · V with V = the tile's latent columns; warp w owns
+//           latent columns [w·kLatentPad/8, (w+1)·kLatentPad/8) for all heads of the group (mma.sync), or,
+//           with kValueWgmma (64 heads, latent 512), warpgroup wn issues wgmma m64n256k16 for columns
+//           [256·wn, 256·wn + 256) with P (K-major) and V (N-major) straight from shared memory.
+// At the end: O / l, written as bf16 (one split) or as fp32 partial + log2-sum-exp (several splits).
+// Q and KV tiles use the k-block-major 128-byte-swizzle layout (kblock_chunk_offset), 1024-byte aligned.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/mla/sm90/mma_primitives.cuh"
+
+namespace fathom::kernels::cuda::mla_detail {
+
+inline constexpr int kDecodeThreads = 256;
+inline constexpr int kDecodeWarps = kDecodeThreads / 32;
+inline constexpr int kDecodeTileTokens = 64;
+
+struct DecodeKernelParams {
+  const __nv_bfloat16* q_latent;  // [batch, num_heads, kv_lora]
+  const __nv_bfloat16* q_pe;      // [batch, num_heads, q_pe_head_stride] (first `rope` values of each head)
+  int64_t q_pe_head_stride;       // elements
+  const __nv_bfloat16* cache;     // [num_pages, page_size, kv_lora + rope]
+  const int32_t* page_table;      // [batch, max_pages_per_seq]
+  const int32_t* seq_lens;        // [batch]
+  __nv_bfloat16* out_latent;      // [batch, num_heads, kv_lora]          (num_splits == 1)
+  float* partial_out;             // [batch, num_splits, num_heads, kv_lora] (num_splits > 1), normalized
+  float* partial_lse;             // [batch, num_splits, num_heads] log2(sum exp2) + max, -inf when empty
+  int32_t num_heads;
+  int32_t kv_lora;                // actual latent width (<= kLatentPad)
+  int32_t rope;                   // actual rope width (<= kRopePad)
+  int32_t page_size;              // tokens per page
+  int32_t max_pages_per_seq;
+  int32_t num_splits;
+  float scale_log2;               // softmax_scale * log2(e)
+  int32_t vector_loads;           // 1: kv_lora == kLatentPad, rope == kRopePad and 16-byte aligned rows
+};
+
+template <int kLatentPad, int kRopePad, int kHeadGroup>
+struct DecodeLayout {
+  static constexpr int kRowElems = kLatentPad + kRopePad;  // one smem row: [latent ; rope], padded
+  static constexpr int kRowChunks = kRowElems / 8;
+  static constexpr int kRowBytes = kRowElems * 2;
+  static constexpr int kKSteps = kRowElems / 16;
+  static constexpr int kHeadWarps = kHeadGroup / 16;            // score phase: warps along heads
+  static constexpr int kTokenWarps = kDecodeWarps / kHeadWarps;  // score phase: warps along tokens
+  static constexpr int kTokensPerWarp = kDecodeTileTokens / kTokenWarps;
+  static constexpr int kScoreNTiles = kTokensPerWarp / 8;
+  static constexpr int kHeadTiles = kHeadGroup / 16;             // value phase: m-tiles per warp
+  static constexpr int kDimsPerWarp = kLatentPad / kDecodeWarps;
+  static constexpr int kOutNTiles = kDimsPerWarp / 8;
+  static constexpr int kPRowBytes = kDecodeTileTokens * 2;       // 8 chunks
+  static constexpr int kRedFloats = kTokenWarps * kHeadGroup;
+
+  static constexpr int kQOffset = 0;
+  static constexpr int kKOffset = kQOffset + kHeadGroup * kRowBytes;
+  static constexpr int kTileBytes = kDecodeTileTokens * kRowBytes;
+  static constexpr int kPOffset = kKOffset + 2 * kTileBytes;
+  static constexpr int kRedMaxOffset = kPOffset + kHeadGroup * kPRowBytes;
+  static constexpr int kAlphaOffset = kRedMaxOffset + kRedFloats * 4;
+  static constexpr int kRedSumOffset = kAlphaOffset + kHeadGroup * 4;
+  static constexpr int kFinalMaxOffset = kRedSumOffset + kRedFloats * 4;
+  static constexpr int kSmemBytes = kFinalMaxOffset + kHeadGroup * 4 + 1024;  // + slack to align the base to 1 KB
+
+  static_assert(kHeadGroup == 16 || kHeadGroup == 32 || kHeadGroup == 64, "head group 16, 32 or 64");
+  static_assert(kLatentPad % 128 == 0, "value phase: 8 warps x 16-column pairs of n-tiles");
+  static_assert(kRopePad % 16 == 0 && kRowChunks % 8 == 0, "rows: whole k16 steps, swizzle groups of 8 chunks");
+  static_assert(kScoreNTiles == 1 || kScoreNTiles % 2 == 0, "score n-tiles loaded in pairs");
+  static_assert(kSmemBytes <= 232448, "shared memory per block on sm_90");
+};
+
+// Stores two adjacent output columns (d, d + 1) of head h: bf16 to out_latent (one split) or fp32 to the partials.
+__device__ __forceinline__ void store_decode_output(const DecodeKernelParams& p, int b, int split, int h, int d,
+                                                    float v0, float v1) {
+  const bool pairs = (p.kv_lora & 1) == 0;
+  if (p.num_splits == 1) {
+    __nv_bfloat16* out = p.out_latent + (static_cast<int64_t>(b) * p.num_heads + h) * p.kv_lora;
+    if (pairs && d + 1 < p.kv_lora) {
+      *reinterpret_cast<__nv_bfloat162*>(out + d) = __floats2bfloat162_rn(v0, v1);
+    } else {
+      if (d < p.kv_lora) out[d] = __float2bfloat16(v0);
+      if (d + 1 < p.kv_lora) out[d + 1] = __float2bfloat16(v1);
+    }
+  } else {
+    float* out = p.partial_out + ((static_cast<int64_t>(b) * p.num_splits + split) * p.num_heads + h) * p.kv_lora;
+    if (pairs && d + 1 < p.kv_lora) {
+      *reinterpret_cast<float2*>(out + d) = make_float2(v0, v1);
+    } else {
+      if (d < p.kv_lora) out[d] = v0;
+      if (d + 1 < p.kv_lora) out[d + 1] = v1;
+    }
+  }
+}
+
+template <int kLatentPad, int kRopePad, int kHeadGroup, bool kScoreWgmma, bool kValueWgmma>
+__global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const DecodeKernelParams p) {
+  using L = DecodeLayout<kLatentPad, kRopePad, kHeadGroup>;
+  static_assert(!kScoreWgmma || kHeadGroup == 64, "wgmma scores: one warpgroup per 32 tokens of 64 heads");
+  static_assert(!kValueWgmma || (kHeadGroup == 64 && kLatentPad == 512), "wgmma values: 2 warpgroups x 256 columns");
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  uint8_t* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  const uint32_t q_smem = smem_u32(smem + L::kQOffset);
+  const uint32_t k_smem = smem_u32(smem + L::kKOffset);
+  const uint32_t p_smem = smem_u32(smem + L::kPOffset);
+  float* red_max = reinterpret_cast<float*>(smem + L::kRedMaxOffset);    // [kTokenWarps, kHeadGroup]
+  float* alpha_sh = reinterpret_cast<float*>(smem + L::kAlphaOffset);    // [kHeadGroup]
+  float* red_sum = reinterpret_cast<float*>(smem + L::kRedSumOffset);    // [kTokenWarps, kHeadGroup]
+  float* final_max = reinterpret_cast<float*>(smem + L::kFinalMaxOffset);  // [kHeadGroup]
+
+  const int head_base = blockIdx.x * kHeadGroup;
+  const int split = blockIdx.y;
+  const int b = blockIdx.z;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, tq = lane & 3;
+
+  const int seq_len = p.seq_lens[b];
+  const int total_tiles = ceil_div_int(seq_len, kDecodeTileTokens);
+  const int tiles_per_split = ceil_div_int(total_tiles, p.num_splits);
+  const int tile_begin = split * tiles_per_split;
+  const int tile_end = min(total_tiles, tile_begin + tiles_per_split);
+
+  if (tile_begin >= tile_end) {  // empty split (or empty sequence): zeros, and weight 0 in the combine
+    for (int idx = tid; idx < kHeadGroup * p.kv_lora; idx += kDecodeThreads) {
+      const int h = head_base + idx / p.kv_lora, d = idx % p.kv_lora;
+      if (h >= p.num_heads) continue;
+      if (p.num_splits == 1) {
+        p.out_latent[(static_cast<int64_t>(b) * p.num_heads + h) * p.kv_lora + d] = __float2bfloat16(0.0f);
+      } else {
+        const int64_t row = (static_cast<int64_t>(b) * p.num_splits + split) * p.num_heads + h;
+        p.partial_out[row * p.kv_lora + d] = 0.0f;
+        if (d == 0) p.partial_lse[row] = -INFINITY;
+      }
+    }
+    return;
+  }
+
+  const int64_t q_latent_batch = static_cast<int64_t>(b) * p.num_heads * p.kv_lora;
+  const int64_t q_pe_batch = static_cast<int64_t>(b) * p.num_heads * p.q_pe_head_stride;
+  const int32_t* pages = p.page_table + static_cast<int64_t>(b) * p.max_pages_per_seq;
+  const int64_t cache_row_elems = static_cast<int64_t>(p.kv_lora) + p.rope;
+
+  // ---- Q: [kHeadGroup, kRowElems], zero rows for heads >= num_heads and zero padding columns.
+  if (p.vector_loads) {
+    for (int idx = tid; idx < kHeadGroup * L::kRowChunks; idx += kDecodeThreads) {
+      const int r = idx / L::kRowChunks, c = idx % L::kRowChunks, h = head_base + r;
+      const bool valid = h < p.num_heads;
+      const __nv_bfloat16* src = p.q_latent;
+      if (valid) {
+        src = c < kLatentPad / 8 ? p.q_latent + q_latent_batch + static_cast<int64_t>(h) * p.kv_lora + c * 8
+                                 : p.q_pe + q_pe_batch + h * p.q_pe_head_stride + (c - kLatentPad / 8) * 8;
+      }
+      cp_async_16(q_smem + kblock_chunk_offset(r, c, kHeadGroup), src, valid ? 16 : 0);
+    }
+  } else {
+    for (int r = warp; r < kHeadGroup; r += kDecodeWarps) {
+      const int h = head_base + r;
+      for (int col = lane; col < L::kRowElems; col += 32) {
+        __nv_bfloat16 value = __float2bfloat16(0.0f);
+        if (h < p.num_heads) {
+          if (col < kLatentPad) {
+            if (col < p.kv_lora) value = p.q_latent[q_latent_batch + static_cast<int64_t>(h) * p.kv_lora + col];
+          } else if (col - kLatentPad < p.rope) {
+            value = p.q_pe[q_pe_batch + h * p.q_pe_head_stride + (col - kLatentPad)];
+          }
+        }
+        store_shared_u16(q_smem + kblock_elem_offset(r, col, kHeadGroup), __bfloat16_as_ushort(value));
+      }
+    }
+  }
+
+  // ---- KV tile loader: rows [tile*64, tile*64+64) of the sequence into stage `stage`; rows past seq_len are 0.
+  auto load_tile = [&](int stage, int tile) {
+    const uint32_t base = k_smem + stage * L::kTileBytes;
+    if (p.vector_loads) {
+      const int row = tid >> 2, quarter = tid & 3;  // 4 threads per row, 256 threads = 64 rows
+      const int token = tile * kDecodeTileTokens + row;
+      const bool valid = token < seq_len;
+      const __nv_bfloat16* src = p.cache;
+      if (valid) {
+        const int64_t slot = static_cast<int64_t>(pages[token / p.page_size]) * p.page_size + token % p.page_size;
+        src = p.cache + slot * cache_row_elems;
+      }
+#pragma unroll
+      for (int i = 0; i < L::kRowChunks / 4; ++i) {
+        const int c = quarter + 4 * i;
+        cp_async_16(base + kblock_chunk_offset(row, c, kDecodeTileTokens), valid ? src + c * 8 : p.cache,
+                    valid ? 16 : 0);
+      }
+    } else {
+      for (int row = warp; row < kDecodeTileTokens; row += kDecodeWarps) {
+        const int token = tile * kDecodeTileTokens + row;
+        const __nv_bfloat16* src = nullptr;
+        if (token < seq_len) {
+          const int64_t slot = static_cast<int64_t>(pages[token / p.page_size]) * p.page_size + token % p.page_size;
+          src = p.cache + slot * cache_row_elems;
+        }
+        for (int col = lane; col < L::kRowElems; col += 32) {
+          __nv_bfloat16 value = __float2bfloat16(0.0f);
+          if (src != nullptr) {
+            if (col < kLatentPad) {
+              if (col < p.kv_lora) value = src[col];
+            } else if (col - kLatentPad < p.rope) {
+              value = src[p.kv_lora + (col - kLatentPad)];
+            }
+          }
+          store_shared_u16(base + kblock_elem_offset(row, col, kDecodeTileTokens), __bfloat16_as_ushort(value));
+        }
+      }
+    }
+  };
+
+  load_tile(0, tile_begin);
+  cp_async_commit();
+
+  // Score-phase role: 16 heads (rows r0, r0 + 8 of this thread) x kTokensPerWarp tokens.
+  const int wm = warp % L::kHeadWarps, wn = warp / L::kHeadWarps;
+  const int r0 = wm * 16 + g, r1 = r0 + 8;
+  const int token_base = wn * L::kTokensPerWarp;
+  float m_run[2] = {-INFINITY, -INFINITY};  // running max of rows r0, r1 (log2 domain), same in all wn warps
+  float l_run[2] = {0.0f, 0.0f};            // this thread's partial row sums (its columns only)
+
+  // Value-phase role: all kHeadGroup heads x kDimsPerWarp latent columns (mma.sync), or rows r0/r1 x the
+  // warpgroup's 256 columns (wgmma: o_wg[4j + e] = element e of n-tile j).
+  constexpr int kHeadTilesMma = kValueWgmma ? 1 : L::kHeadTiles;
+  constexpr int kOutNTilesMma = kValueWgmma ? 2 : L::kOutNTiles;
+  float o_acc[kHeadTilesMma][kOutNTilesMma][4];
+  float o_wg[kValueWgmma ? 128 : 1];
+#pragma unroll
+  for (int i = 0; i < (kValueWgmma ? 128 : 1); ++i) o_wg[i] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kHeadTilesMma; ++i)
+#pragma unroll
+    for (int n = 0; n < kOutNTilesMma; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o_acc[i][n][e] = 0.0f;
+  const int dim_chunk_base = warp * (L::kDimsPerWarp / 8);
+
+  for (int tile = tile_begin; tile < tile_end; ++tile) {
+    const int stage = (tile - tile_begin) & 1;
+    cp_async_wait_all();
+    if constexpr (kScoreWgmma) fence_proxy_async_shared();  // cp.async / st.shared writes -> wgmma reads
+    __syncthreads();  // tile `tile` (and Q) visible; everyone is done with the other stage and with P
+    if (tile + 1 < tile_end) load_tile(stage ^ 1, tile + 1);
+    cp_async_commit();
+    const uint32_t kv = k_smem + stage * L::kTileBytes;
+
+    // ---- scores S[16 heads, kTokensPerWarp tokens]
+    float s[L::kScoreNTiles][4];
+#pragma unroll
+    for (int j = 0; j < L::kScoreNTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[j][e] = 0.0f;
+    if constexpr (kScoreWgmma) {
+      float d[16];
+#pragma unroll
+      for (int i = 0; i < 16; ++i) d[i] = 0.0f;
+      wgmma_fence();
+      const uint32_t b_base = kv + token_base * 128;  // this warpgroup's 32 token rows
+#pragma unroll
+      for (int ks = 0; ks < L::kKSteps; ++ks) {
+        const uint32_t k_offset = (ks & 3) * 32;
+        const uint64_t desc_a = wgmma_desc_kmajor_sw128(q_smem + (ks >> 2) * (kHeadGroup * 128) + k_offset);
+        const uint64_t desc_b = wgmma_desc_kmajor_sw128(b_base + (ks >> 2) * (kDecodeTileTokens * 128) + k_offset);
+        wgmma_m64n32k16_bf16(d, desc_a, desc_b);
+      }
+      wgmma_commit();
+      wgmma_wait_all();
+#pragma unroll
+      for (int j = 0; j < L::kScoreNTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[j][e] = d[4 * j + e];
+    } else {
+      const int a_row = wm * 16 + (lane & 15);
+      const int a_chunk_hi = lane >> 4;
+#pragma unroll 4
+      for (int ks = 0; ks < L::kKSteps; ++ks) {
+        uint32_t a[4];
+        ldmatrix_x4(a, q_smem + kblock_chunk_offset(a_row, ks * 2 + a_chunk_hi, kHeadGroup));
+        if constexpr (L::kScoreNTiles == 1) {
+          uint32_t bfrag[2];
+          const int row = token_base + (lane & 7);
+          ldmatrix_x2(bfrag, kv + kblock_chunk_offset(row, ks * 2 + ((lane >> 3) & 1), kDecodeTileTokens));
+          mma_bf16_16816(s[0], a, bfrag[0], bfrag[1]);
+        } else {
+#pragma unroll
+          for (int j2 = 0; j2 < L::kScoreNTiles / 2; ++j2) {
+            uint32_t bfrag[4];
+            const int row = token_base + j2 * 16 + (lane & 7) + ((lane >> 4) << 3);
+            ldmatrix_x4(bfrag, kv + kblock_chunk_offset(row, ks * 2 + ((lane >> 3) & 1), kDecodeTileTokens));
+            mma_bf16_16816(s[2 * j2], a, bfrag[0], bfrag[1]);
+            mma_bf16_16816(s[2 * j2 + 1], a, bfrag[2], bfrag[3]);
+          }
+        }
+      }
+    }
+
+    // ---- mask, scale (log2 domain) and row maxima
+    float row_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < L::kScoreNTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int token = tile * kDecodeTileTokens + token_base + j * 8 + 2 * tq + (e & 1);
+        s[j][e] = token < seq_len ? s[j][e] * p.scale_log2 : -INFINITY;
+        row_max[e >> 1] = fmaxf(row_max[e >> 1], s[j][e]);
+      }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      row_max[half] = fmaxf(row_max[half], __shfl_xor_sync(0xffffffffu, row_max[half], 1));
+      row_max[half] = fmaxf(row_max[half], __shfl_xor_sync(0xffffffffu, row_max[half], 2));
+    }
+    if (tq == 0) {
+      red_max[wn * kHeadGroup + r0] = row_max[0];
+      red_max[wn * kHeadGroup + r1] = row_max[1];
+    }
+    __syncthreads();
+
+    // ---- P = exp2(S - m_new) in bf16, running sums, alpha
+    float alpha[2];
+    {
+      float m_new[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = half == 0 ? r0 : r1;
+        float tile_max = red_max[r];
+#pragma unroll
+        for (int w = 1; w < L::kTokenWarps; ++w) tile_max = fmaxf(tile_max, red_max[w * kHeadGroup + r]);
+        m_new[half] = fmaxf(m_run[half], tile_max);
+        alpha[half] = exp2f(m_run[half] - m_new[half]);
+        m_run[half] = m_new[half];
+      }
+#pragma unroll
+      for (int j = 0; j < L::kScoreNTiles; ++j) {
+        const int col = token_base + j * 8 + 2 * tq;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const uint32_t packed = pack_bf16x2(exp2f(s[j][2 * half] - m_new[half]),
+                                              exp2f(s[j][2 * half + 1] - m_new[half]));
+          const float2 rounded = unpack_bf16x2(packed);
+          sum[half] += rounded.x + rounded.y;
+          store_shared_u32(p_smem + swizzled_elem_offset(half == 0 ? r0 : r1, col, L::kPRowBytes), packed);
+        }
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) l_run[half] = l_run[half] * alpha[half] + sum[half];
+      if (!kValueWgmma && wn == 0 && tq == 0) {
+        alpha_sh[r0] = alpha[0];
+        alpha_sh[r1] = alpha[1];
+      }
+    }
+    if constexpr (kValueWgmma) fence_proxy_async_shared();  // P (st.shared) -> wgmma reads
+    __syncthreads();
+
+    // ---- O = alpha · O + P · V
+    if constexpr (kValueWgmma) {
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        o_wg[4 * j] *= alpha[0];
+        o_wg[4 * j + 1] *= alpha[0];
+        o_wg[4 * j + 2] *= alpha[1];
+        o_wg[4 * j + 3] *= alpha[1];
+      }
+      wgmma_fence();
+      const uint32_t v_base = kv + (4 * wn) * (kDecodeTileTokens * 128);  // k-blocks of columns 256wn..256wn+255
+#pragma unroll
+      for (int kk = 0; kk < kDecodeTileTokens / 16; ++kk) {
+        const uint64_t desc_p = wgmma_desc_kmajor_sw128(p_smem + kk * 32);
+        const uint64_t desc_v = wgmma_desc_sw128(v_base + kk * 16 * 128, kDecodeTileTokens * 128, 1024);
+        wgmma_m64n256k16_bf16_tn(o_wg, desc_p, desc_v);
+      }
+      wgmma_commit();
+      wgmma_wait_all();
+    } else {
+#pragma unroll
+    for (int i = 0; i < kHeadTilesMma; ++i) {
+      const float alpha_lo = alpha_sh[i * 16 + g], alpha_hi = alpha_sh[i * 16 + g + 8];
+#pragma unroll
+      for (int n = 0; n < kOutNTilesMma; ++n) {
+        o_acc[i][n][0] *= alpha_lo;
+        o_acc[i][n][1] *= alpha_lo;
+        o_acc[i][n][2] *= alpha_hi;
+        o_acc[i][n][3] *= alpha_hi;
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < kDecodeTileTokens / 16; ++kk) {
+      uint32_t a[kHeadTilesMma][4];
+#pragma unroll
+      for (int i = 0; i < kHeadTilesMma; ++i)
+        ldmatrix_x4(a[i], p_smem + swizzled_chunk_offset(i * 16 + (lane & 15), kk * 2 + (lane >> 4), L::kPRowBytes));
+#pragma unroll
+      for (int n2 = 0; n2 < kOutNTilesMma / 2; ++n2) {
+        uint32_t bfrag[4];
+        ldmatrix_x4_trans(bfrag, kv + kblock_chunk_offset(kk * 16 + (lane & 15), dim_chunk_base + n2 * 2 + (lane >> 4),
+                                                           kDecodeTileTokens));
+#pragma unroll
+        for (int i = 0; i < kHeadTilesMma; ++i) {
+          mma_bf16_16816(o_acc[i][2 * n2], a[i], bfrag[0], bfrag[1]);
+          mma_bf16_16816(o_acc[i][2 * n2 + 1], a[i], bfrag[2], bfrag[3]);
+        }
+      }
+    }
+    }  // mma.sync values
+  }
+
+  // ---- final row sums (fixed order over warps) and outputs
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    l_run[half] += __shfl_xor_sync(0xffffffffu, l_run[half], 1);
+    l_run[half] += __shfl_xor_sync(0xffffffffu, l_run[half], 2);
+  }
+  if (tq == 0) {
+    red_sum[wn * kHeadGroup + r0] = l_run[0];
+    red_sum[wn * kHeadGroup + r1] = l_run[1];
+    if (wn == 0) {
+      final_max[r0] = m_run[0];
+      final_max[r1] = m_run[1];
+    }
+  }
+  __syncthreads();
+
+  if constexpr (kValueWgmma) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = half == 0 ? r0 : r1, h = head_base + r;
+      if (h >= p.num_heads) continue;
+      float l_total = 0.0f;
+#pragma unroll
+      for (int w = 0; w < L::kTokenWarps; ++w) l_total += red_sum[w * kHeadGroup + r];
+      const float inv_l = 1.0f / l_total;
+#pragma unroll
+      for (int j = 0; j < 32; ++j)
+        store_decode_output(p, b, split, h, 256 * wn + 8 * j + 2 * tq, o_wg[4 * j + 2 * half] * inv_l,
+                            o_wg[4 * j + 2 * half + 1] * inv_l);
+      if (p.num_splits > 1 && wn == 0 && tq == 0)
+        p.partial_lse[(static_cast<int64_t>(b) * p.num_splits + split) * p.num_heads + h] = m_run[half] + log2f(l_total);
+    }
+  } else {
+#pragma unroll
+  for (int i = 0; i < kHeadTilesMma; ++i)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = i * 16 + g + 8 * half, h = head_base + r;
+      if (h >= p.num_heads) continue;
+      float l_total = 0.0f;
+#pragma unroll
+      for (int w = 0; w < L::kTokenWarps; ++w) l_total += red_sum[w * kHeadGroup + r];
+      const float inv_l = 1.0f / l_total;
+#pragma unroll
+      for (int n = 0; n < kOutNTilesMma; ++n)
+        store_decode_output(p, b, split, h, warp * L::kDimsPerWarp + n * 8 + 2 * tq, o_acc[i][n][2 * half] * inv_l,
+                            o_acc[i][n][2 * half + 1] * inv_l);
+      if (p.num_splits > 1 && warp == 0 && tq == 0)
+        p.partial_lse[(static_cast<int64_t>(b) * p.num_splits + split) * p.num_heads + h] = final_max[r] + log2f(l_total);
+    }
+  }  // mma.sync outputs
+}
+
+}  // namespace fathom::kernels::cuda::mla_detail

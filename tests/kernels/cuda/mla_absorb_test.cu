@@ -1,0 +1,134 @@
+// MLA absorption products (q_nope -> q_latent through W_UK, out_latent -> out through W_UV) vs the CPU
+// reference kernels::cpu::mla_absorb_query / mla_project_values, with bf16 and fp8 (e4m3 + 128x128 block
+// scales) weights.
+//
+// Tolerances: bf16 paths relative L2 <= 1e-2 (fp32 accumulation; the error is the bf16 output rounding,
+// ~2e-3). fp8 path: vs the CPU on the dequantized weights <= 1e-2 (dequantized weights are rounded to bf16 in
+// shared memory, 2^-9 relative); vs the bf16 path on the unquantized weights cosine similarity >= 0.99.
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/mla_attention.h"
+#include "kernels/cuda/mla/mla_absorb.h"
+#include "mla_test_util.h"
+
+namespace fathom::testing {
+namespace {
+
+using kernels::cuda::MlaKvBWeights;
+
+constexpr double kTolerance = 1e-2;
+
+struct AbsorbCase {
+  std::string name;
+  int32_t heads, nope, rope, v, kv_lora, tokens;
+};
+
+// e4m3 quantization with one fp32 scale_inv per 128x128 block (the checkpoint's format).
+struct Fp8Weights {
+  std::vector<uint8_t> bits;        // [rows, cols]
+  std::vector<float> scale_inv;     // [ceil(rows/128), ceil(cols/128)]
+  std::vector<float> dequantized;   // [rows, cols]
+};
+
+Fp8Weights quantize_fp8(const std::vector<float>& w, int64_t rows, int64_t cols) {
+  Fp8Weights q;
+  const int64_t block_rows = (rows + 127) / 128, block_cols = (cols + 127) / 128;
+  q.bits.resize(w.size());
+  q.dequantized.resize(w.size());
+  q.scale_inv.assign(static_cast<size_t>(block_rows * block_cols), 1.0f);
+  for (int64_t br = 0; br < block_rows; ++br)
+    for (int64_t bc = 0; bc < block_cols; ++bc) {
+      float amax = 0;
+      for (int64_t r = br * 128; r < std::min(rows, br * 128 + 128); ++r)
+        for (int64_t c = bc * 128; c < std::min(cols, bc * 128 + 128); ++c) amax = std::max(amax, std::fabs(w[r * cols + c]));
+      const float scale = amax > 0 ? amax / 448.0f : 1.0f;
+      q.scale_inv[br * block_cols + bc] = scale;
+      for (int64_t r = br * 128; r < std::min(rows, br * 128 + 128); ++r)
+        for (int64_t c = bc * 128; c < std::min(cols, bc * 128 + 128); ++c) {
+          q.bits[r * cols + c] = float_to_fp8_e4m3(w[r * cols + c] / scale);
+          q.dequantized[r * cols + c] = fp8_e4m3_to_float(q.bits[r * cols + c]) * scale;
+        }
+    }
+  return q;
+}
+
+class MlaAbsorbSweep : public ::testing::TestWithParam<AbsorbCase> {};
+
+TEST_P(MlaAbsorbSweep, Bf16AndFp8MatchCpuReference) {
+  FATHOM_REQUIRE_GPU();
+  const AbsorbCase& c = GetParam();
+  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>{}(c.name)));
+  const int64_t rows = static_cast<int64_t>(c.heads) * (c.nope + c.v);
+  const std::vector<float> kv_b = round_to_bf16(random_normal(rng, static_cast<size_t>(rows * c.kv_lora), 0.05f));
+  const std::vector<float> q = round_to_bf16(random_normal(rng, static_cast<size_t>(c.tokens) * c.heads * (c.nope + c.rope)));
+  const std::vector<float> latent = round_to_bf16(random_normal(rng, static_cast<size_t>(c.tokens) * c.heads * c.kv_lora));
+  const Fp8Weights fp8 = quantize_fp8(kv_b, rows, c.kv_lora);
+
+  ThreadPool pool;
+  const kernels::cpu::MlaShape shape{c.heads, c.nope, c.rope, c.v, c.kv_lora, 1.0f};
+  std::vector<float> ref_q_latent(static_cast<size_t>(c.tokens) * c.heads * c.kv_lora);
+  std::vector<float> ref_out(static_cast<size_t>(c.tokens) * c.heads * c.v);
+  std::vector<float> ref_q_latent_fp8(ref_q_latent.size()), ref_out_fp8(ref_out.size());
+  kernels::cpu::mla_absorb_query(q.data(), c.tokens, kv_b.data(), shape, ref_q_latent.data(), pool);
+  kernels::cpu::mla_project_values(latent.data(), c.tokens, kv_b.data(), shape, ref_out.data(), pool);
+  kernels::cpu::mla_absorb_query(q.data(), c.tokens, fp8.dequantized.data(), shape, ref_q_latent_fp8.data(), pool);
+  kernels::cpu::mla_project_values(latent.data(), c.tokens, fp8.dequantized.data(), shape, ref_out_fp8.data(), pool);
+
+  DeviceBuffer<__nv_bfloat16> w_bf16(float_to_bf16_vector(kv_b));
+  DeviceBuffer<uint8_t> w_fp8(fp8.bits);
+  DeviceBuffer<float> w_scale(fp8.scale_inv);
+  DeviceBuffer<__nv_bfloat16> q_device(float_to_bf16_vector(q)), latent_device(float_to_bf16_vector(latent));
+  DeviceBuffer<__nv_bfloat16> q_latent_device(ref_q_latent.size()), out_device(ref_out.size());
+
+  MlaKvBWeights weights;
+  weights.num_heads = c.heads;
+  weights.nope_dim = c.nope;
+  weights.v_dim = c.v;
+  weights.kv_lora_dim = c.kv_lora;
+  std::vector<float> gpu_q_latent[2], gpu_out[2];  // [0] bf16 weights, [1] fp8 weights
+  for (int use_fp8 = 0; use_fp8 < 2; ++use_fp8) {
+    weights.is_fp8 = use_fp8 == 1;
+    weights.weight = use_fp8 ? static_cast<const void*>(w_fp8.data()) : static_cast<const void*>(w_bf16.data());
+    weights.scale_inv = use_fp8 ? w_scale.data() : nullptr;
+    q_latent_device.fill_bytes(0xff);
+    out_device.fill_bytes(0xff);
+    kernels::cuda::mla_absorb_query(q_device.data(), c.nope + c.rope, c.tokens, weights, q_latent_device.data(), nullptr);
+    kernels::cuda::mla_project_values(latent_device.data(), c.tokens, weights, out_device.data(), nullptr);
+    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+    gpu_q_latent[use_fp8] = bf16_to_float_vector(q_latent_device.download());
+    gpu_out[use_fp8] = bf16_to_float_vector(out_device.download());
+    ASSERT_TRUE(all_finite(gpu_q_latent[use_fp8]) && all_finite(gpu_out[use_fp8])) << "unwritten output, fp8 " << use_fp8;
+  }
+  const double errors[4] = {relative_l2_error(gpu_q_latent[0], ref_q_latent), relative_l2_error(gpu_out[0], ref_out),
+                            relative_l2_error(gpu_q_latent[1], ref_q_latent_fp8), relative_l2_error(gpu_out[1], ref_out_fp8)};
+  const double cosines[2] = {cosine_similarity(gpu_q_latent[1], gpu_q_latent[0]), cosine_similarity(gpu_out[1], gpu_out[0])};
+  for (double e : errors) EXPECT_LE(e, kTolerance);
+  for (double cs : cosines) EXPECT_GE(cs, 0.99);
+  std::printf("[ mla absorb ] %-28s bf16 rel_l2 %.2e / %.2e, fp8 rel_l2 %.2e / %.2e, fp8-vs-bf16 cosine %.5f / %.5f\n",
+              c.name.c_str(), errors[0], errors[1], errors[2], errors[3], cosines[0], cosines[1]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MlaAbsorbSweep,
+                         ::testing::Values(AbsorbCase{"v3_tokens1", 128, 128, 64, 128, 512, 1},
+                                           AbsorbCase{"v3_tokens7", 128, 128, 64, 128, 512, 7},
+                                           AbsorbCase{"v3_tokens64", 128, 128, 64, 128, 512, 64},
+                                           AbsorbCase{"v3_tokens130", 128, 128, 64, 128, 512, 130},
+                                           AbsorbCase{"v3_tp8_16heads_tokens33", 16, 128, 64, 128, 512, 33},
+                                           AbsorbCase{"odd_h3_nope37_v29_lora99", 3, 37, 11, 29, 99, 5},
+                                           AbsorbCase{"tails_h3_nope48_v80_lora208", 3, 48, 16, 80, 208, 70},
+                                           AbsorbCase{"odd_h5_nope16_v24_lora200", 5, 16, 8, 24, 200, 70},
+                                           AbsorbCase{"odd_h2_nope130_v70_lora257", 2, 130, 64, 70, 257, 3}),
+                         [](const ::testing::TestParamInfo<AbsorbCase>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace fathom::testing

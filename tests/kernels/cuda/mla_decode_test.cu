@@ -1,0 +1,231 @@
+// MLA decode (absorbed form, paged latent cache) vs the CPU reference kernels::cpu::mla_attention_absorbed.
+//
+// Tolerance: relative L2 error <= 1e-2. The GPU rounds the softmax probabilities to bf16 before P·V
+// (relative error <= 2^-9 each, averaging out over keys) and rounds the output to bf16 (<= 2^-9 relative);
+// both together give ~3e-3 on random data; scores and sums are fp32 as in the reference.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/thread_pool.h"
+#include "kernels/cpu/mla_attention.h"
+#include "kernels/cuda/mla/mla_decode.h"
+#include "mla_test_util.h"
+
+namespace fathom::testing {
+namespace {
+
+using kernels::cuda::MlaDecodeArgs;
+using kernels::cuda::MlaDecodePlan;
+
+constexpr double kTolerance = 1e-2;
+
+struct DecodeCase {
+  std::string name;
+  int32_t heads, kv_lora, rope, page_size;
+  std::vector<int32_t> seq_lens;
+};
+
+struct DecodeSetup {
+  DecodeCase c;
+  PagedLatentCache cache;
+  std::vector<float> q_latent, q_pe;  // [batch, heads, kv_lora], [batch, heads, rope] (bf16-rounded)
+  DeviceBuffer<__nv_bfloat16> q_latent_device, q_pe_device, out_device;
+  float scale = 0;
+  int32_t batch() const { return static_cast<int32_t>(c.seq_lens.size()); }
+  int32_t max_len() const { return *std::max_element(c.seq_lens.begin(), c.seq_lens.end()); }
+};
+
+DecodeSetup make_setup(const DecodeCase& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  DecodeSetup s{c, make_paged_cache(rng, c.seq_lens, c.kv_lora, c.rope, c.page_size), {}, {}, {}, {}, {}, 0};
+  const size_t batch = c.seq_lens.size();
+  s.q_latent = round_to_bf16(random_normal(rng, batch * c.heads * c.kv_lora));
+  s.q_pe = round_to_bf16(random_normal(rng, batch * c.heads * c.rope));
+  s.q_latent_device = DeviceBuffer<__nv_bfloat16>(float_to_bf16_vector(s.q_latent));
+  s.q_pe_device = DeviceBuffer<__nv_bfloat16>(float_to_bf16_vector(s.q_pe));
+  s.out_device = DeviceBuffer<__nv_bfloat16>(batch * c.heads * c.kv_lora);
+  s.scale = 1.0f / std::sqrt(static_cast<float>(128 + c.rope));
+  return s;
+}
+
+// Runs the GPU decode with `plan` (poisoned output first) and returns the output as floats.
+std::vector<float> run_gpu(DecodeSetup& s, const MlaDecodePlan& plan, cudaStream_t stream = nullptr) {
+  MlaDecodeArgs args;
+  args.q_latent = s.q_latent_device.data();
+  args.q_pe = s.q_pe_device.data();
+  args.q_pe_head_stride = s.c.rope;
+  args.cache = s.cache.view();
+  args.batch = s.cache.batch_view();
+  args.out_latent = s.out_device.data();
+  args.num_heads = s.c.heads;
+  args.softmax_scale = s.scale;
+  const size_t bytes = kernels::cuda::mla_decode_workspace_bytes(plan, s.batch(), s.c.heads, s.c.kv_lora);
+  DeviceBuffer<uint8_t> workspace(bytes);
+  workspace.fill_bytes(0xff);
+  s.out_device.fill_bytes(0xff);
+  kernels::cuda::mla_decode(args, plan, workspace.data(), bytes, stream);
+  FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return bf16_to_float_vector(s.out_device.download());
+}
+
+std::vector<float> run_cpu(const DecodeSetup& s) {
+  const DecodeCase& c = s.c;
+  ThreadPool pool;
+  kernels::cpu::MlaShape shape{c.heads, 0, c.rope, 0, c.kv_lora, s.scale};  // q = q_pe only (nope part empty)
+  std::vector<float> out(static_cast<size_t>(s.batch()) * c.heads * c.kv_lora);
+  for (int b = 0; b < s.batch(); ++b) {
+    const std::vector<const float*> rows = s.cache.row_pointers(b);
+    const int32_t position = c.seq_lens[b] - 1;
+    kernels::cpu::mla_attention_absorbed(s.q_latent.data() + static_cast<size_t>(b) * c.heads * c.kv_lora,
+                                         s.q_pe.data() + static_cast<size_t>(b) * c.heads * c.rope, 1, &position,
+                                         rows.data(), c.seq_lens[b], shape,
+                                         out.data() + static_cast<size_t>(b) * c.heads * c.kv_lora, pool);
+  }
+  return out;
+}
+
+MlaDecodePlan heuristic_plan(const DecodeSetup& s) {
+  return kernels::cuda::mla_decode_plan(device_sm_count(), s.batch(), s.c.heads, s.max_len());
+}
+
+class MlaDecodeSweep : public ::testing::TestWithParam<DecodeCase> {};
+
+TEST_P(MlaDecodeSweep, MatchesCpuReferenceWithHeuristicAndForcedSplits) {
+  FATHOM_REQUIRE_GPU();
+  const DecodeCase& c = GetParam();
+  DecodeSetup s = make_setup(c, static_cast<uint32_t>(std::hash<std::string>{}(c.name)));
+  const std::vector<float> expected = run_cpu(s);
+  const MlaDecodePlan plan = heuristic_plan(s);
+  const std::vector<float> actual = run_gpu(s, plan);
+  ASSERT_TRUE(all_finite(actual)) << "unwritten or non-finite output";
+  const double error = relative_l2_error(actual, expected);
+  EXPECT_LE(error, kTolerance) << "heuristic plan: head_group " << plan.head_group << ", splits " << plan.num_splits;
+  double worst_variant = 0, worst_split_change = 0;
+  // The split count changes results only by rounding: fp32 sums, and the bf16 rounding of the probabilities
+  // (taken relative to each split's running max) and of the output, ~1e-3 relative each.
+  for (int32_t splits : {1, 3, 17}) {
+    MlaDecodePlan forced = plan;
+    forced.num_splits = splits;
+    const std::vector<float> split_out = run_gpu(s, forced);
+    ASSERT_TRUE(all_finite(split_out)) << "splits " << splits;
+    const double split_error = relative_l2_error(split_out, expected);
+    const double split_change = relative_l2_error(split_out, actual);
+    EXPECT_LE(split_error, kTolerance) << "splits " << splits;
+    EXPECT_LE(split_change, 5e-3) << "splits " << splits << " vs heuristic plan";
+    worst_variant = std::max(worst_variant, split_error);
+    worst_split_change = std::max(worst_split_change, split_change);
+  }
+  // Every head group size (and the wgmma / mma.sync paths of the 64-head group) gives the same function.
+  for (int32_t head_group : {16, 32, 64})
+    for (int path = 0; path < 3; ++path) {  // 0: wgmma scores + values, 1: wgmma scores, 2: mma.sync only
+      if (path > 0 && head_group != 64) continue;
+      MlaDecodePlan forced = plan;
+      forced.head_group = head_group;
+      forced.score_wgmma = path < 2;
+      forced.value_wgmma = path == 0;
+      const std::vector<float> variant = run_gpu(s, forced);
+      const double variant_error = relative_l2_error(variant, expected);
+      EXPECT_LE(variant_error, kTolerance) << "head_group " << head_group << ", path " << path;
+      worst_variant = std::max(worst_variant, variant_error);
+      if (head_group == 64)
+        std::printf("[ mla decode ] %-32s group 64 path %d (%s): rel_l2 %.2e\n", c.name.c_str(), path,
+                    path == 0 ? "wgmma S+PV" : path == 1 ? "wgmma S" : "mma.sync", variant_error);
+    }
+  std::printf("[ mla decode ] %-32s rel_l2 %.2e (group %d, splits %d), worst variant %.2e, split change %.2e\n",
+              c.name.c_str(), error, plan.head_group, plan.num_splits, worst_variant, worst_split_change);
+}
+
+std::vector<int32_t> random_lens(uint32_t seed, int count, int min_len, int max_len) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(min_len, max_len);
+  std::vector<int32_t> lens(static_cast<size_t>(count));
+  for (int32_t& len : lens) len = dist(rng);
+  return lens;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, MlaDecodeSweep,
+    ::testing::Values(
+        // DeepSeek-V3 dims (128 heads, kv_lora 512, rope 64)
+        DecodeCase{"v3_b1_len1_page1", 128, 512, 64, 1, {1}},
+        DecodeCase{"v3_b1_len1000_page16", 128, 512, 64, 16, {1000}},
+        DecodeCase{"v3_b3_page_edges_page64", 128, 512, 64, 64, {64, 65, 127}},
+        DecodeCase{"v3_b5_mixed_page1", 128, 512, 64, 1, {1, 2, 129, 300, 63}},
+        DecodeCase{"v3_b8_random_page16", 128, 512, 64, 16, random_lens(8, 8, 1, 700)},
+        DecodeCase{"v3_b64_random_page64", 128, 512, 64, 64, random_lens(64, 64, 1, 300)},
+        DecodeCase{"v3_tp8_16heads_page16", 16, 512, 64, 16, {1000, 17, 640}},
+        DecodeCase{"v3_32heads_page64", 32, 512, 64, 64, {513, 2}},
+        DecodeCase{"v3_long16k_b1_page64", 128, 512, 64, 64, {16384}},
+        DecodeCase{"v3_long16k_b2_page16", 128, 512, 64, 16, {16384, 9001}},
+        // odd small dims (scalar load path, padded tiles)
+        DecodeCase{"odd_h3_lora99_rope13_page1", 3, 99, 13, 1, {1, 77, 200}},
+        DecodeCase{"odd_h17_lora40_rope8_page5", 17, 40, 8, 5, {5, 6, 131}},
+        DecodeCase{"odd_h70_lora128_rope64_page16", 70, 128, 64, 16, {300, 1, 64}},
+        DecodeCase{"odd_h33_lora200_rope24_page64", 33, 200, 24, 64, {1000}}),
+    [](const ::testing::TestParamInfo<DecodeCase>& info) { return info.param.name; });
+
+TEST(MlaDecode, DeterministicAndGraphReplayMatchesDirectLaunch) {
+  FATHOM_REQUIRE_GPU();
+  DecodeSetup s = make_setup(DecodeCase{"graph", 128, 512, 64, 16, {3000, 1, 777, 64}}, 1234);
+  MlaDecodePlan plan = heuristic_plan(s);
+  plan.num_splits = 5;  // exercise the combine kernel inside the graph
+  const std::vector<float> direct = run_gpu(s, plan);
+  const std::vector<float> again = run_gpu(s, plan);
+  ASSERT_EQ(0, std::memcmp(direct.data(), again.data(), direct.size() * sizeof(float))) << "not deterministic";
+
+  cudaStream_t stream;
+  FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const size_t bytes = kernels::cuda::mla_decode_workspace_bytes(plan, s.batch(), s.c.heads, s.c.kv_lora);
+  DeviceBuffer<uint8_t> workspace(bytes);
+  MlaDecodeArgs args;
+  args.q_latent = s.q_latent_device.data();
+  args.q_pe = s.q_pe_device.data();
+  args.q_pe_head_stride = s.c.rope;
+  args.cache = s.cache.view();
+  args.batch = s.cache.batch_view();
+  args.out_latent = s.out_device.data();
+  args.num_heads = s.c.heads;
+  args.softmax_scale = s.scale;
+  cudaGraph_t graph;
+  cudaGraphExec_t graph_exec;
+  FATHOM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  kernels::cuda::mla_decode(args, plan, workspace.data(), bytes, stream);
+  FATHOM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  FATHOM_CUDA_CHECK(cudaGraphInstantiate(&graph_exec, graph, 0));
+  s.out_device.fill_bytes(0xff);
+  FATHOM_CUDA_CHECK(cudaGraphLaunch(graph_exec, stream));
+  FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<float> replayed = bf16_to_float_vector(s.out_device.download());
+  EXPECT_EQ(0, std::memcmp(direct.data(), replayed.data(), direct.size() * sizeof(float))) << "graph replay differs";
+  FATHOM_CUDA_CHECK(cudaGraphExecDestroy(graph_exec));
+  FATHOM_CUDA_CHECK(cudaGraphDestroy(graph));
+  FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+TEST(MlaDecode, PlanAndWorkspace) {
+  FATHOM_REQUIRE_GPU();
+  using kernels::cuda::mla_decode_plan;
+  // Large batches need no split; a single long sequence is split; splits never exceed the tile count.
+  EXPECT_EQ(1, mla_decode_plan(132, 128, 128, 4096).num_splits);
+  EXPECT_GT(mla_decode_plan(132, 1, 128, 16384).num_splits, 16);
+  EXPECT_EQ(1, mla_decode_plan(132, 1, 128, 64).num_splits);
+  EXPECT_EQ(64, mla_decode_plan(132, 1, 128, 100).head_group);
+  EXPECT_EQ(16, mla_decode_plan(132, 1, 16, 100).head_group);
+  const size_t max_bytes = kernels::cuda::mla_decode_max_workspace_bytes(132, 128, 128, 512, 16384);
+  for (int batch : {1, 2, 16, 64, 128}) {
+    const MlaDecodePlan plan = mla_decode_plan(132, batch, 128, 16384);
+    EXPECT_LE(kernels::cuda::mla_decode_workspace_bytes(plan, batch, 128, 512), max_bytes) << batch;
+  }
+}
+
+}  // namespace
+}  // namespace fathom::testing
