@@ -13,7 +13,7 @@ namespace fathom::chat::jinja {
 namespace {
 
 void append_hex_escape(std::string& out, unsigned code_unit) {
-  char buffer[8];
+  char buffer[16];
   std::snprintf(buffer, sizeof(buffer), "\\u%04x", code_unit);
   out += buffer;
 }
@@ -160,10 +160,12 @@ class JsonWriter {
   std::string out_;
 };
 
-}  // namespace
+// Request JSON is untrusted: bound the recursion so deeply nested input is an error, not a stack overflow.
+constexpr int kMaxJsonDepth = 512;
 
-Value value_from_json(const nlohmann::ordered_json& json) {
+Value value_from_json_at_depth(const nlohmann::ordered_json& json, int depth) {
   using Type = nlohmann::ordered_json::value_t;
+  if (depth > kMaxJsonDepth) throw_render_error("template input JSON is nested more than 512 levels deep");
   switch (json.type()) {
     case Type::null: return Value::none();
     case Type::boolean: return Value::boolean(json.get<bool>());
@@ -179,18 +181,23 @@ Value value_from_json(const nlohmann::ordered_json& json) {
     case Type::array: {
       std::vector<Value> items;
       items.reserve(json.size());
-      for (const auto& element : json) items.push_back(value_from_json(element));
+      for (const auto& element : json) items.push_back(value_from_json_at_depth(element, depth + 1));
       return Value::list(std::move(items));
     }
     case Type::object: {
       DictData dict;
       dict.entries.reserve(json.size());
-      for (const auto& [key, element] : json.items()) dict.entries.emplace_back(Value::string(key), value_from_json(element));
+      for (const auto& [key, element] : json.items())
+        dict.entries.emplace_back(Value::string(key), value_from_json_at_depth(element, depth + 1));
       return Value::dict(std::move(dict));
     }
     default: throw_render_error("unsupported JSON value type in template input");
   }
 }
+
+}  // namespace
+
+Value value_from_json(const nlohmann::ordered_json& json) { return value_from_json_at_depth(json, 0); }
 
 std::string python_json_dumps(const Value& value, const JsonDumpOptions& options) {
   JsonWriter writer(options);

@@ -11,7 +11,7 @@ namespace {
 
 using Method = std::function<Value(const Value& self, const CallArgs& args)>;
 
-Value bind(const Value& self, const std::string& name, Method method) {
+Value bind_method(const Value& self, const std::string& name, Method method) {
   return Value::callable(name, [self, method = std::move(method)](const CallArgs& args) { return method(self, args); });
 }
 
@@ -100,7 +100,7 @@ Value all_code_points(const Value& self, Predicate predicate) {
 std::optional<Value> find_string_method(const Value& self, const std::string& name) {
   if (name == "split" || name == "rsplit") {
     bool from_right = name == "rsplit";
-    return bind(self, name, [from_right, name](const Value& s, const CallArgs& args) {
+    return bind_method(self, name, [from_right, name](const Value& s, const CallArgs& args) {
       BoundArgs bound(name, args, {"sep", "maxsplit"});
       auto separator = optional_string(bound, 0, "separator");
       if (separator && separator->empty()) throw_render_error("empty separator");
@@ -110,24 +110,24 @@ std::optional<Value> find_string_method(const Value& self, const std::string& na
     });
   }
   if (name == "splitlines")
-    return bind(self, name, [](const Value& s, const CallArgs&) { return string_list(python_splitlines(s.as_string())); });
+    return bind_method(self, name, [](const Value& s, const CallArgs&) { return string_list(python_splitlines(s.as_string())); });
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     StripSide side = name == "strip" ? StripSide::Both : name == "lstrip" ? StripSide::Left : StripSide::Right;
-    return bind(self, name, [side, name](const Value& s, const CallArgs& args) {
+    return bind_method(self, name, [side, name](const Value& s, const CallArgs& args) {
       BoundArgs bound(name, args, {"chars"});
       return Value::string(python_strip(s.as_string(), side, optional_string(bound, 0, "chars")));
     });
   }
   if (name == "startswith" || name == "endswith") {
     bool at_start = name == "startswith";
-    return bind(self, name, [at_start, name](const Value& s, const CallArgs& args) {
+    return bind_method(self, name, [at_start, name](const Value& s, const CallArgs& args) {
       BoundArgs bound(name, args, {"affix", "start", "end"});
       if (!bound.get(0)) throw_render_error(name + "() takes at least 1 argument (0 given)");
       return Value::boolean(affix_matches(*bound.get(0), string_window(s, bound, 1), at_start));
     });
   }
   if (name == "replace") {
-    return bind(self, name, [](const Value& s, const CallArgs& args) {
+    return bind_method(self, name, [](const Value& s, const CallArgs& args) {
       BoundArgs bound("replace", args, {"old", "new", "count"});
       return Value::string(python_replace(s.as_string(), require_string(bound.get(0), "replace() old"),
                                           require_string(bound.get(1), "replace() new"), optional_int(bound, 2, -1)));
@@ -136,7 +136,7 @@ std::optional<Value> find_string_method(const Value& self, const std::string& na
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex") {
     bool from_right = name[0] == 'r';
     bool raises = name.find("index") != std::string::npos;
-    return bind(self, name, [from_right, raises, name](const Value& s, const CallArgs& args) {
+    return bind_method(self, name, [from_right, raises, name](const Value& s, const CallArgs& args) {
       BoundArgs bound(name, args, {"sub", "start", "end"});
       const std::string& needle = require_string(bound.get(0), name + "() argument");
       std::string window = string_window(s, bound, 1);
@@ -150,7 +150,7 @@ std::optional<Value> find_string_method(const Value& self, const std::string& na
     });
   }
   if (name == "count") {
-    return bind(self, name, [](const Value& s, const CallArgs& args) {
+    return bind_method(self, name, [](const Value& s, const CallArgs& args) {
       BoundArgs bound("count", args, {"sub", "start", "end"});
       const std::string& needle = require_string(bound.get(0), "count() argument");
       std::string window = string_window(s, bound, 1);
@@ -162,15 +162,15 @@ std::optional<Value> find_string_method(const Value& self, const std::string& na
     });
   }
   if (name == "upper")
-    return bind(self, name, [](const Value& s, const CallArgs&) { return Value::string(ascii_upper(s.as_string())); });
+    return bind_method(self, name, [](const Value& s, const CallArgs&) { return Value::string(ascii_upper(s.as_string())); });
   if (name == "lower")
-    return bind(self, name, [](const Value& s, const CallArgs&) { return Value::string(ascii_lower(s.as_string())); });
+    return bind_method(self, name, [](const Value& s, const CallArgs&) { return Value::string(ascii_lower(s.as_string())); });
   if (name == "capitalize")
-    return bind(self, name, [](const Value& s, const CallArgs&) { return Value::string(python_capitalize(s.as_string())); });
+    return bind_method(self, name, [](const Value& s, const CallArgs&) { return Value::string(python_capitalize(s.as_string())); });
   if (name == "title")
-    return bind(self, name, [](const Value& s, const CallArgs&) { return Value::string(python_title(s.as_string())); });
+    return bind_method(self, name, [](const Value& s, const CallArgs&) { return Value::string(python_title(s.as_string())); });
   if (name == "join") {
-    return bind(self, name, [](const Value& s, const CallArgs& args) {
+    return bind_method(self, name, [](const Value& s, const CallArgs& args) {
       BoundArgs bound("join", args, {"iterable"});
       if (!bound.get(0)) throw_render_error("join() takes exactly one argument (0 given)");
       std::string out;
@@ -186,7 +186,7 @@ std::optional<Value> find_string_method(const Value& self, const std::string& na
   }
   if (name == "removeprefix" || name == "removesuffix") {
     bool prefix = name == "removeprefix";
-    return bind(self, name, [prefix, name](const Value& s, const CallArgs& args) {
+    return bind_method(self, name, [prefix, name](const Value& s, const CallArgs& args) {
       BoundArgs bound(name, args, {"affix"});
       const std::string& affix = require_string(bound.get(0), name + "() argument");
       const std::string& text = s.as_string();
@@ -195,22 +195,22 @@ std::optional<Value> find_string_method(const Value& self, const std::string& na
     });
   }
   if (name == "isdigit")
-    return bind(self, name, [](const Value& s, const CallArgs&) {
+    return bind_method(self, name, [](const Value& s, const CallArgs&) {
       return all_code_points(s, [](char32_t c) { return c >= '0' && c <= '9'; });
     });
   if (name == "isspace")
-    return bind(self, name, [](const Value& s, const CallArgs&) { return all_code_points(s, is_python_space); });
+    return bind_method(self, name, [](const Value& s, const CallArgs&) { return all_code_points(s, is_python_space); });
   if (name == "isalpha")
-    return bind(self, name, [](const Value& s, const CallArgs&) {
+    return bind_method(self, name, [](const Value& s, const CallArgs&) {
       return all_code_points(s, [](char32_t c) { return (c | 0x20) >= 'a' && (c | 0x20) <= 'z'; });
     });
   if (name == "isalnum")
-    return bind(self, name, [](const Value& s, const CallArgs&) {
+    return bind_method(self, name, [](const Value& s, const CallArgs&) {
       return all_code_points(s, [](char32_t c) { return ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || (c >= '0' && c <= '9'); });
     });
   if (name == "islower" || name == "isupper") {
     bool want_lower = name == "islower";
-    return bind(self, name, [want_lower](const Value& s, const CallArgs&) {
+    return bind_method(self, name, [want_lower](const Value& s, const CallArgs&) {
       const std::string& text = s.as_string();
       bool any_cased = false;
       for (char c : text) {
@@ -226,7 +226,7 @@ std::optional<Value> find_string_method(const Value& self, const std::string& na
 
 std::optional<Value> find_dict_method(const Value& self, const std::string& name) {
   if (name == "get") {
-    return bind(self, name, [](const Value& d, const CallArgs& args) {
+    return bind_method(self, name, [](const Value& d, const CallArgs& args) {
       BoundArgs bound("get", args, {"key", "default"});
       if (!bound.get(0)) throw_render_error("get expected at least 1 argument, got 0");
       const Value* found = d.as_dict().find(*bound.get(0));
@@ -234,21 +234,21 @@ std::optional<Value> find_dict_method(const Value& self, const std::string& name
     });
   }
   if (name == "items") {
-    return bind(self, name, [](const Value& d, const CallArgs&) {
+    return bind_method(self, name, [](const Value& d, const CallArgs&) {
       std::vector<Value> pairs;
       for (const auto& [key, value] : d.as_dict().entries) pairs.push_back(Value::list({key, value}, SequenceKind::Tuple));
       return Value::list(std::move(pairs));
     });
   }
-  if (name == "keys") return bind(self, name, [](const Value& d, const CallArgs&) { return Value::list(iterate(d)); });
+  if (name == "keys") return bind_method(self, name, [](const Value& d, const CallArgs&) { return Value::list(iterate(d)); });
   if (name == "values") {
-    return bind(self, name, [](const Value& d, const CallArgs&) {
+    return bind_method(self, name, [](const Value& d, const CallArgs&) {
       std::vector<Value> values;
       for (const auto& entry : d.as_dict().entries) values.push_back(entry.second);
       return Value::list(std::move(values));
     });
   }
-  if (name == "copy") return bind(self, name, [](const Value& d, const CallArgs&) { return d; });
+  if (name == "copy") return bind_method(self, name, [](const Value& d, const CallArgs&) { return d; });
   if (name == "clear" || name == "pop" || name == "popitem" || name == "setdefault" || name == "update")
     return unsafe_method(self, name);
   return std::nullopt;
@@ -258,7 +258,7 @@ std::optional<Value> find_list_method(const Value& self, const std::string& name
   if (self.as_list().kind == SequenceKind::Iterator) return std::nullopt;
   if (name == "index" || name == "count") {
     bool counting = name == "count";
-    return bind(self, name, [counting, name](const Value& l, const CallArgs& args) {
+    return bind_method(self, name, [counting, name](const Value& l, const CallArgs& args) {
       BoundArgs bound(name, args, {"value"});
       if (!bound.get(0)) throw_render_error(name + "() takes exactly one argument (0 given)");
       int64_t occurrences = 0;

@@ -18,7 +18,7 @@ std::string object_description(const Value& object) {
 }
 
 Value missing_attribute(const Value& object, const std::string& name) {
-  return Value::undefined("'" + object_description(object) + "' has no attribute '" + name + "'");
+  return Value::undefined(std::string("'").append(object_description(object)).append("' has no attribute '").append(name).append("'"));
 }
 
 [[noreturn]] void unsupported_operand(const char* op, const Value& left, const Value& right) {
@@ -26,18 +26,34 @@ Value missing_attribute(const Value& object, const std::string& name) {
                      right.type_name() + "'");
 }
 
-int64_t checked_int(bool overflowed, int64_t result) {
-  if (overflowed) throw_render_error("integer overflow in template arithmetic");
+// Python ints do not overflow; ours are 64-bit, so overflow is reported instead of wrapping.
+template <typename Operation>
+int64_t checked_int(Operation operation, int64_t a, int64_t b) {
+  int64_t result = 0;
+  if (operation(a, b, &result)) throw_render_error("integer overflow in template arithmetic");
   return result;
+}
+bool add_overflows(int64_t a, int64_t b, int64_t* out) { return __builtin_add_overflow(a, b, out); }
+bool sub_overflows(int64_t a, int64_t b, int64_t* out) { return __builtin_sub_overflow(a, b, out); }
+bool mul_overflows(int64_t a, int64_t b, int64_t* out) { return __builtin_mul_overflow(a, b, out); }
+
+// Python would try to allocate; a rendered prompt never needs anywhere near this much.
+constexpr int64_t kMaxRepeatedSize = int64_t{1} << 28;
+
+void check_repeat_size(size_t unit, int64_t times) {
+  if (times > 0 && static_cast<int64_t>(unit) > kMaxRepeatedSize / times)
+    throw_render_error("sequence repetition result too large");
 }
 
 std::vector<Value> repeat(const std::vector<Value>& items, int64_t times) {
+  check_repeat_size(items.size(), times);
   std::vector<Value> out;
   for (int64_t i = 0; i < times; ++i) out.insert(out.end(), items.begin(), items.end());
   return out;
 }
 
 std::string repeat(const std::string& text, int64_t times) {
+  check_repeat_size(text.size(), times);
   std::string out;
   for (int64_t i = 0; i < times; ++i) out += text;
   return out;
@@ -218,10 +234,9 @@ Value arithmetic(ArithmeticOp op, const Value& left, const Value& right) {
   if (right.is_undefined()) fail_undefined(right);
   bool numbers = left.is_number() && right.is_number();
   bool integers = left.is_integral() && right.is_integral();
-  int64_t result = 0;
   switch (op) {
     case ArithmeticOp::Add:
-      if (integers) return Value::integer(checked_int(__builtin_add_overflow(left.as_int(), right.as_int(), &result), result));
+      if (integers) return Value::integer(checked_int(add_overflows, left.as_int(), right.as_int()));
       if (numbers) return Value::floating(left.as_float() + right.as_float());
       if (left.is_string() && right.is_string()) return Value::string(left.as_string() + right.as_string());
       if (left.is_string())
@@ -234,11 +249,11 @@ Value arithmetic(ArithmeticOp op, const Value& left, const Value& right) {
       }
       unsupported_operand("+", left, right);
     case ArithmeticOp::Subtract:
-      if (integers) return Value::integer(checked_int(__builtin_sub_overflow(left.as_int(), right.as_int(), &result), result));
+      if (integers) return Value::integer(checked_int(sub_overflows, left.as_int(), right.as_int()));
       if (numbers) return Value::floating(left.as_float() - right.as_float());
       unsupported_operand("-", left, right);
     case ArithmeticOp::Multiply:
-      if (integers) return Value::integer(checked_int(__builtin_mul_overflow(left.as_int(), right.as_int(), &result), result));
+      if (integers) return Value::integer(checked_int(mul_overflows, left.as_int(), right.as_int()));
       if (numbers) return Value::floating(left.as_float() * right.as_float());
       if (left.is_string() && right.is_integral()) return Value::string(repeat(left.as_string(), right.as_int()));
       if (left.is_integral() && right.is_string()) return Value::string(repeat(right.as_string(), left.as_int()));
@@ -279,7 +294,7 @@ Value arithmetic(ArithmeticOp op, const Value& left, const Value& right) {
       if (integers && right.as_int() >= 0) {
         int64_t base = left.as_int(), power = 1;
         for (int64_t i = 0; i < right.as_int(); ++i)
-          power = checked_int(__builtin_mul_overflow(power, base, &power), power);
+          power = checked_int(mul_overflows, power, base);
         return Value::integer(power);
       }
       return Value::floating(std::pow(left.as_float(), right.as_float()));
@@ -417,7 +432,7 @@ Value slice(const Value& object, const std::optional<Value>& start, const std::o
       picked.push_back(list.items[static_cast<size_t>(i)]);
     return Value::list(std::move(picked), list.kind);
   }
-  return Value::undefined("'" + object.type_name() + "' object is not subscriptable");
+  return Value::undefined(std::string("'").append(object.type_name()).append("' object is not subscriptable"));
 }
 
 Value call_value(const Value& callee, const CallArgs& args) {
