@@ -13,21 +13,40 @@ namespace {
 // Words up to this many symbols merge with a simple scan; longer ones use a heap (n log n).
 constexpr size_t kSmallWordSymbols = 48;
 
+std::pair<std::string, std::string> split_merge(const std::string& text, size_t index) {
+  size_t space = text.find(' ');
+  FATHOM_CHECK(space != std::string::npos && text.find(' ', space + 1) == std::string::npos,
+               "BPE merge #" << index << " '" << text << "' must be two tokens separated by one space");
+  return {text.substr(0, space), text.substr(space + 1)};
+}
+
 std::pair<std::string, std::string> parse_merge(const nlohmann::json& merge, size_t index) {
-  if (merge.is_string()) {
-    const std::string& text = merge.get_ref<const std::string&>();
-    size_t space = text.find(' ');
-    FATHOM_CHECK(space != std::string::npos && text.find(' ', space + 1) == std::string::npos,
-                 "BPE merge #" << index << " '" << text << "' must be two tokens separated by one space");
-    return {text.substr(0, space), text.substr(space + 1)};
-  }
+  if (merge.is_string()) return split_merge(merge.get_ref<const std::string&>(), index);
   FATHOM_CHECK(merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string(),
                "BPE merge #" << index << " must be \"a b\" or [\"a\", \"b\"], got " << merge.dump());
   return {merge[0].get<std::string>(), merge[1].get<std::string>()};
 }
 }  // namespace
 
-BpeModel BpeModel::from_json(const nlohmann::json& model) {
+void BpeModel::add_vocab_entry(const std::string& token, int64_t id) {
+  // Ids index dense per-id tables, so absurd ids are rejected instead of allocated.
+  FATHOM_CHECK(id >= 0 && id < (1 << 24), "BPE vocab id " << id << " of token '" << token << "' is out of range");
+  vocab_.emplace(token, static_cast<int32_t>(id));
+}
+
+void BpeModel::add_merge(const std::string& left, const std::string& right, size_t rank) {
+  auto left_id = token_to_id(left);
+  auto right_id = token_to_id(right);
+  FATHOM_CHECK(left_id && right_id, "BPE merge #" << rank << " '" << left << " " << right << "' uses a token missing from the vocab");
+  std::string merged_token;
+  merged_token.reserve(left.size() + right.size());
+  merged_token.append(left).append(right);
+  auto merged_id = token_to_id(merged_token);
+  FATHOM_CHECK(merged_id, "BPE merge #" << rank << " result '" << merged_token << "' is missing from the vocab");
+  merges_.insert(*left_id, *right_id, static_cast<uint32_t>(rank), *merged_id);
+}
+
+BpeModel BpeModel::from_json(const nlohmann::json& model, const StreamedBpeTables& streamed) {
   const std::string type = model.value("type", "BPE");
   FATHOM_CHECK(type == "BPE", "unsupported model type '" << type << "' (only BPE is implemented)");
   const auto& dropout = model.value("dropout", nlohmann::json());
@@ -40,16 +59,17 @@ BpeModel BpeModel::from_json(const nlohmann::json& model) {
   }
 
   BpeModel bpe;
-  const auto& vocab = model.at("vocab");
+  const auto& vocab = model.value("vocab", nlohmann::json::object());
   FATHOM_CHECK(vocab.is_object(), "BPE vocab must be an object of token -> id");
-  bpe.vocab_.reserve(vocab.size());
-  int32_t max_id = -1;
-  for (const auto& [token, id_json] : vocab.items()) {
-    const int64_t id = id_json.get<int64_t>();
-    FATHOM_CHECK(id >= 0 && id < INT32_MAX, "BPE vocab id " << id << " of token '" << token << "' is out of range");
-    bpe.vocab_.emplace(token, static_cast<int32_t>(id));
-    max_id = std::max(max_id, static_cast<int32_t>(id));
+  FATHOM_CHECK(vocab.empty() || streamed.vocab.empty(), "BPE vocab given twice");
+  bpe.vocab_.reserve(vocab.size() + streamed.vocab.size());
+  for (const auto& [token, id] : vocab.items()) {
+    FATHOM_CHECK(id.is_number_integer(), "BPE vocab id of token '" << token << "' must be an integer, got " << id.dump());
+    bpe.add_vocab_entry(token, id.get<int64_t>());
   }
+  for (const auto& [token, id] : streamed.vocab) bpe.add_vocab_entry(token, id);
+  int32_t max_id = -1;
+  for (const auto& [token, id] : bpe.vocab_) max_id = std::max(max_id, id);
   bpe.tokens_.assign(static_cast<size_t>(max_id + 1), std::string());
   bpe.has_token_.assign(static_cast<size_t>(max_id + 1), 0);
   for (const auto& [token, id] : bpe.vocab_) {
@@ -57,16 +77,17 @@ BpeModel BpeModel::from_json(const nlohmann::json& model) {
     bpe.has_token_[static_cast<size_t>(id)] = 1;
   }
 
-  const auto& merges = model.at("merges");
-  bpe.merges_ = MergeTable(merges.size());
+  const auto& merges = model.value("merges", nlohmann::json::array());
+  FATHOM_CHECK(merges.is_array(), "BPE merges must be an array");
+  FATHOM_CHECK(merges.empty() || streamed.merges.empty(), "BPE merges mix the \"a b\" and [\"a\", \"b\"] forms");
+  bpe.merges_ = MergeTable(merges.size() + streamed.merges.size());
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     auto [left, right] = parse_merge(merges[rank], rank);
-    auto left_id = bpe.token_to_id(left);
-    auto right_id = bpe.token_to_id(right);
-    FATHOM_CHECK(left_id && right_id, "BPE merge #" << rank << " '" << left << " " << right << "' uses a token missing from the vocab");
-    auto merged_id = bpe.token_to_id(left + right);
-    FATHOM_CHECK(merged_id, "BPE merge #" << rank << " result '" << left + right << "' is missing from the vocab");
-    bpe.merges_.insert(*left_id, *right_id, static_cast<uint32_t>(rank), *merged_id);
+    bpe.add_merge(left, right, rank);
+  }
+  for (size_t rank = 0; rank < streamed.merges.size(); ++rank) {
+    auto [left, right] = split_merge(streamed.merges[rank], rank);
+    bpe.add_merge(left, right, rank);
   }
 
   for (int byte = 0; byte < 256; ++byte) {
@@ -185,26 +206,33 @@ void BpeModel::encode_word(std::string_view word, bool byte_level, std::vector<i
 }
 
 void BpeModel::merge_small(std::vector<int32_t>& symbols, BpeScratch& scratch) const {
-  if (symbols.size() < 2) return;
-  std::vector<uint32_t>& ranks = scratch.ranks;  // ranks[i]: rank of the pair (symbols[i], symbols[i+1])
-  std::vector<int32_t>& merged = scratch.merged;
-  ranks.resize(symbols.size() - 1);
-  merged.resize(symbols.size() - 1);
-  for (size_t i = 0; i + 1 < symbols.size(); ++i) ranks[i] = merges_.find(symbols[i], symbols[i + 1], &merged[i]);
-  while (!ranks.empty()) {
+  size_t count = symbols.size();
+  if (count < 2) return;
+  scratch.ranks.resize(count - 1);
+  scratch.merged.resize(count - 1);
+  int32_t* symbol = symbols.data();
+  uint32_t* rank = scratch.ranks.data();  // rank[i]: rank of the pair (symbol[i], symbol[i + 1])
+  int32_t* merged = scratch.merged.data();
+  for (size_t i = 0; i + 1 < count; ++i) rank[i] = merges_.find(symbol[i], symbol[i + 1], &merged[i]);
+  while (count > 1) {
     // Lowest rank first, leftmost among equal ranks: the same order as HF's heap.
     size_t best = 0;
-    for (size_t i = 1; i < ranks.size(); ++i) {
-      if (ranks[i] < ranks[best]) best = i;
+    for (size_t i = 1; i + 1 < count; ++i) {
+      if (rank[i] < rank[best]) best = i;
     }
-    if (ranks[best] == MergeTable::kNoMerge) break;
-    symbols[best] = merged[best];
-    symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best) + 1);
-    ranks.erase(ranks.begin() + static_cast<std::ptrdiff_t>(best));
-    merged.erase(merged.begin() + static_cast<std::ptrdiff_t>(best));
-    if (best > 0) ranks[best - 1] = merges_.find(symbols[best - 1], symbols[best], &merged[best - 1]);
-    if (best < ranks.size()) ranks[best] = merges_.find(symbols[best], symbols[best + 1], &merged[best]);
+    if (rank[best] == MergeTable::kNoMerge) break;
+    symbol[best] = merged[best];
+    // Plain loops instead of erase(): these arrays are tiny and memmove calls cost more.
+    for (size_t i = best + 1; i + 1 < count; ++i) symbol[i] = symbol[i + 1];
+    for (size_t i = best + 1; i + 2 < count; ++i) {
+      rank[i] = rank[i + 1];
+      merged[i] = merged[i + 1];
+    }
+    --count;
+    if (best > 0) rank[best - 1] = merges_.find(symbol[best - 1], symbol[best], &merged[best - 1]);
+    if (best + 1 < count) rank[best] = merges_.find(symbol[best], symbol[best + 1], &merged[best]);
   }
+  symbols.resize(count);
 }
 
 void BpeModel::merge_large(std::vector<int32_t>& symbols, BpeScratch& scratch) const {
@@ -222,7 +250,7 @@ void BpeModel::merge_large(std::vector<int32_t>& symbols, BpeScratch& scratch) c
   std::vector<uint64_t>& heap = scratch.heap;
   heap.clear();
   auto push_pair = [&](int32_t position) {
-    int32_t merged;
+    int32_t merged = -1;
     uint32_t rank = merges_.find(symbols[static_cast<size_t>(position)], symbols[static_cast<size_t>(next[position])], &merged);
     if (rank == MergeTable::kNoMerge) return;
     heap.push_back((uint64_t(rank) << 32) | uint32_t(position));
@@ -238,7 +266,7 @@ void BpeModel::merge_large(std::vector<int32_t>& symbols, BpeScratch& scratch) c
     const int32_t position = static_cast<int32_t>(top & 0xffffffffu);
     if (previous[position] == kRemoved || next[position] < 0) continue;
     const int32_t right = next[position];
-    int32_t merged;
+    int32_t merged = -1;
     // An entry is stale when either side changed since it was pushed: the pair's rank no longer matches.
     if (merges_.find(symbols[static_cast<size_t>(position)], symbols[static_cast<size_t>(right)], &merged) != rank) continue;
     symbols[static_cast<size_t>(position)] = merged;

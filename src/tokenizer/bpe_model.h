@@ -31,12 +31,19 @@ struct StringHash {
 };
 using TokenIdMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
+// Vocab and string-form merges taken out of the JSON while parsing (much faster than a DOM).
+struct StreamedBpeTables {
+  std::vector<std::pair<std::string, int64_t>> vocab;
+  std::vector<std::string> merges;
+};
+
 class BpeModel {
  public:
   BpeModel() = default;
   // Rejects non-BPE models and options that change results in ways not implemented (dropout,
-  // continuing_subword_prefix, end_of_word_suffix).
-  static BpeModel from_json(const nlohmann::json& model);
+  // continuing_subword_prefix, end_of_word_suffix). Empty "vocab"/"merges" in `model` are taken
+  // from `streamed` instead.
+  static BpeModel from_json(const nlohmann::json& model, const StreamedBpeTables& streamed = {});
 
   // Appends the ids of one pre-token. With `byte_level` every byte is one initial symbol (its
   // ByteLevel character); otherwise every UTF-8 character is.
@@ -53,6 +60,8 @@ class BpeModel {
   void merge_large(std::vector<int32_t>& symbols, BpeScratch& scratch) const;
 
  private:
+  void add_vocab_entry(const std::string& token, int64_t id);
+  void add_merge(const std::string& left, const std::string& right, size_t rank);
   void add_initial_symbols(std::string_view word, bool byte_level, BpeScratch& scratch) const;
   void add_unknown(std::string_view character, std::vector<int32_t>& symbols, std::optional<int32_t>& pending_unknown) const;
 

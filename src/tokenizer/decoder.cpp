@@ -25,6 +25,7 @@ void Decoder::append_steps(const nlohmann::json& config) {
 Decoder Decoder::from_json(const nlohmann::json& config) {
   Decoder decoder;
   if (config.is_null()) return decoder;
+  decoder.configured_ = true;
   decoder.append_steps(config);
   // Per-token means: only Replace steps before the first joining step (ByteLevel or Fuse), and
   // after it only steps that are no-ops on a single string (Fuse), or a ByteLevel directly after
@@ -56,7 +57,7 @@ std::string Decoder::replace_all(const Step& step, std::string_view text, RegexS
 }
 
 std::string Decoder::decode(const std::vector<std::string_view>& tokens, RegexScratch& scratch) const {
-  if (steps_.empty()) {
+  if (!configured_) {
     std::string joined;
     for (size_t i = 0; i < tokens.size(); ++i) {
       if (i) joined.push_back(' ');

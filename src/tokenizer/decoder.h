@@ -26,7 +26,7 @@ class Decoder {
   bool is_per_token() const { return per_token_; }
   std::string token_piece(std::string_view token, RegexScratch& scratch) const;
   bool output_is_bytes() const { return byte_output_; }
-  std::string_view separator() const { return steps_.empty() ? " " : ""; }
+  std::string_view separator() const { return configured_ ? "" : " "; }
 
  private:
   enum class Kind { kByteLevel, kFuse, kReplace };
@@ -39,6 +39,7 @@ class Decoder {
   static std::string replace_all(const Step& step, std::string_view text, RegexScratch& scratch);
 
   std::vector<Step> steps_;
+  bool configured_ = false;  // false: no decoder at all, so HF joins tokens with spaces
   bool per_token_ = true;
   bool byte_output_ = false;
 };

@@ -1,5 +1,6 @@
 #pragma once
 // Open-addressing map (left id, right id) -> (rank, merged id): the hot lookup of BPE merging.
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

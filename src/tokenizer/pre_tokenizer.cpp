@@ -44,36 +44,44 @@ PreTokenizer PreTokenizer::from_json(const nlohmann::json& config) {
   return pre_tokenizer;
 }
 
-void PreTokenizer::split(std::vector<std::string_view>& words, PreTokenizeScratch& scratch) const {
-  for (const Step& step : steps_) {
-    std::vector<std::string_view>& next = scratch.next_words;
-    next.clear();
-    for (std::string_view word : words) {
-      if (step.kind == Kind::kPrefixSpace) {
-        if (word.front() == ' ') {
-          next.push_back(word);
-        } else {
-          std::string& prefixed = scratch.arena.emplace_back();
-          prefixed.reserve(word.size() + 1);
-          prefixed.push_back(' ');
-          prefixed.append(word);
-          next.push_back(prefixed);
-        }
-        continue;
-      }
-      step.regex->find_all(word, scratch.matches, scratch.regex);
-      const bool whole_word_match =
-          scratch.matches.size() == 1 && scratch.matches[0].first == 0 && scratch.matches[0].second == word.size();
-      if (whole_word_match && (step.behavior != SplitBehavior::kRemoved || step.invert)) {
-        next.push_back(word);  // one match covering the word is kept whole by every other behavior
-        continue;
-      }
-      cover_with_matches(word.size(), scratch.matches, step.invert, scratch.spans);
-      scratch.pieces.clear();
-      split_by_behavior(scratch.spans, step.behavior, scratch.pieces);
-      for (const auto& [begin, end] : scratch.pieces) next.push_back(word.substr(begin, end - begin));
+void PreTokenizer::for_each_word(std::string_view text, PreTokenizeScratch& scratch, WordSink sink) const {
+  if (text.empty()) return;
+  if (scratch.levels.size() < steps_.size()) scratch.levels.resize(steps_.size());
+  visit(0, text, scratch, sink);
+}
+
+// Depth-first: each piece of one step goes through the remaining steps before the next piece, so
+// no list of all words of a long text is ever built.
+void PreTokenizer::visit(size_t step_index, std::string_view word, PreTokenizeScratch& scratch, const WordSink& sink) const {
+  if (step_index == steps_.size()) {
+    sink(word);
+    return;
+  }
+  const Step& step = steps_[step_index];
+  if (step.kind == Kind::kPrefixSpace) {
+    if (word.front() != ' ') {
+      std::string& prefixed = scratch.arena.emplace_front();
+      prefixed.reserve(word.size() + 1);
+      prefixed.push_back(' ');
+      prefixed.append(word);
+      word = prefixed;
     }
-    words.swap(next);
+    visit(step_index + 1, word, scratch, sink);
+    return;
+  }
+  PreTokenizeScratch::Level& level = scratch.levels[step_index];
+  step.regex->find_all(word, level.matches, scratch.regex);
+  const bool whole_word_match = level.matches.size() == 1 && level.matches[0].first == 0 && level.matches[0].second == word.size();
+  if (whole_word_match && (step.behavior != SplitBehavior::kRemoved || step.invert)) {
+    visit(step_index + 1, word, scratch, sink);  // one match covering the word is kept whole by every other behavior
+    return;
+  }
+  cover_with_matches(word.size(), level.matches, step.invert, level.spans);
+  level.pieces.clear();
+  split_by_behavior(level.spans, step.behavior, level.pieces);
+  for (size_t i = 0; i < level.pieces.size(); ++i) {
+    const auto [begin, end] = level.pieces[i];  // copy: deeper levels never touch this level's buffers
+    visit(step_index + 1, word.substr(begin, end - begin), scratch, sink);
   }
 }
 

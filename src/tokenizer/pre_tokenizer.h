@@ -1,7 +1,7 @@
 #pragma once
 // tokenizer.json "pre_tokenizer": Sequence, Split (regex or literal, every behavior, invert),
 // Digits and ByteLevel (which must come last). Other types are rejected at load time.
-#include <deque>
+#include <forward_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -17,12 +17,27 @@ namespace fathom::tokenizer {
 
 // Reusable buffers of one encode call.
 struct PreTokenizeScratch {
+  struct Level {
+    std::vector<std::pair<size_t, size_t>> matches;
+    std::vector<MatchedSpan> spans;
+    std::vector<std::pair<size_t, size_t>> pieces;
+  };
   RegexScratch regex;
-  std::vector<std::string_view> next_words;
-  std::vector<std::pair<size_t, size_t>> matches;
-  std::vector<MatchedSpan> spans;
-  std::vector<std::pair<size_t, size_t>> pieces;
-  std::deque<std::string> arena;  // strings created by pre-tokenizers (prefix spaces); stable addresses
+  std::vector<Level> levels;               // one per pre-tokenizer step (steps run depth-first)
+  std::forward_list<std::string> arena;    // strings made by pre-tokenizers; alive for the whole call
+};
+
+// Receives each pre-token in order; a non-owning callable reference.
+class WordSink {
+ public:
+  template <typename F>
+  WordSink(F& function)  // NOLINT: implicit on purpose, like std::function_ref
+      : object_(&function), call_([](void* object, std::string_view word) { (*static_cast<F*>(object))(word); }) {}
+  void operator()(std::string_view word) const { call_(object_, word); }
+
+ private:
+  void* object_;
+  void (*call_)(void*, std::string_view);
 };
 
 class PreTokenizer {
@@ -34,9 +49,8 @@ class PreTokenizer {
   // True when a ByteLevel step is present: the model then sees each byte as one ByteLevel symbol.
   bool byte_level() const { return byte_level_; }
 
-  // Replaces `words` (initially the one piece of text to split) with the pre-tokens. Views point into
-  // the original text or into scratch.arena.
-  void split(std::vector<std::string_view>& words, PreTokenizeScratch& scratch) const;
+  // Calls `sink` with every pre-token of `text`, in order. Views point into `text` or scratch.arena.
+  void for_each_word(std::string_view text, PreTokenizeScratch& scratch, WordSink sink) const;
 
  private:
   enum class Kind { kSplit, kPrefixSpace };
@@ -47,6 +61,7 @@ class PreTokenizer {
     bool invert = false;
   };
   void append_steps(const nlohmann::json& config);
+  void visit(size_t step_index, std::string_view word, PreTokenizeScratch& scratch, const WordSink& sink) const;
 
   std::vector<Step> steps_;
   bool byte_level_ = false;
