@@ -1,0 +1,137 @@
+#include "sampling/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <sstream>
+
+#include "core/error.h"
+#include "sampling/philox.h"
+
+namespace fathom::sampling {
+
+std::string validate(const SamplingOptions& options) {
+  std::ostringstream problem;
+  if (!(options.temperature >= 0.0f) || !std::isfinite(options.temperature)) problem << "temperature must be >= 0, got " << options.temperature;
+  else if (options.top_k == 0 || options.top_k < -1) problem << "top_k must be -1 (off) or >= 1, got " << options.top_k;
+  else if (!(options.top_p > 0.0f && options.top_p <= 1.0f)) problem << "top_p must be in (0, 1], got " << options.top_p;
+  else if (!(options.min_p >= 0.0f && options.min_p <= 1.0f)) problem << "min_p must be in [0, 1], got " << options.min_p;
+  else if (!(options.presence_penalty >= -2.0f && options.presence_penalty <= 2.0f)) problem << "presence_penalty must be in [-2, 2], got " << options.presence_penalty;
+  else if (!(options.frequency_penalty >= -2.0f && options.frequency_penalty <= 2.0f)) problem << "frequency_penalty must be in [-2, 2], got " << options.frequency_penalty;
+  else if (options.top_logprobs < 0 || options.top_logprobs > 20) problem << "top_logprobs must be in [0, 20], got " << options.top_logprobs;
+  return problem.str();
+}
+
+void log_softmax(const float* logits, int64_t vocab, float* out) {
+  const float max_logit = *std::max_element(logits, logits + vocab);
+  double sum = 0.0;
+  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i]) - max_logit);
+  const double log_sum = std::log(sum) + max_logit;
+  for (int64_t i = 0; i < vocab; ++i) out[i] = static_cast<float>(static_cast<double>(logits[i]) - log_sum);
+}
+
+void apply_penalties(float* logits, int64_t vocab, const SamplingState& state, const SamplingOptions& options) {
+  if (!options.has_penalties()) return;
+  for (const auto& [token, count] : state.output_counts) {
+    if (token < 0 || token >= vocab || count <= 0) continue;
+    logits[token] -= options.presence_penalty + options.frequency_penalty * static_cast<float>(count);
+  }
+}
+
+std::vector<int32_t> top_indices(const float* values, int64_t vocab, int64_t count) {
+  count = std::clamp<int64_t>(count, 0, vocab);
+  std::vector<int32_t> ids(static_cast<size_t>(vocab));
+  std::iota(ids.begin(), ids.end(), 0);
+  auto better = [values](int32_t a, int32_t b) { return values[a] > values[b] || (values[a] == values[b] && a < b); };
+  std::partial_sort(ids.begin(), ids.begin() + count, ids.end(), better);
+  ids.resize(static_cast<size_t>(count));
+  return ids;
+}
+
+namespace {
+
+int32_t greedy_argmax(const float* logits, int64_t vocab) {
+  int32_t best = 0;
+  for (int64_t i = 1; i < vocab; ++i) {
+    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
+  }
+  return best;
+}
+
+}  // namespace
+
+std::vector<std::pair<int32_t, double>> filtered_distribution(const float* logits, int64_t vocab,
+                                                              const SamplingOptions& options) {
+  const bool use_top_k = options.top_k > 0 && options.top_k < vocab;
+  const bool sorted = use_top_k || options.top_p < 1.0f || options.min_p > 0.0f;
+  std::vector<int32_t> candidates;
+  if (use_top_k) candidates = top_indices(logits, vocab, options.top_k);
+  else if (sorted) candidates = top_indices(logits, vocab, vocab);
+  else {
+    candidates.resize(static_cast<size_t>(vocab));
+    std::iota(candidates.begin(), candidates.end(), 0);
+  }
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (int32_t id : candidates) max_logit = std::max(max_logit, logits[id]);
+  const double inverse_temperature = 1.0 / static_cast<double>(options.temperature);
+  std::vector<std::pair<int32_t, double>> kept;
+  kept.reserve(candidates.size());
+  double total = 0.0, max_prob = 0.0;
+  for (int32_t id : candidates) {
+    const double weight = std::exp((static_cast<double>(logits[id]) - max_logit) * inverse_temperature);
+    kept.emplace_back(id, weight);
+    total += weight;
+    max_prob = std::max(max_prob, weight);
+  }
+  FATHOM_CHECK(total > 0.0 && std::isfinite(total), "sampling: logits give no finite probability mass");
+  if (options.top_p < 1.0f) {
+    const double threshold = static_cast<double>(options.top_p) * total;
+    double before = 0.0;
+    size_t keep = 0;
+    while (keep < kept.size() && (keep == 0 || before < threshold)) before += kept[keep++].second;
+    kept.resize(keep);
+  }
+  if (options.min_p > 0.0f) {
+    const double threshold = static_cast<double>(options.min_p) * max_prob;
+    std::erase_if(kept, [threshold](const auto& entry) { return entry.second < threshold; });
+  }
+  double kept_total = 0.0;
+  for (const auto& entry : kept) kept_total += entry.second;
+  for (auto& entry : kept) entry.second /= kept_total;
+  return kept;
+}
+
+SampledToken sample_token(float* logits, int64_t vocab, const SamplingOptions& options, SamplingState& state) {
+  const std::string problem = validate(options);
+  FATHOM_CHECK(problem.empty(), "sampling: " << problem);
+  FATHOM_CHECK(vocab > 0, "sampling: empty logits row");
+  SampledToken result;
+  std::vector<float> logprobs;
+  if (options.logprobs) {
+    logprobs.resize(static_cast<size_t>(vocab));
+    log_softmax(logits, vocab, logprobs.data());
+    for (int32_t id : top_indices(logprobs.data(), vocab, options.top_logprobs)) result.top.emplace_back(id, logprobs[id]);
+  }
+  apply_penalties(logits, vocab, state, options);
+  if (options.is_greedy()) {
+    result.token_id = greedy_argmax(logits, vocab);
+  } else {
+    const std::vector<std::pair<int32_t, double>> distribution = filtered_distribution(logits, vocab, options);
+    const double u = philox_uniform(state.seed, static_cast<uint64_t>(state.num_sampled));
+    double cumulative = 0.0;
+    result.token_id = distribution.back().first;
+    for (const auto& [id, probability] : distribution) {
+      cumulative += probability;
+      if (u < cumulative) {
+        result.token_id = id;
+        break;
+      }
+    }
+  }
+  if (options.logprobs) result.logprob = logprobs[static_cast<size_t>(result.token_id)];
+  state.record(result.token_id);
+  return result;
+}
+
+}  // namespace fathom::sampling

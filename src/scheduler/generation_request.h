@@ -1,0 +1,56 @@
+#pragma once
+// The contract between the HTTP layer and the engine: what a request asks for and what the engine streams back.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fathom::scheduler {
+
+struct SamplingParams {
+  float temperature = 1.0f;          // 0 = greedy
+  float top_p = 1.0f;
+  int32_t top_k = -1;                // -1 = off
+  float min_p = 0.0f;
+  std::optional<uint64_t> seed;      // per-request RNG seed: same seed + same input -> same output
+  int64_t max_new_tokens = 128;
+  std::vector<std::string> stop;     // stop strings; matched on decoded text across token boundaries, excluded from output
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  int32_t top_logprobs = 0;          // 0..20 alternatives per token when logprobs is set
+  bool logprobs = false;
+  bool skip_special_tokens = true;
+};
+
+struct GenerateRequest {
+  std::string request_id;            // unique; used by abort() and in error messages
+  std::vector<int32_t> input_ids;
+  SamplingParams sampling;
+};
+
+enum class FinishReason { kNone, kStop, kLength, kAbort, kError };  // kStop: EOS, stop string or stop token
+
+struct TokenLogprob {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;  // top_logprobs alternatives, best first
+};
+
+// One streamed update. Events of a request arrive in order on the engine's thread; the last has finished = true.
+struct GenerationEvent {
+  std::string request_id;
+  std::vector<int32_t> new_token_ids;     // tokens sampled since the previous event
+  std::string text_delta;                 // newly decodable text (valid UTF-8; stop strings removed)
+  std::vector<TokenLogprob> logprobs;     // one per new token when requested
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  std::string matched_stop;               // the stop string or token that ended it, if any
+  std::string error_message;              // when finish_reason == kError
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;          // total so far
+  int64_t cached_prompt_tokens = 0;       // prompt tokens served from the prefix cache
+};
+
+}  // namespace fathom::scheduler

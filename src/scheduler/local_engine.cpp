@@ -1,0 +1,243 @@
+#include "scheduler/local_engine.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <variant>
+
+#include "core/error.h"
+#include "executor/model_runner.h"
+#include "executor/step_executor.h"
+#include "scheduler/overlap_step_loop.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/step_loop.h"
+#include "tokenizer/tokenizer.h"
+
+namespace fathom::scheduler {
+
+namespace {
+
+struct SubmitCommand {
+  GenerateRequest request;
+  EventCallback on_event;
+};
+struct AbortCommand {
+  std::string request_id;
+};
+struct FlushCommand {
+  std::shared_ptr<std::promise<bool>> done;
+};
+using Command = std::variant<SubmitCommand, AbortCommand, FlushCommand>;
+
+GenerationEvent error_event(const GenerateRequest& request, const std::string& message) {
+  GenerationEvent event;
+  event.request_id = request.request_id;
+  event.finished = true;
+  event.finish_reason = FinishReason::kError;
+  event.error_message = message;
+  event.prompt_tokens = static_cast<int64_t>(request.input_ids.size());
+  return event;
+}
+
+class LocalEngine final : public Engine {
+ public:
+  explicit LocalEngine(const EngineConfig& config);
+  ~LocalEngine() override { shutdown(); }
+
+  void submit(GenerateRequest request, EventCallback on_event) override;
+  void abort(const std::string& request_id) override;
+  bool flush_cache() override;
+  EngineStats stats() const override;
+  int64_t max_context_tokens() const override { return max_context_tokens_; }
+  void shutdown() override;
+
+ private:
+  void run();
+  void apply(Command& command);
+  void publish_stats();
+
+  std::unique_ptr<executor::ModelRunner> runner_;
+  std::optional<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<executor::StepExecutor> executor_;
+  std::unique_ptr<StepLoop> loop_;
+  int64_t max_context_tokens_ = 0;
+
+  mutable std::mutex mutex_;        // guards everything below
+  std::condition_variable wake_;
+  std::deque<Command> inbox_;
+  bool accepting_ = true;
+  bool stop_requested_ = false;
+  bool loop_running_ = true;
+  std::string internal_error_;      // set when an idle invariant check failed; later requests are refused
+  EngineStats stats_;
+  std::thread thread_;
+};
+
+LocalEngine::LocalEngine(const EngineConfig& config) {
+  FATHOM_CHECK(config.page_size >= 1, "engine: page_size must be >= 1, got " << config.page_size);
+  FATHOM_CHECK(config.max_total_tokens >= config.page_size,
+               "engine: max_total_tokens " << config.max_total_tokens << " is below one page of " << config.page_size);
+  executor::ModelRunnerConfig runner_config;
+  runner_config.load = config.load;
+  runner_config.mode = config.mode;
+  runner_config.num_threads = config.num_threads;
+  runner_config.num_kv_slots = config.max_total_tokens / config.page_size * config.page_size;
+  runner_ = std::make_unique<executor::ModelRunner>(runner_config);
+  const model::ModelConfig& model_config = runner_->model_config();
+  if (!config.tokenizer_dir.empty()) {
+    tokenizer::Tokenizer loaded = tokenizer::Tokenizer::load(config.tokenizer_dir);
+    if (model_config.vocab_size > loaded.model_vocab_size()) {
+      loaded = loaded.with_model_vocab_size(static_cast<int32_t>(model_config.vocab_size));
+    }
+    tokenizer_ = std::move(loaded);
+  }
+  SchedulerConfig scheduler_config;
+  scheduler_config.max_total_tokens = runner_config.num_kv_slots;
+  scheduler_config.page_size = config.page_size;
+  scheduler_config.chunked_prefill_size = config.chunked_prefill_size;
+  scheduler_config.max_running_requests = config.max_running_requests;
+  scheduler_config.schedule_policy = config.schedule_policy;
+  scheduler_config.disable_radix_cache = config.disable_radix_cache;
+  scheduler_config.max_position_embeddings = model_config.max_position_embeddings;
+  scheduler_config.vocab_size = model_config.vocab_size;
+  for (int64_t id : model_config.eos_token_ids) scheduler_config.eos_token_ids.push_back(static_cast<int32_t>(id));
+  scheduler_config.random_seed = config.random_seed;
+  scheduler_config.check_invariants_every_step = config.check_invariants_every_step;
+  scheduler_ = std::make_unique<Scheduler>(scheduler_config, tokenizer_ ? &*tokenizer_ : nullptr);
+  max_context_tokens_ = scheduler_->max_context_tokens();
+  executor_ = std::make_unique<executor::StepExecutor>(*runner_, &runner_->thread_pool());
+  if (config.disable_overlap) loop_ = std::make_unique<SequentialStepLoop>(*scheduler_, *executor_);
+  else loop_ = std::make_unique<OverlapStepLoop>(*scheduler_, *executor_);
+  stats_ = scheduler_->stats();
+  thread_ = std::thread([this] { run(); });
+}
+
+void LocalEngine::submit(GenerateRequest request, EventCallback on_event) {
+  std::string refusal;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!accepting_) refusal = "request " + request.request_id + ": the engine is shut down";
+    else if (!internal_error_.empty()) refusal = "request " + request.request_id + ": " + internal_error_;
+    else inbox_.push_back(SubmitCommand{std::move(request), std::move(on_event)});
+  }
+  if (!refusal.empty()) {
+    on_event(error_event(request, refusal));  // refused on the caller's thread: the engine thread may be gone
+    return;
+  }
+  wake_.notify_one();
+}
+
+void LocalEngine::abort(const std::string& request_id) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!loop_running_) return;
+    inbox_.push_back(AbortCommand{request_id});
+  }
+  wake_.notify_one();
+}
+
+bool LocalEngine::flush_cache() {
+  auto done = std::make_shared<std::promise<bool>>();
+  std::future<bool> result = done->get_future();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (std::this_thread::get_id() == thread_.get_id()) return scheduler_->flush_cache();  // from a callback
+    if (!loop_running_) return scheduler_->flush_cache();  // the engine thread is done with the scheduler
+    inbox_.push_back(FlushCommand{done});
+  }
+  wake_.notify_one();
+  return result.get();
+}
+
+EngineStats LocalEngine::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void LocalEngine::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    accepting_ = false;
+    stop_requested_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable() && std::this_thread::get_id() != thread_.get_id()) thread_.join();
+}
+
+void LocalEngine::apply(Command& command) {
+  if (auto* submit = std::get_if<SubmitCommand>(&command)) {
+    scheduler_->submit(std::move(submit->request), std::move(submit->on_event));
+  } else if (auto* abort = std::get_if<AbortCommand>(&command)) {
+    scheduler_->abort(abort->request_id);
+  } else if (auto* flush = std::get_if<FlushCommand>(&command)) {
+    flush->done->set_value(scheduler_->flush_cache());
+  }
+}
+
+void LocalEngine::publish_stats() {
+  EngineStats stats = scheduler_->stats();
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_ = stats;
+}
+
+void LocalEngine::run() {
+  bool busy = false;
+  while (true) {
+    std::deque<Command> commands;
+    bool stopping = false;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      auto has_input = [this] { return !inbox_.empty() || stop_requested_; };
+      // With requests but nothing runnable (should not happen), poll instead of sleeping forever.
+      if (!busy && scheduler_->has_requests()) wake_.wait_for(lock, std::chrono::milliseconds(5), has_input);
+      else if (!busy) wake_.wait(lock, has_input);
+      commands.swap(inbox_);
+      stopping = stop_requested_;
+    }
+    for (Command& command : commands) apply(command);
+    try {
+      busy = loop_->step();
+    } catch (const std::exception& error) {
+      loop_->abandon_in_flight();
+      scheduler_->fail_all(std::string("engine step failed: ") + error.what());
+      busy = false;
+    }
+    const bool idle = !busy && !scheduler_->has_requests() && !loop_->has_in_flight();
+    if (idle) {
+      try {
+        scheduler_->check_invariants();
+      } catch (const std::exception& error) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        internal_error_ = std::string("engine internal error: ") + error.what();
+      }
+    }
+    publish_stats();
+    if (stopping && idle) break;
+  }
+  std::deque<Command> leftovers;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    loop_running_ = false;
+    leftovers.swap(inbox_);
+  }
+  for (Command& command : leftovers) {
+    if (auto* flush = std::get_if<FlushCommand>(&command)) flush->done->set_value(scheduler_->flush_cache());
+    else if (auto* submit = std::get_if<SubmitCommand>(&command)) {
+      try {
+        submit->on_event(error_event(submit->request, "request " + submit->request.request_id + ": the engine is shut down"));
+      } catch (...) {
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Engine> make_local_engine(const EngineConfig& config) { return std::make_unique<LocalEngine>(config); }
+
+}  // namespace fathom::scheduler

@@ -1,0 +1,35 @@
+#pragma once
+// The in-process inference engine: a model runner, a tokenizer (optional), the scheduler and its step loop
+// (overlapped unless disabled), running on the engine's own thread.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/weight_matrix.h"
+#include "model/weight_loader.h"
+#include "scheduler/engine.h"
+#include "scheduler/scheduler_config.h"
+
+namespace fathom::scheduler {
+
+struct EngineConfig {
+  model::LoadOptions load;
+  kernels::NumericMode mode = kernels::NumericMode::kExact;
+  int num_threads = 0;                  // compute threads; 0 = all cores
+  std::string tokenizer_dir;            // empty: no text (text deltas stay empty; stop strings never match)
+
+  int64_t max_total_tokens = 8192;      // KV pool size in tokens
+  int64_t page_size = 1;
+  int64_t chunked_prefill_size = 2048;  // prefill tokens per step; <= 0: unlimited
+  int64_t max_running_requests = 64;
+  SchedulePolicy schedule_policy = SchedulePolicy::kFcfs;
+  bool disable_radix_cache = false;
+  bool disable_overlap = false;
+  uint64_t random_seed = 0;
+  bool check_invariants_every_step = false;  // tests; the invariant is always checked when the engine goes idle
+};
+
+// Loads the model (and tokenizer) and starts the engine thread; throws fathom::Error on a bad config or checkpoint.
+std::unique_ptr<Engine> make_local_engine(const EngineConfig& config);
+
+}  // namespace fathom::scheduler

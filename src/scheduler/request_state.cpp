@@ -1,0 +1,95 @@
+#include "scheduler/request_state.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace fathom::scheduler {
+
+sampling::SamplingOptions to_sampling_options(const SamplingParams& params) {
+  sampling::SamplingOptions options;
+  options.temperature = params.temperature;
+  options.top_k = params.top_k;
+  options.top_p = params.top_p;
+  options.min_p = params.min_p;
+  options.presence_penalty = params.presence_penalty;
+  options.frequency_penalty = params.frequency_penalty;
+  options.logprobs = params.logprobs;
+  options.top_logprobs = params.logprobs ? params.top_logprobs : 0;
+  return options;
+}
+
+RequestState::RequestState(uint64_t id, GenerateRequest request_in, EventCallback on_event,
+                           const tokenizer::Tokenizer* tokenizer, uint64_t seed)
+    : id(id),
+      request(std::move(request_in)),
+      prompt_len(static_cast<int64_t>(request.input_ids.size())),
+      tokens(request.input_ids),
+      sampling_options(to_sampling_options(request.sampling)),
+      sampling_state(std::make_shared<sampling::SamplingState>()),
+      on_event_(std::move(on_event)),
+      text_(tokenizer, request.sampling.skip_special_tokens, request.sampling.stop) {
+  sampling_state->seed = seed;
+}
+
+GenerationEvent RequestState::make_event() const {
+  GenerationEvent event;
+  event.request_id = request.request_id;
+  event.prompt_tokens = prompt_len;
+  event.completion_tokens = num_generated();
+  event.cached_prompt_tokens = cached_prompt_tokens;
+  return event;
+}
+
+bool RequestState::accept_token(const sampling::SampledToken& sampled, const std::vector<int32_t>& eos_token_ids) {
+  FATHOM_CHECK(num_pending > 0, "request " << request_id() << ": received a token it was not waiting for");
+  FATHOM_CHECK(phase != RequestPhase::kFinished, "request " << request_id() << ": received a token after finishing");
+  --num_pending;
+  const int32_t token = sampled.token_id;
+  tokens.push_back(token);
+  GenerationEvent event = make_event();
+  event.new_token_ids.push_back(token);
+  if (request.sampling.logprobs) event.logprobs.push_back(TokenLogprob{token, sampled.logprob, sampled.top});
+
+  const SamplingParams& params = request.sampling;
+  const bool is_eos = !params.ignore_eos && std::find(eos_token_ids.begin(), eos_token_ids.end(), token) != eos_token_ids.end();
+  const bool is_stop_token = std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), token) != params.stop_token_ids.end();
+  if (is_eos || is_stop_token) {
+    event.text_delta = text_.finish();
+    event.finish_reason = FinishReason::kStop;
+    event.matched_stop = std::to_string(token);
+  } else {
+    TextStream::Piece piece = text_.push(token);
+    event.text_delta = std::move(piece.text);
+    if (piece.match) {
+      event.finish_reason = FinishReason::kStop;
+      event.matched_stop = *piece.match;
+    } else if (num_generated() >= params.max_new_tokens) {
+      event.text_delta += text_.finish();
+      event.finish_reason = FinishReason::kLength;
+    }
+  }
+  event.finished = event.finish_reason != FinishReason::kNone;
+  if (event.finished) phase = RequestPhase::kFinished;
+  deliver(event);
+  return event.finished;
+}
+
+void RequestState::finish(FinishReason reason, const std::string& error_message) {
+  GenerationEvent event = make_event();
+  event.finished = true;
+  event.finish_reason = reason;
+  event.error_message = error_message;
+  phase = RequestPhase::kFinished;
+  deliver(event);
+}
+
+void RequestState::deliver(const GenerationEvent& event) {
+  // A throwing callback must not leave the scheduler's bookkeeping half-updated; its exception is dropped.
+  try {
+    on_event_(event);
+  } catch (...) {
+  }
+}
+
+}  // namespace fathom::scheduler

@@ -1,0 +1,356 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "core/error.h"
+#include "sampling/philox.h"
+#include "sampling/sampler.h"
+
+namespace fathom::scheduler {
+
+SchedulePolicy parse_schedule_policy(const std::string& name) {
+  if (name == "fcfs") return SchedulePolicy::kFcfs;
+  if (name == "lpm") return SchedulePolicy::kLpm;
+  FATHOM_FAIL("unknown schedule policy '" << name << "' (expected fcfs or lpm)");
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config, const tokenizer::Tokenizer* tokenizer)
+    : config_(config),
+      tokenizer_(tokenizer),
+      eos_token_ids_(config.eos_token_ids),
+      kv_(kv_cache::KvManagerConfig{config.max_total_tokens, config.page_size, config.disable_radix_cache}),
+      new_token_ratio_(config.init_new_token_ratio) {
+  FATHOM_CHECK(config.max_running_requests >= 1, "scheduler: max_running_requests must be >= 1, got " << config.max_running_requests);
+  FATHOM_CHECK(config.vocab_size > 0, "scheduler: vocab_size must be positive, got " << config.vocab_size);
+  if (tokenizer_ && tokenizer_->eos_token_id() &&
+      std::find(eos_token_ids_.begin(), eos_token_ids_.end(), *tokenizer_->eos_token_id()) == eos_token_ids_.end()) {
+    eos_token_ids_.push_back(*tokenizer_->eos_token_id());
+  }
+}
+
+int64_t Scheduler::max_context_tokens() const {
+  const int64_t capacity = kv_.total_slots();
+  return config_.max_position_embeddings > 0 ? std::min(config_.max_position_embeddings, capacity) : capacity;
+}
+
+std::string Scheduler::validate(const GenerateRequest& request) const {
+  std::ostringstream problem;
+  const SamplingParams& params = request.sampling;
+  const int64_t prompt_len = static_cast<int64_t>(request.input_ids.size());
+  if (request.request_id.empty()) {
+    problem << "request has an empty request_id";
+  } else if (by_request_id_.count(request.request_id)) {
+    problem << "request " << request.request_id << ": a request with this id is already in progress";
+  } else if (prompt_len == 0) {
+    problem << "request " << request.request_id << ": the prompt has no tokens";
+  } else if (params.max_new_tokens < 0) {
+    problem << "request " << request.request_id << ": max_new_tokens must be >= 0, got " << params.max_new_tokens;
+  } else if (std::string sampling_problem = sampling::validate(to_sampling_options(params)); !sampling_problem.empty()) {
+    problem << "request " << request.request_id << ": " << sampling_problem;
+  } else if (params.max_new_tokens > max_context_tokens() ||
+             prompt_len + params.max_new_tokens > max_context_tokens() ||
+             kv_.pool().round_up_to_pages(prompt_len + params.max_new_tokens) > kv_.total_slots()) {
+    problem << "request " << request.request_id << ": prompt of " << prompt_len << " tokens + max_new_tokens "
+            << params.max_new_tokens << " = " << prompt_len + params.max_new_tokens << " tokens exceeds the context of "
+            << max_context_tokens() << " tokens (max_position_embeddings " << config_.max_position_embeddings
+            << ", KV capacity " << kv_.total_slots() << ")";
+  } else {
+    for (size_t i = 0; i < request.input_ids.size(); ++i) {
+      const int32_t id = request.input_ids[i];
+      if (id < 0 || id >= config_.vocab_size) {
+        problem << "request " << request.request_id << ": token id " << id << " at index " << i
+                << " is outside the vocabulary [0, " << config_.vocab_size << ")";
+        break;
+      }
+    }
+    for (const std::string& stop : params.stop) {
+      if (problem.tellp() == 0 && stop.empty()) problem << "request " << request.request_id << ": empty stop string";
+    }
+  }
+  return problem.str();
+}
+
+void Scheduler::submit(GenerateRequest request, EventCallback on_event) {
+  const std::string request_id = request.request_id;
+  const int64_t prompt_len = static_cast<int64_t>(request.input_ids.size());
+  auto reject = [&](const std::string& message, FinishReason reason) {
+    GenerationEvent event;
+    event.request_id = request_id;
+    event.finished = true;
+    event.finish_reason = reason;
+    event.error_message = message;
+    event.prompt_tokens = prompt_len;
+    try {
+      on_event(event);
+    } catch (...) {  // a throwing callback must not break the caller's loop
+    }
+  };
+  const std::string problem = validate(request);
+  if (!problem.empty()) return reject(problem, FinishReason::kError);
+  if (request.sampling.max_new_tokens == 0) return reject("", FinishReason::kLength);
+  const uint64_t id = next_request_id_++;
+  const uint64_t seed = request.sampling.seed ? *request.sampling.seed
+                                              : sampling::splitmix64(config_.random_seed ^ sampling::splitmix64(id));
+  RequestPtr state;
+  try {
+    state = std::make_shared<RequestState>(id, std::move(request), on_event, tokenizer_, seed);
+  } catch (const Error& error) {
+    return reject("request " + request_id + ": " + error.what(), FinishReason::kError);
+  }
+  prompt_tokens_total_ += state->prompt_len;
+  by_request_id_[state->request_id()] = state;
+  waiting_[id] = std::move(state);
+}
+
+bool Scheduler::abort(const std::string& request_id) {
+  auto found = by_request_id_.find(request_id);
+  if (found == by_request_id_.end()) return false;
+  RequestPtr request = found->second;
+  if (request->phase == RequestPhase::kRunning) {
+    kv_.release({}, request->kv, /*cache_tokens=*/false);
+    remove_running(request);
+  } else {
+    waiting_.erase(request->id);
+  }
+  by_request_id_.erase(found);
+  request->finish(FinishReason::kAbort);
+  return true;
+}
+
+void Scheduler::fail_all(const std::string& message) {
+  std::vector<RequestPtr> all = running_;
+  for (auto& [id, request] : waiting_) all.push_back(request);
+  for (const RequestPtr& request : running_) kv_.release({}, request->kv, false);
+  running_.clear();
+  waiting_.clear();
+  by_request_id_.clear();
+  for (const RequestPtr& request : all) request->finish(FinishReason::kError, "request " + request->request_id() + ": " + message);
+}
+
+bool Scheduler::flush_cache() {
+  if (!running_.empty()) return false;
+  return kv_.flush();
+}
+
+void Scheduler::remove_running(const RequestPtr& request) {
+  running_.erase(std::find(running_.begin(), running_.end(), request));
+}
+
+void Scheduler::retract(const RequestPtr& request) {
+  const int64_t cacheable = request->cacheable_len();
+  kv_.release(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(cacheable)), request->kv, true);
+  request->kv_len = 0;
+  request->phase = RequestPhase::kWaiting;
+  remove_running(request);
+  waiting_[request->id] = request;
+  new_token_ratio_ = config_.init_new_token_ratio;
+  ++num_retractions_;
+}
+
+// Reserves KV for positions [0, num_positions) of `request`, retracting the newest running requests while it does
+// not fit. False when `request` itself had to be retracted.
+bool Scheduler::ensure_kv(const RequestPtr& request, int64_t num_positions, bool* retracted) {
+  while (!kv_.reserve(request->kv, num_positions)) {
+    const RequestPtr victim = running_.back();
+    retract(victim);
+    *retracted = true;
+    if (victim == request) return false;
+  }
+  return true;
+}
+
+void Scheduler::add_to_step(ScheduledStep& step, const RequestPtr& request, int64_t num_new_tokens, bool samples) {
+  executor::SequenceStep sequence;
+  sequence.sequence_id = request->id;
+  const int64_t begin = request->kv_len;
+  const int64_t known = static_cast<int64_t>(request->tokens.size());
+  if (begin >= known) {  // decode of the token the step in flight is sampling
+    FATHOM_CHECK(num_new_tokens == 1 && request->num_pending == 1,
+                 "scheduler: request " << request->request_id() << " has no known token at position " << begin);
+    sequence.new_tokens = {0};
+    sequence.last_token_from_previous_step = true;
+  } else {
+    sequence.new_tokens.assign(request->tokens.begin() + begin, request->tokens.begin() + begin + num_new_tokens);
+  }
+  sequence.num_cached = begin;
+  sequence.kv_slots.assign(request->kv.slots.begin(), request->kv.slots.begin() + begin + num_new_tokens);
+  sequence.sample = samples;
+  sequence.sampling = request->sampling_options;
+  sequence.sampling_state = request->sampling_state;
+  step.batch.sequences.push_back(std::move(sequence));
+  request->kv_len += num_new_tokens;
+  if (samples) ++request->num_pending;
+  step.entries.push_back(ScheduledEntry{request, request->admissions, request->kv_len, samples});
+  last_step_.push_back(StepRecord{request->request_id(), num_new_tokens, begin, samples});
+}
+
+int64_t Scheduler::reserved_decode_slots(const RequestState& request) const {
+  const int64_t remaining = std::min(request.request.sampling.max_new_tokens - request.num_generated_with_pending(),
+                                     config_.reserve_max_new_tokens);
+  return static_cast<int64_t>(std::ceil(static_cast<double>(std::max<int64_t>(remaining, 0)) * new_token_ratio_));
+}
+
+std::vector<Scheduler::RequestPtr> Scheduler::admission_order() const {
+  std::vector<RequestPtr> order;
+  for (const auto& [id, request] : waiting_) {
+    if (request->num_pending == 0) order.push_back(request);  // a retracted request waits for its last token
+  }
+  if (config_.schedule_policy == SchedulePolicy::kLpm && kv_.radix_enabled()) {
+    std::vector<std::pair<int64_t, RequestPtr>> keyed;
+    for (const RequestPtr& request : order) {
+      keyed.emplace_back(kv_.peek_prefix_length(std::span<const int32_t>(request->tokens.data(), request->tokens.size() - 1)), request);
+    }
+    std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (size_t i = 0; i < keyed.size(); ++i) order[i] = keyed[i].second;
+  }
+  return order;
+}
+
+void Scheduler::admit_waiting(ScheduledStep& step, int64_t* prefill_budget) {
+  int64_t reserved = 0;
+  for (const RequestPtr& request : running_) reserved += reserved_decode_slots(*request);
+  for (const RequestPtr& request : admission_order()) {
+    if (static_cast<int64_t>(running_.size()) >= config_.max_running_requests || *prefill_budget <= 0) break;
+    const int64_t total = static_cast<int64_t>(request->tokens.size());
+    // Match at most total - 1 tokens: the last one must run to produce logits.
+    const int64_t cached =
+        kv_.acquire_prefix(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(total - 1)), request->kv);
+    const int64_t chunk = std::min(total - cached, *prefill_budget);
+    // Reservations protect running requests; with none running the first admission only needs its own KV (so a
+    // request that fits the pool is always admitted eventually).
+    const int64_t own_reserve = running_.empty() ? 0 : reserved_decode_slots(*request);
+    if (kv_.slots_needed(request->kv, cached + chunk) + reserved + own_reserve > kv_.available_slots() ||
+        !kv_.reserve(request->kv, cached + chunk)) {
+      kv_.release({}, request->kv, false);
+      break;
+    }
+    reserved += own_reserve;
+    waiting_.erase(request->id);
+    running_.push_back(request);
+    request->phase = RequestPhase::kRunning;
+    request->kv_len = cached;
+    if (request->admissions++ == 0) {
+      request->cached_prompt_tokens = std::min(cached, request->prompt_len);
+      cached_prompt_tokens_total_ += request->cached_prompt_tokens;
+    }
+    *prefill_budget -= chunk;
+    add_to_step(step, request, chunk, /*samples=*/chunk == total - cached);
+  }
+}
+
+std::optional<ScheduledStep> Scheduler::prepare_step() {
+  last_step_.clear();
+  if (!has_requests()) return std::nullopt;
+  ScheduledStep step;
+  int64_t prefill_budget = config_.chunked_prefill_size > 0 ? config_.chunked_prefill_size : std::numeric_limits<int64_t>::max();
+  bool retracted = false;
+  // Running requests first, oldest first: a decode token each, or the next chunk of their prefill.
+  for (size_t index = 0; index < running_.size(); ++index) {
+    const RequestPtr request = running_[index];
+    if (request->in_decode()) {
+      if (!request->may_generate_more()) continue;  // its last token is still in flight
+      if (!ensure_kv(request, request->kv_len + 1, &retracted)) break;  // it was the newest: nothing after it
+      add_to_step(step, request, 1, /*samples=*/true);
+    } else {
+      if (prefill_budget <= 0) continue;
+      // Shrink the chunk to the KV at hand rather than retract others for it; retract only to move at all.
+      const int64_t coverable = request->kv.reserved_positions() + kv_.available_slots() / kv_.page_size() * kv_.page_size();
+      const int64_t chunk = std::max<int64_t>(1, std::min({request->uncomputed(), prefill_budget, coverable - request->kv_len}));
+      if (!ensure_kv(request, request->kv_len + chunk, &retracted)) break;
+      prefill_budget -= chunk;
+      add_to_step(step, request, chunk, /*samples=*/chunk == request->uncomputed());
+    }
+  }
+  // New admissions, unless memory just ran short.
+  if (!retracted) admit_waiting(step, &prefill_budget);
+  if (step.entries.empty()) return std::nullopt;
+  step.index = next_step_index_++;
+  new_token_ratio_ = std::max(config_.min_new_token_ratio, new_token_ratio_ - config_.new_token_ratio_decay);
+  return step;
+}
+
+void Scheduler::finalize(const RequestPtr& request, bool was_running) {
+  if (!was_running) {
+    waiting_.erase(request->id);  // retracted while its last token was in flight
+  } else {
+    const int64_t cacheable = request->cacheable_len();
+    kv_.release(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(cacheable)), request->kv, true);
+    remove_running(request);
+  }
+  by_request_id_.erase(request->request_id());
+}
+
+void Scheduler::complete_step(ScheduledStep& step, const executor::StepOutput& output) {
+  FATHOM_CHECK(output.tokens.size() == step.entries.size(), "scheduler: step " << step.index << " has "
+                                                            << step.entries.size() << " sequences but " << output.tokens.size() << " results");
+  for (size_t i = 0; i < step.entries.size(); ++i) {
+    const ScheduledEntry& entry = step.entries[i];
+    const RequestPtr& request = entry.request;
+    if (request->phase == RequestPhase::kFinished) continue;  // aborted, or finished while this step was in flight
+    if (entry.samples) {
+      FATHOM_CHECK(output.tokens[i].has_value(), "scheduler: step " << step.index << " sampled no token for request "
+                                                                    << request->request_id());
+      ++generated_tokens_total_;
+      const bool was_running = request->phase == RequestPhase::kRunning;
+      if (request->accept_token(*output.tokens[i], eos_token_ids_)) finalize(request, was_running);
+    } else if (request->phase == RequestPhase::kRunning && request->admissions == entry.admission) {
+      // A prefill chunk is in the cache now: share it with later requests.
+      const int64_t length = std::min<int64_t>(entry.kv_end, static_cast<int64_t>(request->tokens.size()));
+      kv_.commit(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(length)), request->kv);
+    }
+  }
+  if (config_.check_invariants_every_step) check_invariants();
+}
+
+EngineStats Scheduler::stats() const {
+  EngineStats stats;
+  stats.waiting_requests = static_cast<int64_t>(waiting_.size());
+  stats.running_requests = static_cast<int64_t>(running_.size());
+  stats.kv_total_tokens = kv_.total_slots();
+  stats.kv_used_tokens = kv_.used_slots();
+  stats.prompt_tokens_total = prompt_tokens_total_;
+  stats.cached_prompt_tokens_total = cached_prompt_tokens_total_;
+  stats.generated_tokens_total = generated_tokens_total_;
+  return stats;
+}
+
+SchedulerSnapshot Scheduler::snapshot() const {
+  SchedulerSnapshot snapshot;
+  for (const auto& [id, request] : waiting_) snapshot.waiting.push_back(request->request_id());
+  for (const RequestPtr& request : running_) snapshot.running.push_back(request->request_id());
+  snapshot.last_step = last_step_;
+  snapshot.kv_total = kv_.total_slots();
+  snapshot.kv_free = kv_.free_slots();
+  snapshot.kv_evictable = kv_.evictable_slots();
+  snapshot.kv_used = kv_.used_slots();
+  snapshot.num_retractions = num_retractions_;
+  return snapshot;
+}
+
+void Scheduler::check_invariants() const {
+  kv_.check_invariant();
+  int64_t owned = 0;
+  for (const RequestPtr& request : running_) {
+    FATHOM_CHECK(request->kv.reserved_positions() >= request->kv_len,
+                 "request " << request->request_id() << ": KV length " << request->kv_len << " exceeds its "
+                            << request->kv.reserved_positions() << " reserved slots");
+    owned += request->kv.owned_slots();
+  }
+  for (const auto& [id, request] : waiting_) {
+    FATHOM_CHECK(request->kv.empty(), "request " << request->request_id() << " waits while holding KV");
+  }
+  FATHOM_CHECK(owned == kv_.sequence_owned_slots(), "KV accounting broken: running requests own " << owned
+                                                    << " slots, the manager counts " << kv_.sequence_owned_slots());
+  if (running_.empty()) {
+    FATHOM_CHECK(kv_.locked_slots() == 0 && kv_.sequence_owned_slots() == 0,
+                 "KV accounting broken: idle with " << kv_.locked_slots() << " locked and " << kv_.sequence_owned_slots() << " owned slots");
+    FATHOM_CHECK(kv_.free_slots() + kv_.evictable_slots() == kv_.total_slots(),
+                 "KV accounting broken: idle with free " << kv_.free_slots() << " + evictable " << kv_.evictable_slots()
+                                                         << " != total " << kv_.total_slots());
+  }
+}
+
+}  // namespace fathom::scheduler
