@@ -1,0 +1,192 @@
+// `fathom serve`: the OpenAI-compatible / SGLang-style HTTP server over the local engine.
+//   fathom serve --model DIR [--tokenizer DIR] [--host 127.0.0.1] [--port 30000] [--api-key KEY] ...
+// SIGTERM / SIGINT: stop accepting, finish the requests in flight, exit 0 (a second signal aborts them).
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "app/commands.h"
+#include "app/model_options.h"
+#include "core/error.h"
+#include "model/config.h"
+#include "scheduler/local_engine.h"
+#include "server/api_server.h"
+#include "server/tokenizer_codec.h"
+
+namespace fathom::app {
+
+namespace {
+
+// SGLang spellings of our flags.
+Args canonical_flag_names(const Args& args) {
+  Args renamed;
+  for (const std::string& arg : args) {
+    std::string name = arg.substr(0, arg.find('='));
+    std::string rest = arg.size() > name.size() ? arg.substr(name.size()) : "";
+    if (name == "--model-path") name = "--model";
+    else if (name == "--tokenizer-path") name = "--tokenizer";
+    renamed.push_back(arg.rfind("--", 0) == 0 ? name + rest : arg);
+  }
+  return renamed;
+}
+
+int64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page_bytes > 0 ? static_cast<int64_t>(pages) * page_bytes : 0;
+}
+
+int64_t checkpoint_bytes(const std::string& model_dir) {
+  int64_t total = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(model_dir, error)) {
+    if (entry.path().extension() == ".safetensors") total += static_cast<int64_t>(entry.file_size(error));
+  }
+  return total;
+}
+
+// SGLang's --mem-fraction-static: the fraction of memory for weights plus the KV pool; the pool gets what the
+// weights leave. Our KV rows are float32 [kv_lora_rank + qk_rope_head_dim] per layer.
+int64_t kv_tokens_for_memory_fraction(double fraction, const model::ModelConfig& config, const std::string& model_dir, bool dummy) {
+  FATHOM_CHECK(fraction > 0.0 && fraction < 1.0, "--mem-fraction-static must be in (0, 1), got " << fraction);
+  const int64_t bytes_per_token = config.num_hidden_layers * config.kv_latent_dim() * static_cast<int64_t>(sizeof(float));
+  const int64_t budget = static_cast<int64_t>(fraction * static_cast<double>(physical_memory_bytes())) -
+                         (dummy ? 0 : checkpoint_bytes(model_dir));
+  FATHOM_CHECK(budget > bytes_per_token, "--mem-fraction-static " << fraction << " leaves no memory for the KV cache after the "
+                                                                    << checkpoint_bytes(model_dir) << "-byte checkpoint");
+  return budget / bytes_per_token;
+}
+
+void raise_open_file_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+}  // namespace
+
+int run_serve(const Args& raw_args) {
+  std::set<std::string> value_flags = model_value_flags();
+  value_flags.insert({"--tokenizer", "--host", "--port", "--api-key", "--served-model-name", "--chat-template",
+                      "--max-total-tokens", "--mem-fraction-static", "--page-size", "--chunked-prefill-size",
+                      "--max-running-requests", "--schedule-policy", "--random-seed", "--max-request-body-bytes",
+                      "--keep-alive-timeout-s", "--preparation-threads"});
+  CliArgs args(canonical_flag_names(raw_args), value_flags,
+               {"--disable-radix-cache", "--disable-overlap-schedule", "--skip-tokenizer-init", "--enable-metrics"});
+  FATHOM_CHECK(args.positional().empty(), "serve takes no positional arguments, got '" << args.positional()[0] << "'");
+  ModelCliOptions model_options = parse_model_options(args);
+  const std::string model_dir = model_options.load.model_dir;
+  const bool skip_tokenizer = args.has("--skip-tokenizer-init");
+  const std::string tokenizer_dir = args.get_or("--tokenizer", model_dir);
+  const model::ModelConfig model_config = model::load_model_config(model_dir, model_options.load.override_config);
+  const bool dummy = model_options.load.format == model::LoadFormat::kDummy;
+
+  scheduler::EngineConfig engine_config;
+  engine_config.load = model_options.load;
+  engine_config.load.load_mtp = false;
+  engine_config.mode = model_options.mode;
+  engine_config.num_threads = model_options.num_threads;
+  engine_config.tokenizer_dir = skip_tokenizer ? "" : tokenizer_dir;
+  if (args.has("--max-total-tokens")) {
+    engine_config.max_total_tokens = args.get_int_or("--max-total-tokens", 0);
+  } else if (args.has("--mem-fraction-static")) {
+    engine_config.max_total_tokens =
+        kv_tokens_for_memory_fraction(args.get_double_or("--mem-fraction-static", 0.0), model_config, model_dir, dummy);
+  }
+  engine_config.page_size = args.get_int_or("--page-size", engine_config.page_size);
+  engine_config.chunked_prefill_size = args.get_int_or("--chunked-prefill-size", engine_config.chunked_prefill_size);
+  engine_config.max_running_requests = args.get_int_or("--max-running-requests", engine_config.max_running_requests);
+  engine_config.schedule_policy = scheduler::parse_schedule_policy(args.get_or("--schedule-policy", "fcfs"));
+  engine_config.disable_radix_cache = args.has("--disable-radix-cache");
+  engine_config.disable_overlap = args.has("--disable-overlap-schedule");
+  engine_config.random_seed = static_cast<uint64_t>(args.get_int_or("--random-seed", 0));
+  FATHOM_CHECK(engine_config.max_running_requests >= 1, "--max-running-requests must be >= 1");
+
+  server::ApiServerConfig server_config;
+  server_config.http.host = args.get_or("--host", "127.0.0.1");
+  server_config.http.port = static_cast<int>(args.get_int_or("--port", 30000));
+  FATHOM_CHECK(server_config.http.port >= 0 && server_config.http.port <= 65535, "--port must be in [0, 65535]");
+  server_config.http.connection.limits.max_body_bytes =
+      static_cast<size_t>(args.get_int_or("--max-request-body-bytes", static_cast<int64_t>(server_config.http.connection.limits.max_body_bytes)));
+  server_config.http.connection.keep_alive_timeout = std::chrono::seconds(args.get_int_or("--keep-alive-timeout-s", 30));
+  server_config.preparation_threads = static_cast<int>(args.get_int_or("--preparation-threads", 2));
+  server_config.api_key = args.get_or("--api-key", "");
+  server_config.served_model_name = args.get_or("--served-model-name", model_dir);
+  server_config.model_path = model_dir;
+  server_config.tokenizer_path = skip_tokenizer ? "" : tokenizer_dir;
+  server_config.server_args = {{"model_path", model_dir},
+                               {"tokenizer_path", server_config.tokenizer_path},
+                               {"load_format", args.get_or("--load-format", "auto")},
+                               {"host", server_config.http.host},
+                               {"port", server_config.http.port},
+                               {"served_model_name", server_config.served_model_name},
+                               {"chat_template", args.get_or("--chat-template", "")},
+                               {"max_total_tokens", engine_config.max_total_tokens},
+                               {"page_size", engine_config.page_size},
+                               {"chunked_prefill_size", engine_config.chunked_prefill_size},
+                               {"max_running_requests", engine_config.max_running_requests},
+                               {"schedule_policy", args.get_or("--schedule-policy", "fcfs")},
+                               {"disable_radix_cache", engine_config.disable_radix_cache},
+                               {"disable_overlap_schedule", engine_config.disable_overlap},
+                               {"random_seed", engine_config.random_seed},
+                               {"mode", args.get_or("--mode", "exact")},
+                               {"api_key_set", !server_config.api_key.empty()}};
+
+  std::shared_ptr<const server::PromptCodec> codec;
+  if (skip_tokenizer) {
+    codec = std::make_shared<server::TokenIdsOnlyCodec>(model_config.vocab_size);
+  } else {
+    FATHOM_CHECK(std::filesystem::exists(std::filesystem::path(tokenizer_dir) / "tokenizer.json"),
+                 "no tokenizer.json in " << tokenizer_dir << "; pass --tokenizer DIR (or --skip-tokenizer-init for token-id prompts)");
+    codec = std::make_shared<server::TokenizerPromptCodec>(tokenizer_dir, args.get("--chat-template"), model_config.vocab_size);
+  }
+
+  // Signals are taken synchronously by this thread: block them before any thread starts (threads inherit the mask).
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  raise_open_file_limit();
+
+  std::unique_ptr<scheduler::Engine> engine = scheduler::make_local_engine(engine_config);
+  server::ApiServer api_server(server_config, *engine, codec);
+  api_server.start();
+  std::printf("fathom serve: listening on %s (model '%s', context %lld tokens, KV pool %lld tokens)\n", api_server.url().c_str(),
+              server_config.served_model_name.c_str(), static_cast<long long>(engine->max_context_tokens()),
+              static_cast<long long>(engine_config.max_total_tokens));
+  std::fflush(stdout);
+
+  int received = 0;
+  while (sigwait(&stop_signals, &received) != 0) {
+  }
+  std::fprintf(stderr, "fathom serve: %s received: no new connections; finishing the requests in flight\n",
+               received == SIGTERM ? "SIGTERM" : "SIGINT");
+  // A second signal while draining aborts what is still running (the responses still complete, as "abort").
+  std::atomic<bool> drained{false};
+  std::thread second_signal([&] {
+    const timespec poll_interval{0, 200'000'000};
+    while (!drained) {
+      if (sigtimedwait(&stop_signals, nullptr, &poll_interval) > 0) {
+        std::fprintf(stderr, "fathom serve: second signal: aborting the requests in flight\n");
+        api_server.abort_all();
+      }
+    }
+  });
+  api_server.shutdown();
+  drained = true;
+  second_signal.join();
+  engine->shutdown();
+  std::fprintf(stderr, "fathom serve: drained, exiting\n");
+  return 0;
+}
+
+}  // namespace fathom::app

@@ -1,0 +1,376 @@
+#include "server/api_server.h"
+
+#include <ctime>
+#include <future>
+
+#include "core/error.h"
+#include "server/api_error.h"
+#include "server/generation_job.h"
+#include "server/http_exchange.h"
+#include "server/openai_response.h"
+#include "server/sse.h"
+
+namespace fathom::server {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Json engine_stats_json(const scheduler::EngineStats& stats) {
+  return Json{{"waiting_requests", stats.waiting_requests},
+              {"running_requests", stats.running_requests},
+              {"kv_total_tokens", stats.kv_total_tokens},
+              {"kv_used_tokens", stats.kv_used_tokens},
+              {"prompt_tokens_total", stats.prompt_tokens_total},
+              {"cached_prompt_tokens_total", stats.cached_prompt_tokens_total},
+              {"generated_tokens_total", stats.generated_tokens_total}};
+}
+
+bool constant_time_equals(std::string_view a, std::string_view b) {
+  unsigned char difference = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) difference |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
+  return difference == 0 && !b.empty();
+}
+
+ApiError shutting_down_error() { return ApiError(503, "The server is shutting down; retry on another instance.", "", "server_shutting_down"); }
+
+}  // namespace
+
+ApiServer::ApiServer(ApiServerConfig config, scheduler::Engine& engine, std::shared_ptr<const PromptCodec> codec)
+    : config_(std::move(config)),
+      engine_(engine),
+      codec_(std::move(codec)),
+      poster_(std::make_shared<LoopPoster>(&loop_)),
+      http_(loop_, config_.http, [this](std::shared_ptr<HttpExchange> exchange) { dispatch(exchange); },
+            [](int status, const std::string& message) { return error_response(ApiError(status, message)); }) {
+  FATHOM_CHECK(codec_ != nullptr, "ApiServer needs a prompt codec");
+  FATHOM_CHECK(config_.preparation_threads >= 1, "preparation_threads must be >= 1, got " << config_.preparation_threads);
+  preparation_.codec = codec_;
+  preparation_.served_model_name = config_.served_model_name;
+  preparation_.limits = config_.request_limits;
+  preparation_.max_context_tokens = engine_.max_context_tokens();
+  preparation_.ids = &ids_;
+  created_unix_s_ = static_cast<int64_t>(std::time(nullptr));
+  register_routes();
+}
+
+ApiServer::~ApiServer() {
+  if (started_ && !stopped_) {
+    loop_.stop();
+    if (io_thread_.joinable()) io_thread_.join();
+    if (workers_) workers_->stop();
+    stopped_ = true;
+  }
+  poster_->detach();
+}
+
+std::string ApiServer::url() const {
+  const std::string& host = config_.http.host;
+  const bool ipv6 = host.find(':') != std::string::npos;
+  return "http://" + (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port());
+}
+
+void ApiServer::start() {
+  FATHOM_CHECK(!started_, "ApiServer::start called twice");
+  http_.listen();
+  workers_ = std::make_unique<TaskPool>(config_.preparation_threads);
+  started_ = true;
+  io_thread_ = std::thread([this] { loop_.run(); });
+}
+
+void ApiServer::run_on_loop(const std::function<void()>& task) {
+  std::promise<void> done;
+  std::future<void> finished = done.get_future();
+  loop_.post([&] {
+    task();
+    done.set_value();
+  });
+  finished.wait();
+}
+
+void ApiServer::shutdown() {
+  std::lock_guard<std::mutex> lock(shutdown_mutex_);
+  if (!started_ || stopped_) return;
+  FATHOM_CHECK(!loop_.in_loop_thread(), "ApiServer::shutdown must not run on the event loop thread");
+  run_on_loop([this] {
+    draining_ = true;
+    http_.begin_drain();
+  });
+  {
+    std::unique_lock<std::mutex> preparing_lock(preparing_mutex_);
+    preparing_done_.wait(preparing_lock, [this] { return preparing_ == 0; });
+  }
+  engine_.shutdown();  // finishes every admitted request; their events keep streaming through the loop
+  const auto deadline = std::chrono::steady_clock::now() + config_.shutdown_flush_timeout;
+  for (;;) {
+    bool idle = false;
+    run_on_loop([&] { idle = active_jobs_.empty() && http_.busy_connection_count() == 0; });
+    if (idle || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  run_on_loop([this] { http_.close_all(); });
+  loop_.stop();
+  io_thread_.join();
+  workers_->stop();
+  poster_->detach();
+  stopped_ = true;
+}
+
+void ApiServer::abort_all() {
+  if (!started_ || stopped_) return;
+  poster_->post([this] {
+    for (auto& [raw, job] : active_jobs_) job->abort();
+  });
+}
+
+void ApiServer::register_routes() {
+  auto generation = [this](GenerationKind kind) {
+    return [this, kind](const std::shared_ptr<HttpExchange>& exchange) { handle_generation(exchange, kind); };
+  };
+  router_.add("POST", "/v1/completions", generation(GenerationKind::kCompletion));
+  router_.add("POST", "/v1/chat/completions", generation(GenerationKind::kChat));
+  router_.add("POST", "/generate", generation(GenerationKind::kNative));
+  router_.add("GET", "/v1/models", [this](const std::shared_ptr<HttpExchange>& exchange) { handle_models(exchange, ""); });
+  router_.add("GET", "/v1/models/*", [this](const std::shared_ptr<HttpExchange>& exchange) {
+    const std::string& path = exchange->request().path;
+    handle_models(exchange, path.substr(std::string("/v1/models/").size()));
+  });
+  router_.add("GET", "/health", [this](const std::shared_ptr<HttpExchange>& exchange) {
+    if (draining_) return reply_error(exchange, shutting_down_error());
+    reply(exchange, HttpResponse::text(200, ""));
+  });
+  router_.add("GET", "/health_generate", [this](const std::shared_ptr<HttpExchange>& exchange) { handle_health_generate(exchange); });
+  router_.add("GET", "/get_model_info", [this](const std::shared_ptr<HttpExchange>& exchange) { handle_model_info(exchange); });
+  router_.add("GET", "/get_server_info", [this](const std::shared_ptr<HttpExchange>& exchange) { handle_server_info(exchange); });
+  router_.add("GET", "/flush_cache", [this](const std::shared_ptr<HttpExchange>& exchange) { handle_flush_cache(exchange); });
+  router_.add("POST", "/flush_cache", [this](const std::shared_ptr<HttpExchange>& exchange) { handle_flush_cache(exchange); });
+  router_.add("GET", "/metrics", [this](const std::shared_ptr<HttpExchange>& exchange) { handle_metrics(exchange); });
+}
+
+bool ApiServer::authorized(const HttpExchange& exchange) const {
+  if (config_.api_key.empty()) return true;
+  const std::string& path = exchange.request().path;
+  if (path.rfind("/health", 0) == 0 || path == "/metrics") return true;  // probes and scrapers
+  auto header = exchange.request().header("authorization");
+  if (!header || header->size() < 7 || !equals_ignore_case(header->substr(0, 7), "bearer ")) return false;
+  std::string_view token = header->substr(7);
+  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
+  return constant_time_equals(token, config_.api_key);
+}
+
+void ApiServer::dispatch(const std::shared_ptr<HttpExchange>& exchange) {
+  const HttpRequest& request = exchange->request();
+  Router::Match match = router_.find(request.method, request.path);
+  metrics_.record_request(match.outcome == Router::Outcome::kFound ? match.route : "other");
+  if (!authorized(*exchange)) {
+    reply_error(exchange, ApiError(401, "Incorrect API key provided. Pass it as 'Authorization: Bearer <key>'.", "",
+                                   "invalid_api_key", "invalid_request_error"));
+    return;
+  }
+  if (match.outcome == Router::Outcome::kNotFound) {
+    reply_error(exchange, ApiError(404, "Unknown request URL: " + request.method + " " + request.path + ".", "", "unknown_url"));
+    return;
+  }
+  if (match.outcome == Router::Outcome::kMethodNotAllowed) {
+    HttpResponse response = error_response(ApiError(405, "Method " + request.method + " is not allowed for " + request.path +
+                                                             " (allowed: " + match.allowed_methods + ").",
+                                                     "", "method_not_allowed"));
+    response.headers.emplace_back("Allow", match.allowed_methods);
+    reply(exchange, std::move(response));
+    return;
+  }
+  try {
+    (*match.handler)(exchange);
+  } catch (const ApiError& error) {
+    reply_error(exchange, error);
+  } catch (const std::exception& error) {
+    reply_error(exchange, ApiError(500, std::string("internal error: ") + error.what()));
+  }
+}
+
+void ApiServer::reply(const std::shared_ptr<HttpExchange>& exchange, HttpResponse response) {
+  if (exchange->finished() || exchange->streaming()) return;
+  metrics_.record_response_status(response.status);
+  exchange->respond(std::move(response));
+}
+
+void ApiServer::reply_error(const std::shared_ptr<HttpExchange>& exchange, const ApiError& error) {
+  reply(exchange, error_response(error));
+}
+
+void ApiServer::reply_json(const std::shared_ptr<HttpExchange>& exchange, int status, const Json& body) {
+  reply(exchange, HttpResponse::json(status, dump_json(body)));
+}
+
+void ApiServer::finish_preparation() {
+  std::lock_guard<std::mutex> lock(preparing_mutex_);
+  if (--preparing_ == 0) preparing_done_.notify_all();
+}
+
+void ApiServer::handle_generation(const std::shared_ptr<HttpExchange>& exchange, GenerationKind kind) {
+  if (draining_) return reply_error(exchange, shutting_down_error());
+  {
+    std::lock_guard<std::mutex> lock(preparing_mutex_);
+    ++preparing_;
+  }
+  workers_->submit([this, exchange, kind] {
+    auto prepared = std::make_shared<PreparedGeneration>();
+    std::shared_ptr<ApiError> error;
+    try {
+      const std::string& body = exchange->request().body;
+      switch (kind) {
+        case GenerationKind::kCompletion: *prepared = prepare_completion(body, preparation_); break;
+        case GenerationKind::kChat: *prepared = prepare_chat(body, preparation_); break;
+        case GenerationKind::kNative: *prepared = prepare_native_generate(body, preparation_); break;
+      }
+    } catch (const ApiError& caught) {
+      error = std::make_shared<ApiError>(caught);
+    } catch (const std::exception& caught) {
+      error = std::make_shared<ApiError>(500, std::string("internal error while preparing the request: ") + caught.what());
+    }
+    poster_->post([this, exchange, prepared, error] {
+      if (error) {
+        reply_error(exchange, *error);
+      } else if (!exchange->disconnected()) {
+        start_job(exchange, std::move(*prepared));
+      }
+      finish_preparation();
+    });
+  });
+}
+
+void ApiServer::start_job(const std::shared_ptr<HttpExchange>& exchange, PreparedGeneration prepared) {
+  GenerationJob::Context context;
+  context.engine = &engine_;
+  context.metrics = &metrics_;
+  context.poster = poster_;
+  context.on_done = [this](GenerationJob* job) { loop_.post([this, job] { active_jobs_.erase(job); }); };
+  auto job = std::make_shared<GenerationJob>(exchange, std::move(prepared.protocol), prepared.stream, std::move(context));
+  active_jobs_[job.get()] = job;
+  job->start(std::move(prepared.choices));
+}
+
+void ApiServer::handle_health_generate(const std::shared_ptr<HttpExchange>& exchange) {
+  if (draining_) return reply_error(exchange, shutting_down_error());
+  struct Probe {
+    std::shared_ptr<HttpExchange> exchange;
+    std::string request_id;
+    EventLoop::TimerId timer = 0;
+    bool done = false;
+  };
+  auto probe = std::make_shared<Probe>();
+  probe->exchange = exchange;
+  probe->request_id = ids_.next("health");
+  probe->timer = loop_.run_after(config_.health_generate_timeout, [this, probe] {
+    if (probe->done) return;
+    probe->done = true;
+    engine_.abort(probe->request_id);
+    reply_error(probe->exchange, ApiError(503, "health generation did not finish within " +
+                                                   std::to_string(config_.health_generate_timeout.count()) + " ms"));
+    probe->exchange.reset();
+  });
+  exchange->set_close_handler([this, probe] {
+    if (probe->done) return;
+    probe->done = true;
+    loop_.cancel_timer(probe->timer);
+    engine_.abort(probe->request_id);
+    probe->exchange.reset();
+  });
+  scheduler::GenerateRequest request;
+  request.request_id = probe->request_id;
+  request.input_ids = {0};
+  request.sampling.temperature = 0.0f;
+  request.sampling.max_new_tokens = 1;
+  request.sampling.ignore_eos = true;
+  std::shared_ptr<LoopPoster> poster = poster_;
+  engine_.submit(std::move(request), [this, poster, probe](const scheduler::GenerationEvent& event) {
+    if (!event.finished) return;
+    poster->post([this, probe, event] {
+      if (probe->done) return;
+      probe->done = true;
+      loop_.cancel_timer(probe->timer);
+      if (event.finish_reason == scheduler::FinishReason::kError || event.finish_reason == scheduler::FinishReason::kAbort) {
+        reply_error(probe->exchange, ApiError(503, "health generation failed: " +
+                                                       (event.error_message.empty() ? std::string("aborted") : event.error_message)));
+      } else {
+        reply(probe->exchange, HttpResponse::text(200, ""));
+      }
+      probe->exchange.reset();
+    });
+  });
+}
+
+void ApiServer::handle_models(const std::shared_ptr<HttpExchange>& exchange, const std::string& model_id) {
+  const int64_t context = engine_.max_context_tokens();
+  if (model_id.empty()) {
+    reply_json(exchange, 200, Json{{"object", "list"}, {"data", Json::array({model_card_json(config_.served_model_name, created_unix_s_, context)})}});
+    return;
+  }
+  if (model_id != config_.served_model_name) {
+    reply_error(exchange, ApiError(404, "The model '" + model_id + "' does not exist.", "model", "model_not_found"));
+    return;
+  }
+  reply_json(exchange, 200, model_card_json(config_.served_model_name, created_unix_s_, context));
+}
+
+void ApiServer::handle_model_info(const std::shared_ptr<HttpExchange>& exchange) {
+  reply_json(exchange, 200,
+             Json{{"model_path", config_.model_path},
+                  {"tokenizer_path", config_.tokenizer_path},
+                  {"is_generation", true},
+                  {"served_model_name", config_.served_model_name},
+                  {"max_context_length", engine_.max_context_tokens()},
+                  {"vocab_size", codec_->vocab_size()}});
+}
+
+void ApiServer::handle_server_info(const std::shared_ptr<HttpExchange>& exchange) {
+  Json info = config_.server_args;
+  const scheduler::EngineStats stats = engine_.stats();
+  if (info.contains("port")) info["port"] = port();  // the bound port when started with --port 0
+  info["served_model_name"] = config_.served_model_name;
+  info["max_context_length"] = engine_.max_context_tokens();
+  info["engine"] = engine_stats_json(stats);
+  info["internal_states"] = Json::array({engine_stats_json(stats)});
+  info["http"] = Json{{"host", config_.http.host},
+                      {"port", port()},
+                      {"open_connections", static_cast<int64_t>(http_.connection_count())},
+                      {"active_generations", static_cast<int64_t>(active_jobs_.size())},
+                      {"draining", draining_}};
+  info["version"] = "fathom 0.1";
+  reply_json(exchange, 200, info);
+}
+
+void ApiServer::handle_flush_cache(const std::shared_ptr<HttpExchange>& exchange) {
+  // flush_cache waits for the engine thread (possibly a whole step): keep it off the event loop.
+  workers_->submit([this, exchange] {
+    std::string problem;
+    bool flushed = false;
+    try {
+      flushed = engine_.flush_cache();
+    } catch (const std::exception& error) {
+      problem = error.what();
+    }
+    poster_->post([this, exchange, flushed, problem] {
+      if (!problem.empty()) {
+        reply_error(exchange, ApiError(500, "flush_cache failed: " + problem));
+      } else if (flushed) {
+        reply(exchange, HttpResponse::text(200, "Cache flushed.\n"));
+      } else {
+        reply_error(exchange, ApiError(400, "Cache not flushed: requests are running; retry when the server is idle.", "", "cache_busy"));
+      }
+    });
+  });
+}
+
+void ApiServer::handle_metrics(const std::shared_ptr<HttpExchange>& exchange) {
+  ConnectionGauges gauges;
+  gauges.open_connections = static_cast<int64_t>(http_.connection_count());
+  gauges.active_http_generations = static_cast<int64_t>(active_jobs_.size());
+  HttpResponse response;
+  response.status = 200;
+  response.headers.emplace_back("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+  response.body = metrics_.render(engine_.stats(), gauges, ServerMetrics::Clock::now());
+  reply(exchange, std::move(response));
+}
+
+}  // namespace fathom::server

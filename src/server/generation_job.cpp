@@ -1,0 +1,154 @@
+#include "server/generation_job.h"
+
+#include "server/api_error.h"
+#include "server/event_loop.h"
+#include "server/http_exchange.h"
+#include "server/metrics.h"
+#include "server/sse.h"
+
+namespace fathom::server {
+
+namespace {
+double seconds_between(GenerationJob::Clock::time_point from, GenerationJob::Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+const char* reason_label(scheduler::FinishReason reason) {
+  switch (reason) {
+    case scheduler::FinishReason::kStop: return "stop";
+    case scheduler::FinishReason::kLength: return "length";
+    case scheduler::FinishReason::kAbort: return "abort";
+    case scheduler::FinishReason::kError: return "error";
+    case scheduler::FinishReason::kNone: break;
+  }
+  return "none";
+}
+}  // namespace
+
+GenerationJob::GenerationJob(std::shared_ptr<HttpExchange> exchange, std::unique_ptr<GenerationProtocol> protocol, bool stream,
+                             Context context)
+    : exchange_(std::move(exchange)), protocol_(std::move(protocol)), stream_(stream), context_(std::move(context)) {
+  started_at_ = exchange_->received_at();
+}
+
+void GenerationJob::start(std::vector<JobChoice> choices) {
+  const size_t count = choices.size();
+  choices_.resize(count);
+  last_token_at_.assign(count, Clock::now());
+  first_token_seen_.assign(count, false);
+  abort_sent_.assign(count, false);
+  unfinished_ = count;
+  for (size_t slot = 0; slot < count; ++slot) {
+    ChoiceResult& result = choices_[slot];
+    result.index = choices[slot].index;
+    result.prompt_index = choices[slot].prompt_index;
+    result.request_id = choices[slot].request.request_id;
+    result.prompt_length = static_cast<int64_t>(choices[slot].request.input_ids.size());
+  }
+  std::weak_ptr<GenerationJob> weak_self = weak_from_this();
+  exchange_->set_close_handler([weak_self] {
+    if (auto self = weak_self.lock()) self->abort();
+  });
+  std::shared_ptr<GenerationJob> self = shared_from_this();
+  for (size_t slot = 0; slot < count; ++slot) {
+    std::shared_ptr<LoopPoster> poster = context_.poster;
+    context_.engine->submit(std::move(choices[slot].request), [poster, self, slot](const scheduler::GenerationEvent& event) {
+      poster->post([self, slot, event] { self->on_event(slot, event); });
+    });
+  }
+}
+
+void GenerationJob::abort() {
+  for (size_t slot = 0; slot < choices_.size(); ++slot) {
+    if (choices_[slot].finished || abort_sent_[slot]) continue;
+    abort_sent_[slot] = true;
+    context_.engine->abort(choices_[slot].request_id);
+  }
+}
+
+void GenerationJob::merge(ChoiceResult& choice, size_t slot, const scheduler::GenerationEvent& event, Clock::time_point now) {
+  const uint64_t new_tokens = event.new_token_ids.size();
+  if (new_tokens > 0) {
+    if (!first_token_seen_[slot]) {
+      first_token_seen_[slot] = true;
+      context_.metrics->record_first_token(seconds_between(started_at_, now));
+      if (new_tokens > 1) context_.metrics->record_inter_token(0.0, new_tokens - 1);
+    } else {
+      context_.metrics->record_inter_token(seconds_between(last_token_at_[slot], now) / static_cast<double>(new_tokens), new_tokens);
+    }
+    last_token_at_[slot] = now;
+    context_.metrics->record_generated_tokens(now, static_cast<int64_t>(new_tokens));
+  }
+  choice.text += event.text_delta;
+  choice.token_ids.insert(choice.token_ids.end(), event.new_token_ids.begin(), event.new_token_ids.end());
+  choice.logprobs.insert(choice.logprobs.end(), event.logprobs.begin(), event.logprobs.end());
+  choice.completion_tokens = std::max<int64_t>(event.completion_tokens, static_cast<int64_t>(choice.token_ids.size()));
+  if (event.cached_prompt_tokens > 0) choice.cached_prompt_tokens = event.cached_prompt_tokens;
+  if (event.finished) {
+    choice.finished = true;
+    choice.finish_reason = event.finish_reason == scheduler::FinishReason::kNone ? scheduler::FinishReason::kStop : event.finish_reason;
+    choice.matched_stop = event.matched_stop;
+    choice.error_message = event.error_message;
+    choice.latency_s = seconds_between(started_at_, now);
+    --unfinished_;
+    context_.metrics->record_finished(reason_label(choice.finish_reason), choice.prompt_length, choice.cached_prompt_tokens,
+                                      choice.latency_s);
+  }
+}
+
+void GenerationJob::on_event(size_t slot, const scheduler::GenerationEvent& event) {
+  ChoiceResult& choice = choices_.at(slot);
+  if (choice.finished) return;  // nothing may follow a final event
+  merge(choice, slot, event, Clock::now());
+  const bool failed = choice.finished && choice.finish_reason == scheduler::FinishReason::kError;
+
+  if (!answered_ && !exchange_->disconnected()) {
+    if (failed && !stream_open_) {
+      // Nothing sent yet: a proper error response; the other choices are cancelled.
+      respond_error(400, choice.error_message.empty() ? "the engine rejected the request" : choice.error_message);
+      abort();
+    } else if (stream_) {
+      std::string out;
+      if (!stream_open_) {
+        stream_open_ = true;
+        context_.metrics->record_response_status(200);
+        exchange_->start_stream(200, sse_headers());
+        protocol_->stream_opened(choices_, out);
+      }
+      if (failed) {
+        append_sse_event(out, error_json(ApiError(400, choice.error_message, "", "engine_error")));
+      } else {
+        protocol_->stream_delta(choice, event, out);
+      }
+      if (unfinished_ == 0) {
+        protocol_->stream_closed(choices_, out);
+        append_sse_done(out);
+      }
+      if (!out.empty()) exchange_->send(out);
+      if (unfinished_ == 0) {
+        exchange_->end_stream();
+        answered_ = true;
+      }
+    } else if (unfinished_ == 0) {
+      respond_final();
+    }
+  }
+  if (unfinished_ == 0 && context_.on_done) {
+    auto on_done = std::move(context_.on_done);
+    context_.on_done = nullptr;
+    on_done(this);
+  }
+}
+
+void GenerationJob::respond_error(int status, const std::string& message) {
+  answered_ = true;
+  context_.metrics->record_response_status(status);
+  exchange_->respond(error_response(ApiError(status, message, "", "engine_error")));
+}
+
+void GenerationJob::respond_final() {
+  answered_ = true;
+  context_.metrics->record_response_status(200);
+  exchange_->respond(HttpResponse::json(200, dump_json(protocol_->final_response(choices_))));
+}
+
+}  // namespace fathom::server

@@ -1,0 +1,68 @@
+#pragma once
+// One HTTP generation request on the event loop's thread: submits its choices (n, or a batch of prompts) to
+// the engine, merges their event streams, and answers through its GenerationProtocol: a JSON response when
+// all are done, or SSE chunks as tokens arrive, ending with "data: [DONE]". Engine callbacks (engine thread)
+// are handed to the loop through a LoopPoster. A client that goes away aborts the unfinished engine requests;
+// an engine error before anything was streamed becomes an error response (400).
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "scheduler/engine.h"
+#include "server/generation_protocol.h"
+
+namespace fathom::server {
+
+class EventLoop;
+class HttpExchange;
+class LoopPoster;
+class ServerMetrics;
+
+struct JobChoice {
+  int64_t index = 0;
+  int64_t prompt_index = 0;
+  scheduler::GenerateRequest request;
+};
+
+class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
+ public:
+  using Clock = std::chrono::steady_clock;
+  struct Context {
+    scheduler::Engine* engine = nullptr;
+    ServerMetrics* metrics = nullptr;
+    std::shared_ptr<LoopPoster> poster;
+    std::function<void(GenerationJob*)> on_done;  // every engine request has finished (called on the loop thread)
+  };
+
+  GenerationJob(std::shared_ptr<HttpExchange> exchange, std::unique_ptr<GenerationProtocol> protocol, bool stream, Context context);
+
+  // Loop thread: registers the disconnect handler and submits every choice.
+  void start(std::vector<JobChoice> choices);
+  // Loop thread: aborts every unfinished engine request (their final events still arrive).
+  void abort();
+  bool done() const { return unfinished_ == 0; }
+  const std::vector<ChoiceResult>& choices() const { return choices_; }
+
+ private:
+  void on_event(size_t slot, const scheduler::GenerationEvent& event);
+  void merge(ChoiceResult& choice, size_t slot, const scheduler::GenerationEvent& event, Clock::time_point now);
+  void respond_error(int status, const std::string& message);
+  void respond_final();
+
+  std::shared_ptr<HttpExchange> exchange_;
+  std::unique_ptr<GenerationProtocol> protocol_;
+  bool stream_;
+  Context context_;
+  std::vector<ChoiceResult> choices_;
+  std::vector<Clock::time_point> last_token_at_;
+  std::vector<bool> first_token_seen_;
+  std::vector<bool> abort_sent_;
+  size_t unfinished_ = 0;
+  bool stream_open_ = false;
+  bool answered_ = false;  // a complete response (or error) went out, or the stream ended
+  Clock::time_point started_at_;
+};
+
+}  // namespace fathom::server

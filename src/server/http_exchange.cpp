@@ -1,0 +1,51 @@
+#include "server/http_exchange.h"
+
+#include "server/http_connection.h"
+
+namespace fathom::server {
+
+HttpExchange::HttpExchange(HttpConnection* connection, EventLoop& loop, HttpRequest request, std::string peer)
+    : connection_(connection), loop_(loop), request_(std::move(request)), peer_(std::move(peer)), received_at_(Clock::now()) {}
+
+void HttpExchange::respond(HttpResponse response) {
+  if (finished_ || streaming_) return;
+  finished_ = true;
+  status_ = response.status;
+  close_handler_ = nullptr;
+  if (connection_ == nullptr) return;
+  HttpConnection* connection = connection_;
+  connection_ = nullptr;
+  connection->write_response(response);
+}
+
+bool HttpExchange::start_stream(int status, HttpHeaders headers) {
+  if (finished_ || streaming_ || connection_ == nullptr) return false;
+  streaming_ = true;
+  status_ = status;
+  return connection_->write_stream_head(status, headers);
+}
+
+bool HttpExchange::send(std::string_view data) {
+  if (!streaming_ || finished_ || connection_ == nullptr) return false;
+  return connection_->write_stream_data(data);
+}
+
+void HttpExchange::end_stream() {
+  if (!streaming_ || finished_) return;
+  finished_ = true;
+  close_handler_ = nullptr;
+  if (connection_ == nullptr) return;
+  HttpConnection* connection = connection_;
+  connection_ = nullptr;
+  connection->write_stream_end();
+}
+
+void HttpExchange::detach() {
+  connection_ = nullptr;
+  if (finished_) return;
+  std::function<void()> handler = std::move(close_handler_);
+  close_handler_ = nullptr;
+  if (handler) handler();
+}
+
+}  // namespace fathom::server

@@ -1,0 +1,62 @@
+#pragma once
+// One request/response exchange on a connection, handed to the request handler. The handler answers with
+// respond() or with start_stream()/send()/end_stream(), possibly later (after the engine produced output).
+// All methods run on the event loop's thread; after the client disconnected they are no-ops and the close
+// handler has been called once.
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "server/http_message.h"
+
+namespace fathom::server {
+
+class EventLoop;
+class HttpConnection;
+
+class HttpExchange {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  HttpExchange(HttpConnection* connection, EventLoop& loop, HttpRequest request, std::string peer);
+
+  const HttpRequest& request() const { return request_; }
+  EventLoop& loop() { return loop_; }
+  const std::string& peer() const { return peer_; }
+  Clock::time_point received_at() const { return received_at_; }
+
+  // The client went away (or the connection was closed) before the response finished.
+  bool disconnected() const { return connection_ == nullptr && !finished_; }
+  bool finished() const { return finished_; }
+  bool streaming() const { return streaming_; }
+  int status() const { return status_; }
+
+  // A complete response; ignored once a response was started.
+  void respond(HttpResponse response);
+  // Streamed response: headers now, body pieces as they come, then end_stream(). Returns false when the
+  // client is gone (or its unread output exceeded the server's limit, which closes the connection).
+  bool start_stream(int status, HttpHeaders headers);
+  bool send(std::string_view data);
+  void end_stream();
+
+  // Called once, on the loop thread, when the connection closes before the response finished.
+  void set_close_handler(std::function<void()> handler) { close_handler_ = std::move(handler); }
+
+ private:
+  friend class HttpConnection;
+  void detach();  // by the connection when it closes
+
+  HttpConnection* connection_;
+  EventLoop& loop_;
+  HttpRequest request_;
+  std::string peer_;
+  Clock::time_point received_at_;
+  std::function<void()> close_handler_;
+  bool streaming_ = false;
+  bool finished_ = false;
+  int status_ = 0;
+};
+
+}  // namespace fathom::server

@@ -1,0 +1,28 @@
+#pragma once
+// OpenAI response shapes: text_completion / chat.completion objects, their streamed chunks, logprobs, usage,
+// the model list.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/generation_protocol.h"
+#include "server/prompt_codec.h"
+
+namespace fathom::server {
+
+struct OpenAiResponseContext {
+  std::string id;           // "cmpl-..." / "chatcmpl-..."
+  int64_t created_unix_s = 0;
+  std::string model;
+  bool include_usage = false;  // streaming: a final usage chunk (and "usage": null in the others)
+  std::shared_ptr<const PromptCodec> codec;  // token strings for logprobs
+};
+
+// `echo_prefixes[prompt_index]` is prepended to each choice's text (empty vector: no echo).
+std::unique_ptr<GenerationProtocol> make_completion_protocol(OpenAiResponseContext context, std::vector<std::string> echo_prefixes,
+                                                             bool logprobs);
+std::unique_ptr<GenerationProtocol> make_chat_protocol(OpenAiResponseContext context, bool logprobs);
+
+nlohmann::ordered_json model_card_json(const std::string& model_name, int64_t created_unix_s, int64_t max_model_len);
+
+}  // namespace fathom::server

@@ -1,0 +1,149 @@
+#include "server/request_preparation.h"
+
+#include <cstdio>
+#include <ctime>
+#include <random>
+
+#include "core/error.h"
+#include "server/api_error.h"
+#include "server/native_generate.h"
+#include "server/openai_response.h"
+
+namespace fathom::server {
+
+namespace {
+
+std::vector<int32_t> tokenize_prompt(const PromptSource& prompt, bool add_special_tokens, const PreparationContext& context,
+                                     const std::string& param) {
+  std::vector<int32_t> ids;
+  if (prompt.is_text) {
+    try {
+      ids = context.codec->encode(prompt.text, add_special_tokens);
+    } catch (const fathom::Error& error) {
+      throw ApiError(400, std::string("The prompt could not be tokenized: ") + error.what(), param, "invalid_value");
+    }
+  } else {
+    ids = prompt.ids;
+  }
+  if (ids.empty()) throw ApiError::invalid_value(param, "Invalid '" + param + "': the prompt is empty (no tokens).");
+  const int64_t vocab = context.codec->vocab_size();
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab) {
+      throw ApiError::invalid_value(param, "Invalid '" + param + "': token id " + std::to_string(id) +
+                                               " is outside the vocabulary [0, " + std::to_string(vocab) + ").");
+    }
+  }
+  return ids;
+}
+
+// Choice `choice_number` of a prompt gets seed + choice_number so that n > 1 with a seed still differs.
+scheduler::SamplingParams choice_sampling(const scheduler::SamplingParams& base, int64_t choice_number) {
+  scheduler::SamplingParams sampling = base;
+  if (sampling.seed) sampling.seed = *sampling.seed + static_cast<uint64_t>(choice_number);
+  return sampling;
+}
+
+void add_choices(PreparedGeneration& prepared, int64_t prompt_index, const std::vector<int32_t>& ids,
+                 const scheduler::SamplingParams& sampling, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    JobChoice choice;
+    choice.index = static_cast<int64_t>(prepared.choices.size());
+    choice.prompt_index = prompt_index;
+    choice.request.request_id = prepared.response_id + "-" + std::to_string(choice.index);
+    choice.request.input_ids = ids;
+    choice.request.sampling = choice_sampling(sampling, i);
+    prepared.choices.push_back(std::move(choice));
+  }
+}
+
+OpenAiResponseContext response_context(const PreparedGeneration& prepared, const PreparationContext& context,
+                                       const std::string& requested_model, bool include_usage) {
+  OpenAiResponseContext response;
+  response.id = prepared.response_id;
+  response.created_unix_s = static_cast<int64_t>(std::time(nullptr));
+  response.model = requested_model.empty() ? context.served_model_name : requested_model;
+  response.include_usage = include_usage;
+  response.codec = context.codec;
+  return response;
+}
+
+}  // namespace
+
+RequestIdGenerator::RequestIdGenerator() {
+  std::random_device device;
+  char prefix[16];
+  std::snprintf(prefix, sizeof(prefix), "%08x", static_cast<unsigned>(device()));
+  instance_prefix_ = prefix;
+}
+
+std::string RequestIdGenerator::next(std::string_view kind) {
+  char number[24];
+  std::snprintf(number, sizeof(number), "%08llx", static_cast<unsigned long long>(counter_.fetch_add(1) + 1));
+  return std::string(kind) + "-" + instance_prefix_ + number;
+}
+
+void check_model_name(const std::string& model, const std::string& served_model_name) {
+  if (model.empty() || model == served_model_name) return;
+  throw ApiError(404, "The model '" + model + "' does not exist. This server serves '" + served_model_name + "'.", "model",
+                 "model_not_found");
+}
+
+PreparedGeneration prepare_completion(std::string_view body, const PreparationContext& context) {
+  CompletionRequest request = parse_completion_request(parse_json_object(body), context.limits);
+  check_model_name(request.model, context.served_model_name);
+  PreparedGeneration prepared;
+  prepared.response_id = context.ids->next("cmpl");
+  prepared.stream = request.stream;
+  request.sampling.max_new_tokens = request.max_tokens.value_or(kDefaultCompletionMaxTokens);
+  std::vector<std::string> echo_prefixes;
+  for (size_t p = 0; p < request.prompts.size(); ++p) {
+    const PromptSource& prompt = request.prompts[p];
+    std::vector<int32_t> ids = tokenize_prompt(prompt, /*add_special_tokens=*/true, context, "prompt");
+    if (request.echo) echo_prefixes.push_back(prompt.is_text ? prompt.text : context.codec->decode(ids));
+    add_choices(prepared, static_cast<int64_t>(p), ids, request.sampling, request.n);
+  }
+  prepared.protocol = make_completion_protocol(response_context(prepared, context, request.model, request.include_usage),
+                                               std::move(echo_prefixes), request.sampling.logprobs);
+  return prepared;
+}
+
+PreparedGeneration prepare_chat(std::string_view body, const PreparationContext& context) {
+  ChatRequest request = parse_chat_request(parse_json_object(body), context.limits);
+  check_model_name(request.model, context.served_model_name);
+  PreparedGeneration prepared;
+  prepared.response_id = context.ids->next("chatcmpl");
+  prepared.stream = request.stream;
+  ChatPromptInputs inputs;
+  inputs.messages = std::move(request.messages);
+  inputs.tools = std::move(request.tools);
+  inputs.template_kwargs = std::move(request.template_kwargs);
+  inputs.add_generation_prompt = request.add_generation_prompt;
+  PromptSource prompt;
+  prompt.text = context.codec->render_chat(inputs);
+  // The template writes the BOS token itself.
+  std::vector<int32_t> ids = tokenize_prompt(prompt, /*add_special_tokens=*/false, context, "messages");
+  const int64_t room = context.max_context_tokens - static_cast<int64_t>(ids.size());
+  request.sampling.max_new_tokens = request.max_tokens.value_or(std::max<int64_t>(room, 1));
+  add_choices(prepared, 0, ids, request.sampling, request.n);
+  prepared.protocol = make_chat_protocol(response_context(prepared, context, request.model, request.include_usage),
+                                         request.sampling.logprobs);
+  return prepared;
+}
+
+PreparedGeneration prepare_native_generate(std::string_view body, const PreparationContext& context) {
+  NativeGenerateRequest request = parse_native_generate_request(parse_json_object(body), context.limits);
+  PreparedGeneration prepared;
+  prepared.response_id = context.ids->next("gen");
+  prepared.stream = request.stream;
+  for (size_t p = 0; p < request.prompts.size(); ++p) {
+    const std::string param = request.prompts[p].is_text ? "text" : "input_ids";
+    std::vector<int32_t> ids = tokenize_prompt(request.prompts[p], /*add_special_tokens=*/true, context, param);
+    add_choices(prepared, static_cast<int64_t>(p), ids, request.sampling[p], request.n[p]);
+  }
+  const bool logprobs = !request.sampling.empty() && request.sampling.front().logprobs;
+  prepared.protocol = make_native_generate_protocol(request.list_response, logprobs, request.return_text_in_logprobs,
+                                                    std::move(request.rids), context.codec);
+  return prepared;
+}
+
+}  // namespace fathom::server

@@ -1,0 +1,395 @@
+// The server over real loopback sockets with a fake engine: endpoints, streaming, errors that keep the server
+// serving, keep-alive and pipelining, auth, timeouts, disconnect -> abort, and graceful shutdown.
+#include <gtest/gtest.h>
+
+#include <sys/socket.h>
+
+#include <thread>
+
+#include "server_harness.h"
+#include "test_http_client.h"
+
+namespace fathom::testing {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+std::string chat_body(const std::string& extra = "") {
+  return R"({"model": "tiny", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 5, "temperature": 0)" +
+         (extra.empty() ? "" : ", " + extra) + "}";
+}
+
+std::string streamed_text(const std::vector<json>& events, const char* field = "content") {
+  std::string text;
+  for (const json& event : events) {
+    if (!event.is_object() || !event.contains("choices")) continue;
+    for (const json& choice : event["choices"]) {
+      if (choice.contains("delta") && choice["delta"].contains(field)) text += choice["delta"][field].get<std::string>();
+      if (choice.contains("text")) text += choice["text"].get<std::string>();
+    }
+  }
+  return text;
+}
+
+template <typename Predicate>
+bool eventually(Predicate predicate, std::chrono::milliseconds timeout = 5s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (predicate()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return predicate();
+}
+
+std::string expected_fake_text(const std::vector<int32_t>& input_ids, int tokens) {
+  scheduler::GenerateRequest request;
+  request.input_ids = input_ids;
+  request.sampling.temperature = 0.0f;
+  std::string text;
+  for (int i = 0; i < tokens; ++i) text += FakeEngine::token_text(FakeEngine::token_at(request, i));
+  return text;
+}
+
+TEST(ApiServer, InfoEndpoints) {
+  ServerHarness harness;
+  TestResponse health = http_call(harness.port(), "GET", "/health");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_TRUE(health.body.empty());
+
+  TestResponse models = http_call(harness.port(), "GET", "/v1/models");
+  ASSERT_EQ(models.status, 200);
+  EXPECT_EQ(models.headers["content-type"], "application/json");
+  EXPECT_EQ(models.json()["object"], "list");
+  EXPECT_EQ(models.json()["data"][0]["id"], "tiny");
+  EXPECT_EQ(models.json()["data"][0]["max_model_len"], 256);
+  EXPECT_EQ(http_call(harness.port(), "GET", "/v1/models/tiny").json()["id"], "tiny");
+  TestResponse missing = http_call(harness.port(), "GET", "/v1/models/other");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(missing.json()["error"]["code"], "model_not_found");
+
+  json model_info = http_call(harness.port(), "GET", "/get_model_info").json();
+  EXPECT_EQ(model_info["model_path"], "/models/tiny");
+  EXPECT_EQ(model_info["is_generation"], true);
+
+  json server_info = http_call(harness.port(), "GET", "/get_server_info").json();
+  EXPECT_EQ(server_info["page_size"], 1);
+  EXPECT_EQ(server_info["engine"]["kv_used_tokens"], 0);
+  EXPECT_EQ(server_info["internal_states"][0]["kv_total_tokens"], 1 << 20);
+
+  EXPECT_EQ(http_call(harness.port(), "POST", "/flush_cache").status, 200);
+  harness.engine.set_flush_result(false);
+  EXPECT_EQ(http_call(harness.port(), "POST", "/flush_cache").status, 400);
+
+  TestResponse metrics = http_call(harness.port(), "GET", "/metrics");
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.headers["content-type"].find("text/plain"), std::string::npos);
+  EXPECT_NE(metrics.body.find("fathom:num_running_reqs"), std::string::npos);
+  EXPECT_NE(metrics.body.find("fathom:time_to_first_token_seconds_bucket"), std::string::npos);
+
+  TestConnection head(harness.port());
+  head.send("HEAD /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  std::string raw = head.read_until("\r\n\r\n");
+  EXPECT_EQ(raw.rfind("HTTP/1.1 200", 0), 0u);
+  EXPECT_TRUE(head.wait_closed(2s));
+
+  EXPECT_EQ(http_call(harness.port(), "GET", "/health_generate").status, 200);
+}
+
+TEST(ApiServer, ChatStreamingMatchesNonStreaming) {
+  ServerHarness harness;
+  TestResponse plain = http_call(harness.port(), "POST", "/v1/chat/completions", chat_body());
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  json response = plain.json();
+  EXPECT_EQ(response["object"], "chat.completion");
+  EXPECT_EQ(response["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+  const std::string text = response["choices"][0]["message"]["content"];
+  EXPECT_EQ(text, expected_fake_text(FakeCodec().encode("user: hello\nassistant:", false), 5));
+  EXPECT_EQ(response["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(response["usage"]["completion_tokens"], 5);
+  EXPECT_EQ(response["usage"]["prompt_tokens"], 22);
+  EXPECT_EQ(response["usage"]["prompt_tokens_details"]["cached_tokens"], 11);
+
+  TestResponse streamed = http_call(harness.port(), "POST", "/v1/chat/completions",
+                                    chat_body(R"("stream": true, "stream_options": {"include_usage": true})"));
+  ASSERT_EQ(streamed.status, 200);
+  EXPECT_TRUE(streamed.chunked);
+  EXPECT_EQ(streamed.headers["content-type"], "text/event-stream; charset=utf-8");
+  std::vector<json> events = sse_events(streamed.body);
+  ASSERT_GE(events.size(), 4u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_EQ(streamed_text(events), text);
+  const json& usage_chunk = events[events.size() - 2];
+  EXPECT_TRUE(usage_chunk["choices"].empty());
+  EXPECT_EQ(usage_chunk["usage"]["total_tokens"], 27);
+}
+
+TEST(ApiServer, CompletionsChoicesSeedsAndStops) {
+  ServerHarness harness;
+  auto completion = [&](const std::string& body) {
+    TestResponse response = http_call(harness.port(), "POST", "/v1/completions", body);
+    EXPECT_EQ(response.status, 200) << response.body;
+    return response.json();
+  };
+  json two = completion(R"({"prompt": "abc", "n": 2, "max_tokens": 4, "temperature": 1, "seed": 3})");
+  ASSERT_EQ(two["choices"].size(), 2u);
+  EXPECT_NE(two["choices"][0]["text"], two["choices"][1]["text"]);
+  EXPECT_EQ(two["usage"]["prompt_tokens"], 4);  // counted once for both choices
+  json again = completion(R"({"prompt": "abc", "n": 2, "max_tokens": 4, "temperature": 1, "seed": 3})");
+  EXPECT_EQ(again["choices"], two["choices"]);
+
+  json batch = completion(R"({"prompt": ["a", [1, 2, 3]], "max_tokens": 2})");
+  ASSERT_EQ(batch["choices"].size(), 2u);
+  EXPECT_EQ(batch["choices"][1]["index"], 1);
+
+  const std::string full = expected_fake_text({FakeCodec::kBos, 'x'}, 6);
+  const std::string stop = full.substr(full.find(' ', 8) + 1, 3);  // a stop string inside the third token
+  json stopped = completion(R"({"prompt": "x", "max_tokens": 6, "temperature": 0, "stop": [")" + stop + R"("]})");
+  EXPECT_EQ(stopped["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(stopped["choices"][0]["matched_stop"], stop);
+  EXPECT_EQ(stopped["choices"][0]["text"], full.substr(0, full.find(stop)));
+
+  json echoed = completion(R"({"prompt": "echo me ", "max_tokens": 1, "echo": true})");
+  EXPECT_EQ(echoed["choices"][0]["text"].get<std::string>().rfind("echo me ", 0), 0u);
+
+  json with_logprobs = completion(R"({"prompt": "x", "max_tokens": 3, "logprobs": 2})");
+  EXPECT_EQ(with_logprobs["choices"][0]["logprobs"]["tokens"].size(), 3u);
+  EXPECT_EQ(with_logprobs["choices"][0]["logprobs"]["top_logprobs"][0].size(), 2u);
+
+  TestResponse streamed = http_call(harness.port(), "POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 6, "stream": true, "n": 2, "temperature": 0})");
+  std::vector<json> events = sse_events(streamed.body);
+  std::string first_choice;
+  for (const json& event : events) {
+    if (event.is_object() && event["choices"][0]["index"] == 0) first_choice += event["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(first_choice, full);
+}
+
+TEST(ApiServer, NativeGenerate) {
+  ServerHarness harness;
+  TestResponse single = http_call(harness.port(), "POST", "/generate",
+                                  R"({"input_ids": [5, 6], "sampling_params": {"max_new_tokens": 3, "temperature": 0}})");
+  ASSERT_EQ(single.status, 200) << single.body;
+  EXPECT_EQ(single.json()["text"], expected_fake_text({5, 6}, 3));
+  EXPECT_EQ(single.json()["meta_info"]["completion_tokens"], 3);
+  EXPECT_EQ(single.json()["meta_info"]["finish_reason"]["type"], "length");
+
+  TestResponse batch = http_call(harness.port(), "POST", "/generate", R"({"text": ["a", "b"], "sampling_params": {"max_new_tokens": 2}})");
+  ASSERT_TRUE(batch.json().is_array());
+  EXPECT_EQ(batch.json().size(), 2u);
+
+  TestResponse streamed = http_call(harness.port(), "POST", "/generate",
+                                    R"({"input_ids": [5, 6], "sampling_params": {"max_new_tokens": 3, "temperature": 0}, "stream": true})");
+  std::vector<json> events = sse_events(streamed.body);
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[2]["text"], expected_fake_text({5, 6}, 3));  // cumulative
+  EXPECT_EQ(events[2]["meta_info"]["finish_reason"]["type"], "length");
+  EXPECT_EQ(events[3], "[DONE]");
+}
+
+TEST(ApiServer, ErrorsKeepTheConnectionAndServerServing) {
+  FakeEngineOptions options;
+  options.max_context_tokens = 16;
+  ServerHarness harness(options);
+  TestConnection connection(harness.port());
+  auto call = [&](const std::string& method, const std::string& path, const std::string& body) {
+    connection.send(build_request(method, path, body));
+    return connection.read_response();
+  };
+  struct Case {
+    std::string method, path, body;
+    int status;
+    std::string code;
+  };
+  const std::vector<Case> cases = {
+      {"POST", "/v1/chat/completions", "{not json", 400, "invalid_json"},
+      {"POST", "/v1/chat/completions", R"({"model": "tiny"})", 400, "missing_required_parameter"},
+      {"POST", "/v1/chat/completions", R"({"model": "nope", "messages": [{"role": "user", "content": "x"}]})", 404, "model_not_found"},
+      {"POST", "/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", 400, "invalid_value"},
+      {"POST", "/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "temperature": "warm"})", 400, "invalid_type"},
+      {"POST", "/v1/completions", R"({"prompt": "this prompt is longer than sixteen tokens"})", 400, "engine_error"},
+      {"POST", "/v1/completions", R"({"prompt": "this prompt is longer than sixteen tokens", "stream": true})", 400, "engine_error"},
+      {"GET", "/v1/completions", "", 405, "method_not_allowed"},
+      {"GET", "/nowhere", "", 404, "unknown_url"},
+      {"POST", "/generate", R"({"text": "x", "sampling_params": {"bogus": 1}})", 400, "unknown_parameter"},
+  };
+  for (const Case& c : cases) {
+    TestResponse response = call(c.method, c.path, c.body);
+    EXPECT_EQ(response.status, c.status) << c.path << " " << c.body << " -> " << response.body;
+    json error = response.json()["error"];
+    EXPECT_EQ(error["code"], c.code) << response.body;
+    EXPECT_FALSE(error["message"].get<std::string>().empty());
+    EXPECT_EQ(error["message"].get<std::string>().find("[src/"), std::string::npos) << "source location leaked";
+    if (c.status == 405) {
+      EXPECT_EQ(response.headers["allow"], "POST");
+    }
+  }
+  TestResponse prompt_error = call("POST", "/v1/completions", R"({"prompt": "this prompt is longer than sixteen tokens"})");
+  EXPECT_NE(prompt_error.json()["error"]["message"].get<std::string>().find("context"), std::string::npos);
+  // Same connection still works.
+  TestResponse ok = call("POST", "/v1/completions", R"({"prompt": "ok", "max_tokens": 2})");
+  EXPECT_EQ(ok.status, 200);
+}
+
+TEST(ApiServer, ProtocolErrorsAnswerThenClose) {
+  ServerHarness harness({}, [](server::ApiServerConfig& config) {
+    config.http.connection.limits.max_body_bytes = 1000;
+    config.http.connection.limits.max_header_bytes = 2000;
+  });
+  {
+    TestConnection connection(harness.port());
+    connection.send(build_request("POST", "/v1/completions", std::string(2000, 'x')));
+    TestResponse response = connection.read_response();
+    EXPECT_EQ(response.status, 413);
+    EXPECT_EQ(response.headers["connection"], "close");
+    EXPECT_EQ(response.json()["error"]["type"], "invalid_request_error");
+    EXPECT_TRUE(connection.wait_closed(2s));
+  }
+  {
+    TestConnection connection(harness.port());
+    connection.send("GET /health HTTP/1.1\r\nX-Big: " + std::string(5000, 'a') + "\r\n\r\n");
+    EXPECT_EQ(connection.read_response().status, 431);
+    EXPECT_TRUE(connection.wait_closed(2s));
+  }
+  {
+    TestConnection connection(harness.port());
+    connection.send("NOT HTTP AT ALL\r\n\r\n");
+    EXPECT_EQ(connection.read_response().status, 400);
+  }
+  EXPECT_EQ(http_call(harness.port(), "GET", "/health").status, 200);
+}
+
+TEST(ApiServer, KeepAlivePipeliningChunkedBodiesAndContinue) {
+  ServerHarness harness;
+  TestConnection connection(harness.port());
+  const std::string body = R"({"prompt": "p", "max_tokens": 2})";
+  connection.send(build_request("POST", "/v1/completions", body) + build_request("GET", "/health") +
+                  build_request("POST", "/v1/completions", body));
+  TestResponse first = connection.read_response();
+  TestResponse second = connection.read_response();
+  TestResponse third = connection.read_response();
+  EXPECT_EQ(first.status, 200);
+  EXPECT_EQ(first.json()["object"], "text_completion");
+  EXPECT_EQ(second.status, 200);
+  EXPECT_TRUE(second.body.empty());
+  EXPECT_EQ(third.json()["choices"], first.json()["choices"]);
+
+  const std::string chunked_body = body.substr(0, 10) + "|" + body.substr(10);
+  std::string request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  request += "a\r\n" + body.substr(0, 10) + "\r\n";
+  char size[16];
+  std::snprintf(size, sizeof(size), "%zx", body.size() - 10);
+  request += std::string(size) + "\r\n" + body.substr(10) + "\r\n0\r\n\r\n";
+  connection.send(request);
+  EXPECT_EQ(connection.read_response().json()["choices"], first.json()["choices"]);
+
+  connection.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: " +
+                  std::to_string(body.size()) + "\r\n\r\n");
+  EXPECT_NE(connection.read_until("100 Continue").find("HTTP/1.1 100 Continue\r\n\r\n"), std::string::npos);
+  connection.send(body);
+  EXPECT_EQ(connection.read_response().status, 200);
+}
+
+TEST(ApiServer, Http10StreamIsCloseDelimited) {
+  ServerHarness harness;
+  TestConnection connection(harness.port());
+  const std::string body = R"({"prompt": "p", "max_tokens": 3, "stream": true})";
+  connection.send("POST /v1/completions HTTP/1.0\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  TestResponse response = connection.read_response();
+  EXPECT_EQ(response.status, 200);
+  EXPECT_FALSE(response.chunked);
+  EXPECT_EQ(sse_events(response.body).back(), "[DONE]");
+}
+
+TEST(ApiServer, ApiKey) {
+  ServerHarness harness({}, [](server::ApiServerConfig& config) { config.api_key = "sk-secret"; });
+  TestResponse missing = http_call(harness.port(), "GET", "/v1/models");
+  EXPECT_EQ(missing.status, 401);
+  EXPECT_EQ(missing.json()["error"]["code"], "invalid_api_key");
+  EXPECT_EQ(http_call(harness.port(), "GET", "/v1/models", "", {"Authorization: Bearer wrong"}).status, 401);
+  EXPECT_EQ(http_call(harness.port(), "GET", "/v1/models", "", {"Authorization: Bearer sk-secre"}).status, 401);
+  EXPECT_EQ(http_call(harness.port(), "GET", "/v1/models", "", {"Authorization: Basic sk-secret"}).status, 401);
+  EXPECT_EQ(http_call(harness.port(), "POST", "/v1/completions", R"({"prompt": "x"})").status, 401);
+  EXPECT_EQ(http_call(harness.port(), "GET", "/v1/models", "", {"Authorization: Bearer sk-secret"}).status, 200);
+  EXPECT_EQ(http_call(harness.port(), "GET", "/v1/models", "", {"authorization: bearer sk-secret"}).status, 200);
+  EXPECT_EQ(http_call(harness.port(), "GET", "/health").status, 200);
+  EXPECT_EQ(harness.engine.submitted_count(), 0u);
+}
+
+TEST(ApiServer, ClientDisconnectMidStreamAbortsTheEngineRequest) {
+  FakeEngineOptions options;
+  options.token_delay = 5ms;
+  ServerHarness harness(options);
+  {
+    TestConnection connection(harness.port());
+    connection.send(build_request("POST", "/v1/completions", R"({"prompt": "long", "max_tokens": 100000, "stream": true, "n": 2})"));
+    connection.read_until("\"text\":\"t");
+    ASSERT_TRUE(eventually([&] { return harness.engine.running() == 2; }));
+  }  // closes the socket mid-stream
+  ASSERT_TRUE(eventually([&] { return harness.engine.aborted_ids().size() == 2; })) << harness.engine.aborted_ids().size();
+  ASSERT_TRUE(eventually([&] { return harness.engine.stats().kv_used_tokens == 0; }));
+  ASSERT_TRUE(eventually([&] {
+    return http_call(harness.port(), "GET", "/get_server_info").json()["http"]["active_generations"] == 0;
+  }));
+  std::string metrics = http_call(harness.port(), "GET", "/metrics").body;
+  EXPECT_NE(metrics.find("fathom:num_requests_total{finish_reason=\"abort\"} 2"), std::string::npos) << metrics;
+
+  // Non-streaming requests are aborted too.
+  {
+    TestConnection connection(harness.port());
+    connection.send(build_request("POST", "/v1/chat/completions", chat_body().replace(chat_body().find("\"max_tokens\": 5"), 15, "\"max_tokens\": 99999")));
+    ASSERT_TRUE(eventually([&] { return harness.engine.running() == 1; }));
+  }
+  ASSERT_TRUE(eventually([&] { return harness.engine.aborted_ids().size() == 3; }));
+}
+
+TEST(ApiServer, HalfClosedClientStillGetsAnImmediateAnswer) {
+  ServerHarness harness;
+  TestConnection connection(harness.port());
+  connection.send(build_request("GET", "/v1/models"));
+  ::shutdown(connection.fd(), SHUT_WR);
+  TestResponse response = connection.read_response();
+  EXPECT_EQ(response.status, 200);
+  EXPECT_TRUE(connection.wait_closed(2s));
+  EXPECT_EQ(http_call(harness.port(), "GET", "/health").status, 200);
+}
+
+TEST(ApiServer, IdleConnectionsTimeOut) {
+  ServerHarness harness({}, [](server::ApiServerConfig& config) {
+    config.http.connection.keep_alive_timeout = 150ms;
+    config.http.connection.request_read_timeout = 300ms;
+  });
+  TestConnection idle(harness.port());
+  idle.send(build_request("GET", "/health"));
+  EXPECT_EQ(idle.read_response().status, 200);
+  EXPECT_TRUE(idle.wait_closed(3s));
+
+  TestConnection slow(harness.port());
+  slow.send("GET /health HTTP/1.1\r\nHost");  // never finishes its headers
+  EXPECT_EQ(slow.read_response(3s).status, 408);
+}
+
+TEST(ApiServer, GracefulShutdownFinishesStreamsInFlight) {
+  FakeEngineOptions options;
+  options.token_delay = 2ms;
+  ServerHarness harness(options);
+  TestConnection streaming(harness.port());
+  streaming.send(build_request("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 200, "stream": true, "temperature": 0})"));
+  streaming.read_until("\"text\":\"t");
+  TestConnection idle(harness.port());
+
+  std::thread stopper([&] { harness.server->shutdown(); });
+  TestResponse response = streaming.read_response();
+  stopper.join();
+  EXPECT_TRUE(harness.engine.shutdown_called());
+  std::vector<json> events = sse_events(response.body);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_EQ(events[events.size() - 2]["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(streamed_text(events), expected_fake_text({FakeCodec::kBos, 'x'}, 200));
+  EXPECT_TRUE(idle.wait_closed(2s));
+  EXPECT_THROW(TestConnection refused(harness.port()), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace fathom::testing

@@ -1,0 +1,51 @@
+#pragma once
+// A PromptCodec for server tests: one token per byte (BOS 256 when special tokens are added), a chat
+// "template" of "role: content\n" lines, and token pieces that match FakeEngine's text.
+#include <string>
+
+#include "fake_engine.h"
+#include "server/api_error.h"
+#include "server/prompt_codec.h"
+
+namespace fathom::testing {
+
+class FakeCodec : public server::PromptCodec {
+ public:
+  static constexpr int32_t kBos = 256;
+
+  std::vector<int32_t> encode(const std::string& text, bool add_special_tokens) const override {
+    std::vector<int32_t> ids;
+    if (add_special_tokens) ids.push_back(kBos);
+    for (unsigned char c : text) ids.push_back(c);
+    return ids;
+  }
+  std::string render_chat(const server::ChatPromptInputs& inputs) const override {
+    std::string prompt;
+    for (const auto& message : inputs.messages) {
+      if (message.value("content", nlohmann::ordered_json()) == "RAISE") {
+        throw server::ApiError(400, "Conversation roles must alternate user/assistant/user/assistant/...", "messages");
+      }
+      prompt += message["role"].get<std::string>() + ": " +
+                (message["content"].is_string() ? message["content"].get<std::string>() : std::string()) + "\n";
+    }
+    if (inputs.template_kwargs.contains("thinking")) prompt += "<think>\n";
+    if (inputs.add_generation_prompt) prompt += "assistant:";
+    return prompt;
+  }
+  std::string decode(const std::vector<int32_t>& ids) const override {
+    std::string text;
+    for (int32_t id : ids) {
+      if (id < 256) text += static_cast<char>(id);
+    }
+    return text;
+  }
+  server::TokenPiece token_piece(int32_t id) const override {
+    server::TokenPiece piece;
+    piece.text = FakeEngine::token_text(id);
+    piece.bytes.assign(piece.text.begin(), piece.text.end());
+    return piece;
+  }
+  int64_t vocab_size() const override { return 1000; }
+};
+
+}  // namespace fathom::testing

@@ -1,0 +1,223 @@
+// OpenAI and SGLang request parsing/validation and request preparation: every error case with its status,
+// parameter and message, and the engine requests built from valid bodies.
+#include <gtest/gtest.h>
+
+#include "fake_codec.h"
+#include "server/api_error.h"
+#include "server/native_generate.h"
+#include "server/openai_request.h"
+#include "server/request_preparation.h"
+
+namespace fathom::server {
+namespace {
+
+using fathom::testing::FakeCodec;
+
+struct Fixture {
+  RequestIdGenerator ids;
+  PreparationContext context;
+  Fixture() {
+    context.codec = std::make_shared<FakeCodec>();
+    context.served_model_name = "tiny";
+    context.max_context_tokens = 100;
+    context.ids = &ids;
+  }
+};
+
+enum class Endpoint { kCompletion, kChat, kNative };
+
+PreparedGeneration prepare(Endpoint endpoint, const std::string& body, const PreparationContext& context) {
+  switch (endpoint) {
+    case Endpoint::kCompletion: return prepare_completion(body, context);
+    case Endpoint::kChat: return prepare_chat(body, context);
+    case Endpoint::kNative: return prepare_native_generate(body, context);
+  }
+  throw std::logic_error("endpoint");
+}
+
+struct ErrorCase {
+  const char* name;
+  Endpoint endpoint;
+  std::string body;
+  int status;
+  std::string param;             // expected "param" ("" = null)
+  std::string message_fragment;  // must appear in the message
+};
+
+class RequestErrors : public ::testing::TestWithParam<ErrorCase> {};
+
+TEST_P(RequestErrors, ThrowsApiError) {
+  Fixture fixture;
+  const ErrorCase& c = GetParam();
+  try {
+    prepare(c.endpoint, c.body, fixture.context);
+    FAIL() << c.name << ": no error for " << c.body;
+  } catch (const ApiError& error) {
+    EXPECT_EQ(error.status(), c.status) << error.message();
+    EXPECT_EQ(error.param(), c.param) << error.message();
+    EXPECT_NE(error.message().find(c.message_fragment), std::string::npos) << error.message();
+    nlohmann::ordered_json json = error_json(error);
+    EXPECT_EQ(json["error"]["message"], error.message());
+    EXPECT_TRUE(json["error"].contains("type"));
+    EXPECT_TRUE(json["error"].contains("code"));
+    EXPECT_EQ(json["error"]["param"].is_null(), c.param.empty());
+  }
+}
+
+const std::string kMessages = R"("messages": [{"role": "user", "content": "hi"}])";
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, RequestErrors,
+    ::testing::Values(
+        ErrorCase{"malformed_json", Endpoint::kChat, "{\"messages\": [", 400, "", "could not parse the JSON body"},
+        ErrorCase{"empty_body", Endpoint::kCompletion, "", 400, "", "could not parse"},
+        ErrorCase{"non_object_body", Endpoint::kChat, "[1, 2]", 400, "", "must be a JSON object"},
+        ErrorCase{"too_deep", Endpoint::kChat, "{\"messages\": " + std::string(100000, '[') + std::string(100000, ']') + "}", 400, "", "nests deeper than 64"},
+        ErrorCase{"role_not_string", Endpoint::kChat, R"({"messages": [{"role": [1], "content": "x"}]})", 400, "messages[0].role", "expected a string"},
+        ErrorCase{"missing_messages", Endpoint::kChat, R"({"model": "tiny"})", 400, "messages", "Missing required parameter: 'messages'"},
+        ErrorCase{"messages_not_array", Endpoint::kChat, R"({"messages": "hi"})", 400, "messages", "expected an array"},
+        ErrorCase{"messages_empty", Endpoint::kChat, R"({"messages": []})", 400, "messages", "at least one message"},
+        ErrorCase{"message_not_object", Endpoint::kChat, R"({"messages": [3]})", 400, "messages[0]", "expected an object"},
+        ErrorCase{"message_without_role", Endpoint::kChat, R"({"messages": [{"content": "x"}]})", 400, "messages[0].role", "Missing"},
+        ErrorCase{"message_bad_role", Endpoint::kChat, R"({"messages": [{"role": "robot", "content": "x"}]})", 400, "messages[0].role", "robot"},
+        ErrorCase{"message_without_content", Endpoint::kChat, R"({"messages": [{"role": "user"}]})", 400, "messages[0].content", "Missing"},
+        ErrorCase{"message_content_number", Endpoint::kChat, R"({"messages": [{"role": "user", "content": 5}]})", 400, "messages[0].content", "expected a string or an array"},
+        ErrorCase{"message_image_part", Endpoint::kChat, R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})", 400, "messages", "Invalid 'messages'"},
+        ErrorCase{"template_raises", Endpoint::kChat, R"({"messages": [{"role": "user", "content": "RAISE"}]})", 400, "messages", "must alternate"},
+        ErrorCase{"unknown_model", Endpoint::kChat, R"({"model": "gpt-4", )" + kMessages + "}", 404, "model", "The model 'gpt-4' does not exist"},
+        ErrorCase{"model_not_string", Endpoint::kChat, R"({"model": 3, )" + kMessages + "}", 400, "model", "expected a string"},
+        ErrorCase{"max_tokens_zero", Endpoint::kChat, R"({"max_tokens": 0, )" + kMessages + "}", 400, "max_tokens", ">= 1"},
+        ErrorCase{"max_tokens_negative", Endpoint::kCompletion, R"({"prompt": "a", "max_tokens": -5})", 400, "max_tokens", ">= 1"},
+        ErrorCase{"max_completion_tokens_zero", Endpoint::kChat, R"({"max_completion_tokens": 0, )" + kMessages + "}", 400, "max_completion_tokens", ">= 1"},
+        ErrorCase{"max_tokens_string", Endpoint::kChat, R"({"max_tokens": "10", )" + kMessages + "}", 400, "max_tokens", "expected an integer, but got a string"},
+        ErrorCase{"max_tokens_fraction", Endpoint::kChat, R"({"max_tokens": 1.5, )" + kMessages + "}", 400, "max_tokens", "expected an integer"},
+        ErrorCase{"temperature_string", Endpoint::kChat, R"({"temperature": "hot", )" + kMessages + "}", 400, "temperature", "expected a number, but got a string"},
+        ErrorCase{"temperature_range", Endpoint::kChat, R"({"temperature": 3, )" + kMessages + "}", 400, "temperature", "not within"},
+        ErrorCase{"top_p_zero", Endpoint::kChat, R"({"top_p": 0, )" + kMessages + "}", 400, "top_p", "(0, 1]"},
+        ErrorCase{"top_k_negative", Endpoint::kChat, R"({"top_k": -3, )" + kMessages + "}", 400, "top_k", "-1"},
+        ErrorCase{"min_p_range", Endpoint::kCompletion, R"({"prompt": "a", "min_p": 1.5})", 400, "min_p", "not within"},
+        ErrorCase{"presence_penalty_range", Endpoint::kChat, R"({"presence_penalty": 2.5, )" + kMessages + "}", 400, "presence_penalty", "not within"},
+        ErrorCase{"frequency_penalty_type", Endpoint::kChat, R"({"frequency_penalty": true, )" + kMessages + "}", 400, "frequency_penalty", "got a boolean"},
+        ErrorCase{"n_zero", Endpoint::kChat, R"({"n": 0, )" + kMessages + "}", 400, "n", "between 1 and"},
+        ErrorCase{"n_too_many", Endpoint::kChat, R"({"n": 1000, )" + kMessages + "}", 400, "n", "between 1 and"},
+        ErrorCase{"stop_number", Endpoint::kChat, R"({"stop": 5, )" + kMessages + "}", 400, "stop", "a string or an array of strings"},
+        ErrorCase{"stop_list_of_numbers", Endpoint::kChat, R"({"stop": ["a", 1], )" + kMessages + "}", 400, "stop", "a string or an array"},
+        ErrorCase{"stream_string", Endpoint::kChat, R"({"stream": "yes", )" + kMessages + "}", 400, "stream", "expected a boolean"},
+        ErrorCase{"stream_options_without_stream", Endpoint::kChat, R"({"stream_options": {"include_usage": true}, )" + kMessages + "}", 400, "stream_options", "only allowed when 'stream'"},
+        ErrorCase{"top_logprobs_without_logprobs", Endpoint::kChat, R"({"top_logprobs": 2, )" + kMessages + "}", 400, "top_logprobs", "requires 'logprobs'"},
+        ErrorCase{"top_logprobs_range", Endpoint::kChat, R"({"logprobs": true, "top_logprobs": 21, )" + kMessages + "}", 400, "top_logprobs", "between 0 and 20"},
+        ErrorCase{"logprobs_not_bool", Endpoint::kChat, R"({"logprobs": 3, )" + kMessages + "}", 400, "logprobs", "expected a boolean"},
+        ErrorCase{"completion_logprobs_range", Endpoint::kCompletion, R"({"prompt": "a", "logprobs": 50})", 400, "logprobs", "between 0 and"},
+        ErrorCase{"seed_string", Endpoint::kChat, R"({"seed": "x", )" + kMessages + "}", 400, "seed", "expected an integer"},
+        ErrorCase{"repetition_penalty", Endpoint::kChat, R"({"repetition_penalty": 1.2, )" + kMessages + "}", 400, "repetition_penalty", "not supported"},
+        ErrorCase{"logit_bias", Endpoint::kChat, R"({"logit_bias": {"5": 10}, )" + kMessages + "}", 400, "logit_bias", "not supported"},
+        ErrorCase{"response_format_json", Endpoint::kChat, R"({"response_format": {"type": "json_object"}, )" + kMessages + "}", 400, "response_format", "not supported"},
+        ErrorCase{"missing_prompt", Endpoint::kCompletion, R"({"model": "tiny"})", 400, "prompt", "Missing required parameter: 'prompt'"},
+        ErrorCase{"prompt_number", Endpoint::kCompletion, R"({"prompt": 5})", 400, "prompt", "expected a string"},
+        ErrorCase{"prompt_empty_array", Endpoint::kCompletion, R"({"prompt": []})", 400, "prompt", "empty array"},
+        ErrorCase{"prompt_mixed", Endpoint::kCompletion, R"({"prompt": [[1, 2], "x", 3]})", 400, "prompt", "expected a string"},
+        ErrorCase{"prompt_token_out_of_vocab", Endpoint::kCompletion, R"({"prompt": [1, 5000]})", 400, "prompt", "outside the vocabulary [0, 1000)"},
+        ErrorCase{"prompt_negative_token", Endpoint::kCompletion, R"({"prompt": [1, -1]})", 400, "prompt", "out of range"},
+        ErrorCase{"prompt_empty_ids", Endpoint::kCompletion, R"({"prompt": [[]]})", 400, "prompt", "must not be empty"},
+        ErrorCase{"echo_with_logprobs", Endpoint::kCompletion, R"({"prompt": "a", "echo": true, "logprobs": 1})", 400, "echo", "not supported"},
+        ErrorCase{"suffix", Endpoint::kCompletion, R"({"prompt": "a", "suffix": "b"})", 400, "suffix", "not supported"},
+        ErrorCase{"batch_times_n", Endpoint::kCompletion, R"({"prompt": ["a", "b", "c"], "n": 50})", 400, "n", "exceeds the limit"},
+        ErrorCase{"native_no_prompt", Endpoint::kNative, R"({"sampling_params": {}})", 400, "text", "Exactly one of 'text' or 'input_ids'"},
+        ErrorCase{"native_both_prompts", Endpoint::kNative, R"({"text": "a", "input_ids": [1]})", 400, "input_ids", "Exactly one"},
+        ErrorCase{"native_unknown_field", Endpoint::kNative, R"({"text": "a", "sampling_param": {}})", 400, "sampling_param", "Unknown parameter"},
+        ErrorCase{"native_unknown_sampling_field", Endpoint::kNative, R"({"text": "a", "sampling_params": {"max_tokens": 3}})", 400, "sampling_params.max_tokens", "Unknown parameter"},
+        ErrorCase{"native_max_new_tokens_zero", Endpoint::kNative, R"({"text": "a", "sampling_params": {"max_new_tokens": 0}})", 400, "sampling_params.max_new_tokens", ">= 1"},
+        ErrorCase{"native_sampling_list_mismatch", Endpoint::kNative, R"({"text": ["a", "b"], "sampling_params": [{}]})", 400, "sampling_params", "1 entries for 2 prompts"},
+        ErrorCase{"native_input_ids_strings", Endpoint::kNative, R"({"input_ids": ["a"]})", 400, "input_ids", "expected an array of integers"},
+        ErrorCase{"native_regex", Endpoint::kNative, R"({"text": "a", "sampling_params": {"regex": "x"}})", 400, "sampling_params.regex", "not supported"}),
+    [](const ::testing::TestParamInfo<ErrorCase>& info) { return std::string(info.param.name); });
+
+TEST(RequestPreparation, ChatBuildsOneEngineRequestPerChoice) {
+  Fixture fixture;
+  PreparedGeneration prepared = prepare_chat(
+      R"({"model": "tiny", "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+          "n": 3, "temperature": 0.5, "top_p": 0.9, "top_k": 0, "min_p": 0.1, "seed": 7, "stop": "END", "max_completion_tokens": 9,
+          "presence_penalty": 0.5, "frequency_penalty": -0.5, "logprobs": true, "top_logprobs": 2, "stream": true,
+          "stream_options": {"include_usage": true}, "ignore_eos": true, "stop_token_ids": [3], "chat_template_kwargs": {"thinking": true}})",
+      fixture.context);
+  EXPECT_TRUE(prepared.stream);
+  ASSERT_EQ(prepared.choices.size(), 3u);
+  EXPECT_EQ(prepared.response_id.rfind("chatcmpl-", 0), 0u);
+  const std::string expected_prompt = "system: be brief\nuser: a\nb\n<think>\nassistant:";
+  for (size_t i = 0; i < 3; ++i) {
+    const JobChoice& choice = prepared.choices[i];
+    EXPECT_EQ(choice.index, static_cast<int64_t>(i));
+    EXPECT_EQ(choice.request.request_id, prepared.response_id + "-" + std::to_string(i));
+    EXPECT_EQ(choice.request.input_ids, FakeCodec().encode(expected_prompt, false));
+    const scheduler::SamplingParams& s = choice.request.sampling;
+    EXPECT_FLOAT_EQ(s.temperature, 0.5f);
+    EXPECT_FLOAT_EQ(s.top_p, 0.9f);
+    EXPECT_EQ(s.top_k, -1);
+    EXPECT_FLOAT_EQ(s.min_p, 0.1f);
+    EXPECT_EQ(s.seed.value(), 7u + i);  // distinct seeds per choice
+    EXPECT_EQ(s.stop, std::vector<std::string>{"END"});
+    EXPECT_EQ(s.max_new_tokens, 9);
+    EXPECT_FLOAT_EQ(s.presence_penalty, 0.5f);
+    EXPECT_FLOAT_EQ(s.frequency_penalty, -0.5f);
+    EXPECT_TRUE(s.logprobs);
+    EXPECT_EQ(s.top_logprobs, 2);
+    EXPECT_TRUE(s.ignore_eos);
+    EXPECT_EQ(s.stop_token_ids, std::vector<int32_t>{3});
+  }
+}
+
+TEST(RequestPreparation, ChatDefaultsMaxTokensToTheRestOfTheContext) {
+  Fixture fixture;
+  PreparedGeneration prepared = prepare_chat(R"({"messages": [{"role": "user", "content": "hi"}]})", fixture.context);
+  const int64_t prompt = static_cast<int64_t>(prepared.choices[0].request.input_ids.size());
+  EXPECT_EQ(prepared.choices[0].request.sampling.max_new_tokens, 100 - prompt);
+  EXPECT_FALSE(prepared.stream);
+}
+
+TEST(RequestPreparation, CompletionBatchIsPromptMajor) {
+  Fixture fixture;
+  PreparedGeneration prepared = prepare_completion(R"({"prompt": ["ab", [5, 6]], "n": 2, "stop": ["x", "", "y"]})", fixture.context);
+  ASSERT_EQ(prepared.choices.size(), 4u);
+  EXPECT_EQ(prepared.choices[0].prompt_index, 0);
+  EXPECT_EQ(prepared.choices[1].prompt_index, 0);
+  EXPECT_EQ(prepared.choices[2].prompt_index, 1);
+  EXPECT_EQ(prepared.choices[0].request.input_ids, (std::vector<int32_t>{FakeCodec::kBos, 'a', 'b'}));
+  EXPECT_EQ(prepared.choices[3].request.input_ids, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(prepared.choices[0].request.sampling.max_new_tokens, kDefaultCompletionMaxTokens);
+  EXPECT_EQ(prepared.choices[0].request.sampling.stop, (std::vector<std::string>{"x", "y"}));
+  EXPECT_FALSE(prepared.choices[0].request.sampling.seed.has_value());
+}
+
+TEST(RequestPreparation, NativeGenerateBatchAndSamplingLists) {
+  Fixture fixture;
+  PreparedGeneration prepared = prepare_native_generate(
+      R"({"input_ids": [[1, 2], [3]], "sampling_params": [{"max_new_tokens": 4, "temperature": 0}, {"n": 2, "sampling_seed": 5, "stop": "z"}],
+          "return_logprob": true, "top_logprobs_num": 3, "stream": true})",
+      fixture.context);
+  ASSERT_EQ(prepared.choices.size(), 3u);
+  EXPECT_TRUE(prepared.stream);
+  EXPECT_EQ(prepared.choices[0].request.sampling.max_new_tokens, 4);
+  EXPECT_FLOAT_EQ(prepared.choices[0].request.sampling.temperature, 0.0f);
+  EXPECT_EQ(prepared.choices[1].request.sampling.max_new_tokens, kDefaultNativeMaxNewTokens);
+  EXPECT_EQ(prepared.choices[1].request.sampling.seed.value(), 5u);
+  EXPECT_EQ(prepared.choices[2].request.sampling.seed.value(), 6u);
+  EXPECT_EQ(prepared.choices[2].prompt_index, 1);
+  EXPECT_TRUE(prepared.choices[2].request.sampling.logprobs);
+  EXPECT_EQ(prepared.choices[2].request.sampling.top_logprobs, 3);
+}
+
+TEST(RequestPreparation, TextPromptsAddSpecialTokensButChatDoesNot) {
+  Fixture fixture;
+  EXPECT_EQ(prepare_native_generate(R"({"text": "a"})", fixture.context).choices[0].request.input_ids,
+            (std::vector<int32_t>{FakeCodec::kBos, 'a'}));
+  EXPECT_EQ(prepare_chat(R"({"messages": [{"role": "user", "content": "a"}]})", fixture.context).choices[0].request.input_ids.front(), 'u');
+}
+
+TEST(RequestPreparation, IdsAreUnique) {
+  RequestIdGenerator ids;
+  std::set<std::string> seen;
+  for (int i = 0; i < 1000; ++i) EXPECT_TRUE(seen.insert(ids.next("x")).second);
+}
+
+}  // namespace
+}  // namespace fathom::server

@@ -1,0 +1,231 @@
+// Response and SSE building for the three API formats, usage accounting, error JSON, and metrics text.
+#include <gtest/gtest.h>
+
+#include "fake_codec.h"
+#include "server/api_error.h"
+#include "server/metrics.h"
+#include "server/native_generate.h"
+#include "server/openai_response.h"
+#include "server/sse.h"
+#include "test_http_client.h"
+
+namespace fathom::server {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using scheduler::FinishReason;
+
+OpenAiResponseContext context(bool include_usage = false) {
+  OpenAiResponseContext c;
+  c.id = "cmpl-1";
+  c.created_unix_s = 1700000000;
+  c.model = "tiny";
+  c.include_usage = include_usage;
+  c.codec = std::make_shared<fathom::testing::FakeCodec>();
+  return c;
+}
+
+ChoiceResult finished_choice(int64_t index, int64_t prompt_index, const std::string& text, FinishReason reason) {
+  ChoiceResult choice;
+  choice.index = index;
+  choice.prompt_index = prompt_index;
+  choice.request_id = "r-" + std::to_string(index);
+  choice.prompt_length = 10;
+  choice.text = text;
+  choice.token_ids = {11, 12};
+  choice.completion_tokens = 2;
+  choice.cached_prompt_tokens = 4;
+  choice.finished = true;
+  choice.finish_reason = reason;
+  return choice;
+}
+
+scheduler::GenerationEvent event_with(const std::string& text, std::vector<int32_t> ids, bool finished = false) {
+  scheduler::GenerationEvent event;
+  event.text_delta = text;
+  event.new_token_ids = std::move(ids);
+  event.finished = finished;
+  return event;
+}
+
+TEST(ResponseBuilding, UsageCountsEachPromptOnce) {
+  std::vector<ChoiceResult> choices = {finished_choice(0, 0, "a", FinishReason::kStop), finished_choice(1, 0, "b", FinishReason::kLength),
+                                       finished_choice(2, 1, "c", FinishReason::kStop)};
+  UsageCounts usage = count_usage(choices);
+  EXPECT_EQ(usage.prompt_tokens, 20);
+  EXPECT_EQ(usage.completion_tokens, 6);
+  EXPECT_EQ(usage.cached_tokens, 8);
+  Json json = usage_json(usage);
+  EXPECT_EQ(json["total_tokens"], 26);
+  EXPECT_EQ(json["prompt_tokens_details"]["cached_tokens"], 8);
+}
+
+TEST(ResponseBuilding, ChatFinalResponse) {
+  auto protocol = make_chat_protocol(context(), false);
+  std::vector<ChoiceResult> choices = {finished_choice(0, 0, "hello", FinishReason::kStop), finished_choice(1, 0, "bye", FinishReason::kLength)};
+  choices[0].matched_stop = "END";
+  Json response = protocol->final_response(choices);
+  EXPECT_EQ(response["object"], "chat.completion");
+  EXPECT_EQ(response["id"], "cmpl-1");
+  EXPECT_EQ(response["model"], "tiny");
+  ASSERT_EQ(response["choices"].size(), 2u);
+  EXPECT_EQ(response["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(response["choices"][0]["message"]["content"], "hello");
+  EXPECT_EQ(response["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(response["choices"][0]["matched_stop"], "END");
+  EXPECT_TRUE(response["choices"][0]["logprobs"].is_null());
+  EXPECT_EQ(response["choices"][1]["finish_reason"], "length");
+  EXPECT_EQ(response["usage"]["prompt_tokens"], 10);
+  EXPECT_EQ(response["usage"]["completion_tokens"], 4);
+}
+
+TEST(ResponseBuilding, ChatStreamChunksAndUsage) {
+  auto protocol = make_chat_protocol(context(/*include_usage=*/true), false);
+  std::vector<ChoiceResult> choices(1);
+  std::string out;
+  protocol->stream_opened(choices, out);
+  choices[0].text = "ab";
+  protocol->stream_delta(choices[0], event_with("ab", {11}), out);
+  choices[0].finished = true;
+  choices[0].finish_reason = FinishReason::kStop;
+  choices[0].prompt_length = 3;
+  choices[0].completion_tokens = 2;
+  protocol->stream_delta(choices[0], event_with("", {12}, true), out);
+  protocol->stream_closed(choices, out);
+  append_sse_done(out);
+  std::vector<nlohmann::json> events = fathom::testing::sse_events(out);
+  ASSERT_EQ(events.size(), 5u) << out;
+  EXPECT_EQ(events[0]["object"], "chat.completion.chunk");
+  EXPECT_EQ(events[0]["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_TRUE(events[0]["usage"].is_null());
+  EXPECT_EQ(events[1]["choices"][0]["delta"]["content"], "ab");
+  EXPECT_TRUE(events[1]["choices"][0]["finish_reason"].is_null());
+  EXPECT_EQ(events[2]["choices"][0]["finish_reason"], "stop");
+  EXPECT_TRUE(events[2]["choices"][0]["delta"].empty());
+  EXPECT_TRUE(events[3]["choices"].empty());
+  EXPECT_EQ(events[3]["usage"]["total_tokens"], 5);
+  EXPECT_EQ(events[4], "[DONE]");
+}
+
+TEST(ResponseBuilding, ChatLogprobs) {
+  auto protocol = make_chat_protocol(context(), true);
+  ChoiceResult choice = finished_choice(0, 0, "t11 ", FinishReason::kStop);
+  scheduler::TokenLogprob logprob;
+  logprob.token_id = 11;
+  logprob.logprob = -0.5f;
+  logprob.top = {{11, -0.5f}, {12, -1.5f}};
+  choice.logprobs = {logprob};
+  Json response = protocol->final_response({choice});
+  const Json& content = response["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 1u);
+  EXPECT_EQ(content[0]["token"], "t11 ");
+  EXPECT_DOUBLE_EQ(content[0]["logprob"].get<double>(), -0.5);
+  EXPECT_EQ(content[0]["bytes"], Json::array({'t', '1', '1', ' '}));
+  ASSERT_EQ(content[0]["top_logprobs"].size(), 2u);
+  EXPECT_EQ(content[0]["top_logprobs"][1]["token"], "t12 ");
+}
+
+TEST(ResponseBuilding, CompletionEchoLogprobsAndStream) {
+  auto protocol = make_completion_protocol(context(), {"PROMPT "}, true);
+  ChoiceResult choice = finished_choice(0, 0, "t11 t12 ", FinishReason::kLength);
+  scheduler::TokenLogprob a, b;
+  a.token_id = 11;
+  b.token_id = 12;
+  b.top = {{12, -0.1f}};
+  choice.logprobs = {a, b};
+  Json response = protocol->final_response({choice});
+  EXPECT_EQ(response["object"], "text_completion");
+  EXPECT_EQ(response["choices"][0]["text"], "PROMPT t11 t12 ");
+  const Json& logprobs = response["choices"][0]["logprobs"];
+  EXPECT_EQ(logprobs["tokens"], Json::array({"t11 ", "t12 "}));
+  EXPECT_EQ(logprobs["text_offset"], Json::array({7, 11}));
+  EXPECT_EQ(logprobs["top_logprobs"][1].size(), 1u);
+
+  std::string out;
+  std::vector<ChoiceResult> streaming(1);
+  protocol->stream_opened(streaming, out);
+  streaming[0].text = "t11 ";
+  protocol->stream_delta(streaming[0], event_with("t11 ", {11}), out);
+  std::vector<nlohmann::json> events = fathom::testing::sse_events(out);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0]["choices"][0]["text"], "PROMPT ");
+  EXPECT_EQ(events[1]["choices"][0]["text"], "t11 ");
+  EXPECT_FALSE(events[1].contains("usage"));
+}
+
+TEST(ResponseBuilding, NativeGenerateSingleAndList) {
+  auto codec = std::make_shared<fathom::testing::FakeCodec>();
+  ChoiceResult choice = finished_choice(0, 0, "xyz", FinishReason::kStop);
+  choice.matched_stop = "STOP";
+  Json single = make_native_generate_protocol(false, false, false, {""}, codec)->final_response({choice});
+  EXPECT_EQ(single["text"], "xyz");
+  EXPECT_EQ(single["output_ids"], Json::array({11, 12}));
+  EXPECT_EQ(single["meta_info"]["id"], "r-0");
+  EXPECT_EQ(single["meta_info"]["finish_reason"]["type"], "stop");
+  EXPECT_EQ(single["meta_info"]["finish_reason"]["matched"], "STOP");
+  EXPECT_EQ(single["meta_info"]["prompt_tokens"], 10);
+  EXPECT_EQ(single["meta_info"]["cached_tokens"], 4);
+  EXPECT_FALSE(single.contains("index"));
+
+  ChoiceResult second = finished_choice(1, 1, "w", FinishReason::kLength);
+  scheduler::TokenLogprob logprob;
+  logprob.token_id = 11;
+  logprob.logprob = -1.0f;
+  logprob.top = {{11, -1.0f}};
+  second.logprobs = {logprob, logprob};
+  Json list = make_native_generate_protocol(true, true, true, {"mine", ""}, codec)->final_response({choice, second});
+  ASSERT_TRUE(list.is_array());
+  EXPECT_EQ(list[0]["meta_info"]["id"], "mine");
+  EXPECT_EQ(list[1]["index"], 1);
+  EXPECT_EQ(list[1]["meta_info"]["finish_reason"]["type"], "length");
+  EXPECT_EQ(list[1]["meta_info"]["output_token_logprobs"][0], Json::array({-1.0, 11, "t11 "}));
+  EXPECT_EQ(list[1]["meta_info"]["output_top_logprobs"][0][0][1], 11);
+}
+
+TEST(ResponseBuilding, ErrorJsonShape) {
+  Json json = error_json(ApiError(404, "no such model", "model", "model_not_found"));
+  EXPECT_EQ(json.dump(), R"({"error":{"message":"no such model","type":"invalid_request_error","param":"model","code":"model_not_found"}})");
+  HttpResponse response = error_response(ApiError(500, std::string("bad \xff byte")));
+  EXPECT_EQ(response.status, 500);
+  EXPECT_NE(response.body.find("server_error"), std::string::npos);
+}
+
+TEST(Metrics, PrometheusText) {
+  ServerMetrics metrics;
+  metrics.record_request("/v1/completions");
+  metrics.record_response_status(200);
+  metrics.record_first_token(0.05);
+  metrics.record_inter_token(0.01, 3);
+  metrics.record_generated_tokens(ServerMetrics::Clock::now(), 4);
+  metrics.record_finished("stop", 10, 5, 0.3);
+  scheduler::EngineStats stats;
+  stats.waiting_requests = 2;
+  stats.running_requests = 3;
+  stats.kv_total_tokens = 100;
+  stats.kv_used_tokens = 25;
+  stats.prompt_tokens_total = 10;
+  stats.cached_prompt_tokens_total = 5;
+  std::string text = metrics.render(stats, ConnectionGauges{7, 1}, ServerMetrics::Clock::now());
+  for (const char* line : {"fathom:num_queue_reqs 2\n", "fathom:num_running_reqs 3\n", "fathom:token_usage 0.25\n",
+                           "fathom:cache_hit_rate 0.5\n", "fathom:kv_used_tokens 25\n", "fathom:generation_tokens_total 4\n",
+                           "fathom:open_connections 7\n", "fathom:http_requests_total{endpoint=\"/v1/completions\"} 1\n",
+                           "fathom:http_responses_total{code=\"200\"} 1\n", "fathom:num_requests_total{finish_reason=\"stop\"} 1\n",
+                           "fathom:time_to_first_token_seconds_bucket{le=\"0.06\"} 1\n",
+                           "fathom:time_to_first_token_seconds_bucket{le=\"0.04\"} 0\n",
+                           "fathom:inter_token_latency_seconds_count 3\n", "fathom:e2e_request_latency_seconds_count 1\n",
+                           "# TYPE fathom:time_to_first_token_seconds histogram\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << "missing: " << line << "\n" << text;
+  }
+}
+
+TEST(Metrics, ThroughputWindowCountsWholeSeconds) {
+  ThroughputWindow window(10);
+  auto start = ThroughputWindow::Clock::now();
+  window.add(start, 100);
+  window.add(start + std::chrono::seconds(1), 100);
+  EXPECT_GT(window.tokens_per_s(start + std::chrono::seconds(2)), 0.0);
+  EXPECT_EQ(window.tokens_per_s(start + std::chrono::seconds(30)), 0.0);
+}
+
+}  // namespace
+}  // namespace fathom::server

@@ -1,0 +1,175 @@
+// `fathom serve` as a user runs it: flag errors, a taken port, token-id serving without a tokenizer, and
+// SIGTERM -> drained exit 0. (The openai-client end-to-end tests live in tests/e2e.)
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <regex>
+
+#include "test_http_client.h"
+#include "tiny_model.h"
+
+namespace fathom::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct RunResult {
+  int exit_code;
+  std::string output;
+};
+
+RunResult run(const std::string& arguments) {
+  FILE* pipe = popen((std::string(FATHOM_BINARY) + " " + arguments + " 2>&1").c_str(), "r");
+  std::string output;
+  std::array<char, 4096> buffer;
+  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+// A running `fathom serve` child with its combined output on a pipe.
+class ServeProcess {
+ public:
+  explicit ServeProcess(const std::vector<std::string>& arguments) {
+    int fds[2];
+    if (pipe(fds) != 0) throw std::runtime_error("pipe");
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fds[1], 1);
+      dup2(fds[1], 2);
+      close(fds[0]);
+      std::vector<char*> argv;
+      std::string binary = FATHOM_BINARY;
+      argv.push_back(binary.data());
+      std::vector<std::string> copies = arguments;
+      for (std::string& argument : copies) argv.push_back(argument.data());
+      argv.push_back(nullptr);
+      execv(binary.c_str(), argv.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    output_fd_ = fds[0];
+  }
+  ~ServeProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    close(output_fd_);
+  }
+  // Reads output until `pattern` matches; returns the first capture group.
+  std::string wait_for(const std::regex& pattern) {
+    const auto deadline = std::chrono::steady_clock::now() + 120s;
+    std::smatch match;
+    while (!std::regex_search(output_, match, pattern)) {
+      if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("timed out; output:\n" + output_);
+      char buffer[4096];
+      ssize_t n = read(output_fd_, buffer, sizeof(buffer));
+      if (n <= 0) throw std::runtime_error("fathom serve exited early; output:\n" + output_);
+      output_.append(buffer, static_cast<size_t>(n));
+    }
+    return match.size() > 1 ? match[1].str() : match[0].str();
+  }
+  int terminate_and_wait() {
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    char buffer[4096];
+    ssize_t n;
+    while ((n = read(output_fd_, buffer, sizeof(buffer))) > 0) output_.append(buffer, static_cast<size_t>(n));
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  const std::string& output() const { return output_; }
+
+ private:
+  pid_t pid_ = -1;
+  int output_fd_ = -1;
+  std::string output_;
+};
+
+class ServeCli : public ::testing::Test {
+ protected:
+  void SetUp() override { write_config(dir_.path(), tiny_config_json()); }
+  std::string model_flags() const { return "--model " + dir_.path() + " --load-format dummy --threads 1"; }
+  TempDir dir_{"serve"};
+};
+
+TEST_F(ServeCli, FlagErrors) {
+  RunResult unknown = run("serve " + model_flags() + " --no-such-flag");
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.output.find("unknown flag --no-such-flag"), std::string::npos) << unknown.output;
+  RunResult no_model = run("serve --port 0");
+  EXPECT_EQ(no_model.exit_code, 1);
+  EXPECT_NE(no_model.output.find("--model"), std::string::npos) << no_model.output;
+  RunResult bad_policy = run("serve " + model_flags() + " --skip-tokenizer-init --schedule-policy random");
+  EXPECT_EQ(bad_policy.exit_code, 1);
+  EXPECT_NE(bad_policy.output.find("random"), std::string::npos) << bad_policy.output;
+  RunResult no_tokenizer = run("serve " + model_flags());
+  EXPECT_EQ(no_tokenizer.exit_code, 1);
+  EXPECT_NE(no_tokenizer.output.find("no tokenizer.json"), std::string::npos) << no_tokenizer.output;
+}
+
+TEST_F(ServeCli, TakenPortIsReported) {
+  int blocker = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(blocker, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(listen(blocker, 1), 0);
+  socklen_t length = sizeof(address);
+  getsockname(blocker, reinterpret_cast<sockaddr*>(&address), &length);
+  const int port = ntohs(address.sin_port);
+  RunResult result = run("serve " + model_flags() + " --skip-tokenizer-init --port " + std::to_string(port));
+  close(blocker);
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.output.find("cannot listen on 127.0.0.1:" + std::to_string(port)), std::string::npos) << result.output;
+}
+
+TEST_F(ServeCli, ServesTokenIdsAndDrainsOnSigterm) {
+  ServeProcess serve({"serve", "--model", dir_.path(), "--load-format", "dummy", "--threads", "1", "--skip-tokenizer-init",
+                      "--port", "0", "--served-model-name", "tiny", "--max-total-tokens", "1024"});
+  const std::string url = serve.wait_for(std::regex("listening on (http://[0-9.:]+)"));
+  const int port = std::stoi(url.substr(url.rfind(':') + 1));
+
+  TestResponse generated = http_call(port, "POST", "/generate",
+                                     R"({"input_ids": [5, 6, 7], "sampling_params": {"max_new_tokens": 3, "ignore_eos": true}})");
+  ASSERT_EQ(generated.status, 200) << generated.body;
+  EXPECT_EQ(generated.json()["output_ids"].size(), 3u);
+  EXPECT_EQ(generated.json()["text"], "");  // no tokenizer, no text
+
+  TestResponse completion = http_call(port, "POST", "/v1/completions", R"({"model": "tiny", "prompt": [5, 6], "max_tokens": 2})");
+  EXPECT_EQ(completion.status, 200) << completion.body;
+  TestResponse text_prompt = http_call(port, "POST", "/v1/completions", R"({"prompt": "hello"})");
+  EXPECT_EQ(text_prompt.status, 400);
+  EXPECT_EQ(text_prompt.json()["error"]["code"], "tokenizer_unavailable");
+  TestResponse out_of_vocab = http_call(port, "POST", "/generate", R"({"input_ids": [5, 300]})");
+  EXPECT_EQ(out_of_vocab.status, 400);
+
+  std::string ids = "5";
+  for (int i = 0; i < 299; ++i) ids += ",5";
+  TestResponse over_context = http_call(port, "POST", "/generate", R"({"input_ids": [)" + ids + "]}");
+  EXPECT_EQ(over_context.status, 400) << over_context.body;
+  EXPECT_EQ(over_context.json()["error"]["code"], "engine_error");
+
+  TestConnection streaming(port);
+  streaming.send(build_request("POST", "/generate", R"({"input_ids": [5, 6], "sampling_params": {"max_new_tokens": 40, "ignore_eos": true}, "stream": true})"));
+  streaming.read_until("output_ids");
+  EXPECT_EQ(serve.terminate_and_wait(), 0) << serve.output();
+  TestResponse drained = streaming.read_response();
+  std::vector<nlohmann::json> events = sse_events(drained.body);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_EQ(events[events.size() - 2]["meta_info"]["completion_tokens"], 40);
+  EXPECT_NE(serve.output().find("SIGTERM received"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fathom::testing
