@@ -20,10 +20,12 @@ constexpr Command kCommands[] = {
     {"logits", fathom::app::run_logits, "write float32 logits (and MTP logits) of a token sequence to safetensors"},
     {"generate", fathom::app::run_generate, "greedy generation from token ids"},
     {"bench-one-batch", fathom::app::run_bench_one_batch, "prefill + decode latency of one static batch (SGLang layout)"},
+    {"eval", fathom::app::run_eval, "exact-match / log-likelihood accuracy on a JSON-lines prompts+answers file"},
     {"tokenize", fathom::app::run_tokenize, "JSON strings on stdin -> JSON arrays of token ids"},
     {"detokenize", fathom::app::run_detokenize, "JSON arrays of token ids on stdin -> JSON strings"},
     {"chat-template", fathom::app::run_chat_template, "render a chat template for OpenAI-style messages"},
     {"serve", fathom::app::run_serve, "OpenAI-compatible / SGLang-style HTTP server (--model DIR --port N)"},
+    {"bench-serving", fathom::app::run_bench_serving, "online serving benchmark against a running server (SGLang bench_serving metrics)"},
 };
 
 void print_usage() {

@@ -1,0 +1,113 @@
+// `fathom eval` on a random-weight model with the real DeepSeek tokenizer: grading logic and log-likelihood values.
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "model/generation.h"
+#include "model/weight_loader.h"
+#include "tiny_model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace fathom {
+namespace {
+
+std::string run_command(const std::string& arguments, int* exit_code) {
+  FILE* pipe = popen((std::string(FATHOM_BINARY) + " " + arguments + " 2>&1").c_str(), "r");
+  std::string output;
+  std::array<char, 4096> buffer;
+  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return output;
+}
+
+class Eval : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tokenizer_dir_ = std::string(FATHOM_SHARED_DATA_DIR) + "/deepseek-v3";
+    if (!std::ifstream(tokenizer_dir_ + "/tokenizer.json").good()) GTEST_SKIP() << "DeepSeek tokenizer not found";
+    nlohmann::json config = fathom::testing::tiny_config_json();
+    config["vocab_size"] = 129280;
+    fathom::testing::write_config(dir_.path(), config);
+  }
+  std::string flags() const {
+    return "eval --model " + dir_.path() + " --load-format dummy --threads 2 --tokenizer " + tokenizer_dir_;
+  }
+  void write_data(const std::string& name, const std::vector<nlohmann::json>& records) const {
+    std::ofstream out(dir_.file(name));
+    for (const auto& record : records) out << record.dump() << "\n";
+  }
+  fathom::testing::TempDir dir_{"eval"};
+  std::string tokenizer_dir_;
+};
+
+TEST_F(Eval, ExactMatchGradesTheGreedyContinuation) {
+  write_data("probe.jsonl", {{{"prompt", "def fibonacci(n):"}, {"answer", "x"}}});
+  int code = 0;
+  std::string output = run_command(flags() + " --data " + dir_.file("probe.jsonl") + " --max-new-tokens 4 --output-file " +
+                                       dir_.file("probe.json"), &code);
+  ASSERT_EQ(code, 0) << output;
+  std::ifstream probe(dir_.file("probe.json"));
+  const std::string generated = nlohmann::json::parse(probe)["items"][0]["generated"].get<std::string>();
+  ASSERT_FALSE(generated.empty());
+  // The model's own continuation is right, a different string is wrong.
+  write_data("data.jsonl", {{{"prompt", "def fibonacci(n):"}, {"answer", generated}},
+                            {{"prompt", "def fibonacci(n):"}, {"answer", generated + "#not-this"}}});
+  output = run_command(flags() + " --data " + dir_.file("data.jsonl") + " --max-new-tokens 4", &code);
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_NE(output.find("accuracy: 0.5000 (1/2)"), std::string::npos) << output;
+}
+
+TEST_F(Eval, LogLikelihoodMatchesTheModelsLogits) {
+  write_data("ll.jsonl", {{{"prompt", "Hello"}, {"answer", " world"}},
+                          {{"prompt", "Hello"}, {"choices", {" world", " world"}}, {"answer_index", 0}}});
+  int code = 0;
+  const std::string output = run_command(flags() + " --metric log-likelihood --data " + dir_.file("ll.jsonl") +
+                                             " --output-file " + dir_.file("ll.json"), &code);
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_NE(output.find("accuracy: 1.0000 (1/1)"), std::string::npos) << output;  // ties pick the first choice
+  EXPECT_NE(output.find("perplexity"), std::string::npos) << output;
+  std::ifstream result_file(dir_.file("ll.json"));
+  const nlohmann::json result = nlohmann::json::parse(result_file);
+  const double reported = result["items"][0]["log_likelihood"].get<double>();
+  EXPECT_DOUBLE_EQ(result["items"][1]["choice_log_likelihoods"][0].get<double>(),
+                   result["items"][1]["choice_log_likelihoods"][1].get<double>());
+
+  // Recompute independently: log-softmax of the model's logits at the answer positions.
+  model::LoadOptions options;
+  options.model_dir = dir_.path();
+  options.format = model::LoadFormat::kDummy;
+  model::LoadedModel loaded = model::load_model(options);
+  model::DeepseekV3Model deepseek(loaded.config, loaded.weights);
+  tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(tokenizer_dir_);
+  std::vector<int32_t> ids = tok.encode("Hello", true);
+  const size_t prompt_size = ids.size();
+  const std::vector<int32_t> answer = tok.encode(" world", false);
+  ids.insert(ids.end(), answer.begin(), answer.end());
+  ThreadPool pool(2);
+  model::ExecutionContext context{&pool, kernels::NumericMode::kExact, nullptr};
+  const model::SequenceLogits logits = model::compute_sequence_logits(deepseek, ids, false, context);
+  double expected = 0.0;
+  for (size_t i = 0; i < answer.size(); ++i) {
+    const float* row = logits.logits.data() + (prompt_size - 1 + i) * 129280;
+    double sum = 0.0;
+    for (int v = 0; v < 129280; ++v) sum += std::exp(static_cast<double>(row[v]));
+    expected += row[answer[i]] - std::log(sum);
+  }
+  EXPECT_NEAR(reported, expected, 1e-3 * std::fabs(expected) + 1e-4);
+}
+
+TEST_F(Eval, BadDataGivesAClearError) {
+  write_data("bad.jsonl", {{{"question", "x"}}});
+  int code = 0;
+  const std::string output = run_command(flags() + " --data " + dir_.file("bad.jsonl"), &code);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(output.find("bad.jsonl:1: needs a string \"prompt\""), std::string::npos) << output;
+}
+
+}  // namespace
+}  // namespace fathom
