@@ -16,82 +16,13 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "fathom_process.h"
 #include "tiny_model.h"
 
 namespace fathom::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-struct RunResult {
-  int exit_code;
-  std::string output;
-};
-
-RunResult run(const std::string& arguments) {
-  FILE* pipe = popen((std::string(FATHOM_BINARY) + " " + arguments + " 2>&1").c_str(), "r");
-  std::string output;
-  std::array<char, 4096> buffer;
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
-
-// A `fathom serve` child with its combined output on a pipe.
-class ServeProcess {
- public:
-  explicit ServeProcess(const std::vector<std::string>& arguments) {
-    int fds[2];
-    if (pipe(fds) != 0) throw std::runtime_error("pipe");
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(fds[1], 1);
-      dup2(fds[1], 2);
-      close(fds[0]);
-      std::vector<char*> argv;
-      std::string binary = FATHOM_BINARY;
-      argv.push_back(binary.data());
-      std::vector<std::string> copies = arguments;
-      for (std::string& argument : copies) argv.push_back(argument.data());
-      argv.push_back(nullptr);
-      execv(binary.c_str(), argv.data());
-      _exit(127);
-    }
-    close(fds[1]);
-    output_fd_ = fds[0];
-  }
-  ~ServeProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    close(output_fd_);
-  }
-  std::string wait_for(const std::regex& pattern) {
-    const auto deadline = std::chrono::steady_clock::now() + 60s;
-    std::smatch match;
-    while (!std::regex_search(output_, match, pattern)) {
-      if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("timed out; output:\n" + output_);
-      char buffer[4096];
-      ssize_t n = read(output_fd_, buffer, sizeof(buffer));
-      if (n <= 0) throw std::runtime_error("fathom serve exited early; output:\n" + output_);
-      output_.append(buffer, static_cast<size_t>(n));
-    }
-    return match[1].str();
-  }
-  int terminate_and_wait() {
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int output_fd_ = -1;
-  std::string output_;
-};
 
 // GET /health over a raw socket; true on HTTP 200.
 bool healthy(int port) {

@@ -9,6 +9,7 @@
 
 #include "model/generation.h"
 #include "model/weight_loader.h"
+#include "fathom_process.h"
 #include "tiny_model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -16,13 +17,9 @@ namespace fathom {
 namespace {
 
 std::string run_command(const std::string& arguments, int* exit_code) {
-  FILE* pipe = popen((std::string(FATHOM_BINARY) + " " + arguments + " 2>&1").c_str(), "r");
-  std::string output;
-  std::array<char, 4096> buffer;
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return output;
+  testing::RunResult result = testing::run(arguments);
+  *exit_code = result.exit_code;
+  return result.output;
 }
 
 class Eval : public ::testing::Test {

@@ -7,25 +7,14 @@
 #include <gtest/gtest.h>
 
 #include "model/safetensors.h"
+#include "fathom_process.h"
 #include "tiny_model.h"
 
 namespace fathom {
 namespace {
 
-struct RunResult {
-  int exit_code;
-  std::string output;  // stdout and stderr
-};
-
-RunResult run(const std::string& arguments) {
-  const std::string command = std::string(FATHOM_BINARY) + " " + arguments + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string output;
-  std::array<char, 4096> buffer;
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
+using testing::RunResult;
+using testing::run;
 
 class Cli : public ::testing::Test {
  protected:
