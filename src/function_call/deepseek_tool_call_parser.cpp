@@ -1,0 +1,149 @@
+#include "function_call/deepseek_tool_call_parser.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/marker_search.h"
+#include "function_call/deepseek_markers.h"
+
+namespace fathom::function_call {
+
+namespace {
+
+bool all_space(std::string_view text) { return std::all_of(text.begin(), text.end(), is_ascii_space); }
+
+}  // namespace
+
+DeepSeekToolCallParser::DeepSeekToolCallParser(std::unique_ptr<const CallSyntax> syntax, ToolCallParserOptions options)
+    : syntax_(std::move(syntax)), options_(std::move(options)) {
+  FATHOM_CHECK(syntax_ != nullptr, "DeepSeekToolCallParser needs a call syntax");
+  argument_ends_ = syntax_->argument_terminators();
+  terminator_count_ = argument_ends_.size();
+  for (std::string_view marker : deepseek::all_markers()) argument_ends_.push_back(marker);
+}
+
+ToolCallChunk DeepSeekToolCallParser::push(std::string_view text) {
+  FATHOM_CHECK(!finished_, "tool-call parser: push() after finish()");
+  buffer_.append(text);
+  ToolCallChunk out;
+  run(false, out);
+  return out;
+}
+
+ToolCallChunk DeepSeekToolCallParser::finish() {
+  FATHOM_CHECK(!finished_, "tool-call parser: finish() called twice");
+  ToolCallChunk out;
+  run(true, out);
+  finished_ = true;
+  FATHOM_CHECK(buffer_.empty(), "tool-call parser: " << buffer_.size() << " bytes left undecided at the end of output");
+  return out;
+}
+
+void DeepSeekToolCallParser::run(bool at_end, ToolCallChunk& out) {
+  for (;;) {
+    bool progressed = false;
+    switch (state_) {
+      case State::kText: progressed = step_text(at_end, out); break;
+      case State::kHeader: progressed = step_header(at_end, out); break;
+      case State::kArguments: progressed = step_arguments(at_end, out); break;
+    }
+    if (!progressed) return;
+  }
+}
+
+bool DeepSeekToolCallParser::step_text(bool at_end, ToolCallChunk& out) {
+  if (buffer_.empty()) return false;
+  const std::optional<MarkerMatch> match = find_first_marker(buffer_, deepseek::all_markers(), !at_end);
+  const size_t text_end = match ? match->position : buffer_.size();
+  std::string_view text = std::string_view(buffer_).substr(0, text_end);
+  if (in_section_ && all_space(text)) {
+    if (!match) {
+      if (at_end) buffer_.clear();  // trailing whitespace of a calls section
+      return false;                 // otherwise wait: it is dropped if a marker follows
+    }
+    if (!match->complete) return false;
+    text = {};  // whitespace between markers
+  } else if (!text.empty()) {
+    in_section_ = false;  // content after the calls
+  }
+  size_t emit = text.size();
+  if (!match && !at_end) emit = utf8_complete_prefix_length(text);
+  out.normal_text.append(text.substr(0, emit));
+  if (!match || !match->complete) {
+    buffer_.erase(0, emit);
+    return false;
+  }
+  const std::string_view marker = deepseek::all_markers()[match->marker];
+  buffer_.erase(0, text_end + marker.size());
+  if (marker == deepseek::kCallsBegin) {
+    in_section_ = true;
+  } else if (marker == deepseek::kCallsEnd) {
+    in_section_ = false;
+  } else if (marker == deepseek::kCallBegin) {
+    in_section_ = true;
+    state_ = State::kHeader;
+  }  // any other marker outside a call is removed
+  return true;
+}
+
+bool DeepSeekToolCallParser::step_header(bool at_end, ToolCallChunk& out) {
+  const HeaderParse header = syntax_->parse_header(buffer_, at_end);
+  switch (header.status) {
+    case HeaderParse::Status::kNeedMore:
+      FATHOM_CHECK(!at_end, "tool-call parser: the call syntax asked for more text at the end of output");
+      return false;
+    case HeaderParse::Status::kComplete:
+      if (known(header.name)) {
+        ToolCallDelta delta;
+        delta.index = calls_++;
+        delta.name = header.name;
+        out.calls.push_back(std::move(delta));
+        buffer_.erase(0, header.length);
+        state_ = State::kArguments;
+        return true;
+      }
+      [[fallthrough]];  // an unknown tool: not a call
+    case HeaderParse::Status::kInvalid:
+      state_ = State::kText;  // the call-begin marker was stray; what followed it is rescanned as text
+      return true;
+  }
+  return false;
+}
+
+bool DeepSeekToolCallParser::step_arguments(bool at_end, ToolCallChunk& out) {
+  const std::optional<MarkerMatch> match = find_first_marker(buffer_, argument_ends_, !at_end);
+  if (!match) {
+    const size_t emit = at_end ? buffer_.size() : utf8_complete_prefix_length(buffer_);
+    emit_arguments(std::string_view(buffer_).substr(0, emit), out);
+    buffer_.erase(0, emit);
+    if (at_end) state_ = State::kText;  // the output stopped inside the arguments: the call ends here
+    return false;
+  }
+  emit_arguments(std::string_view(buffer_).substr(0, match->position), out);
+  if (!match->complete) {
+    buffer_.erase(0, match->position);
+    return false;
+  }
+  const bool consumed = match->marker < terminator_count_;
+  buffer_.erase(0, match->position + (consumed ? argument_ends_[match->marker].size() : 0));
+  state_ = State::kText;
+  in_section_ = true;
+  return true;
+}
+
+void DeepSeekToolCallParser::emit_arguments(std::string_view text, ToolCallChunk& out) const {
+  if (text.empty()) return;
+  const int32_t index = calls_ - 1;
+  if (!out.calls.empty() && out.calls.back().index == index) {
+    out.calls.back().arguments.append(text);
+  } else {
+    out.calls.push_back(ToolCallDelta{index, std::nullopt, std::string(text)});
+  }
+}
+
+bool DeepSeekToolCallParser::known(const std::string& name) const {
+  return options_.known_names.empty() ||
+         std::find(options_.known_names.begin(), options_.known_names.end(), name) != options_.known_names.end();
+}
+
+}  // namespace fathom::function_call
