@@ -12,6 +12,7 @@
 #include "app/commands.h"
 #include "app/model_options.h"
 #include "core/error.h"
+#include "executor/model_backend.h"
 #include "model/generation.h"
 
 namespace fathom::app {
@@ -29,37 +30,36 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 // Prefills `batch_size` random prompts together, then decodes greedily one token per sequence per step.
-RunResult run_once(model::DeepseekV3Model& deepseek, int64_t batch_size, int64_t input_len, int64_t output_len,
-                   uint64_t seed, const model::ExecutionContext& context, bool print_steps) {
-  const model::ModelConfig& config = deepseek.config();
+// Sequence b owns KV slots [b * (input_len + output_len), (b + 1) * (input_len + output_len)).
+RunResult run_once(executor::ModelBackend& backend, int64_t batch_size, int64_t input_len, int64_t output_len,
+                   uint64_t seed, bool print_steps) {
+  const model::ModelConfig& config = backend.config();
   const int64_t per_sequence = input_len + output_len;
-  kv_cache::LatentKvCache cache(deepseek.num_cache_layers(), batch_size * per_sequence, deepseek.cache_row_dim());
   std::vector<std::vector<int32_t>> slots(static_cast<size_t>(batch_size));
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(config.vocab_size - 1));
   model::ForwardBatch prefill;
+  prefill.attention_form = model::AttentionForm::kExpanded;
+  std::vector<int64_t> last_rows;
   for (int64_t b = 0; b < batch_size; ++b) {
     slots[b].resize(static_cast<size_t>(per_sequence));
     std::iota(slots[b].begin(), slots[b].end(), static_cast<int32_t>(b * per_sequence));
     std::vector<int32_t> prompt(static_cast<size_t>(input_len));
     for (int32_t& id : prompt) id = token(rng);
     prefill.add_sequence(prompt, 0, slots[b].data());
+    last_rows.push_back((b + 1) * input_len - 1);
   }
   RunResult result;
   const auto total_start = std::chrono::steady_clock::now();
   auto start = std::chrono::steady_clock::now();
-  std::vector<float> hidden = deepseek.forward(prefill, cache, context);
-  std::vector<float> last_rows(static_cast<size_t>(batch_size * config.hidden_size));
-  for (int64_t b = 0; b < batch_size; ++b) {
-    const int64_t row = (b + 1) * input_len - 1;
-    std::copy_n(hidden.begin() + row * config.hidden_size, config.hidden_size, last_rows.begin() + b * config.hidden_size);
-  }
-  std::vector<float> logits = deepseek.compute_logits(last_rows.data(), batch_size, context);
+  std::vector<float> logits = backend.forward(prefill, last_rows);  // [batch, V]
   result.prefill_s = seconds_since(start);
   if (print_steps) {
     std::printf("Prefill. latency: %.5f s, throughput: %10.2f token/s\n", result.prefill_s,
                 static_cast<double>(batch_size * input_len) / result.prefill_s);
   }
+  std::vector<int64_t> decode_rows(static_cast<size_t>(batch_size));
+  std::iota(decode_rows.begin(), decode_rows.end(), 0);
   for (int64_t step = 0; step + 1 < output_len; ++step) {
     start = std::chrono::steady_clock::now();
     model::ForwardBatch decode;
@@ -67,8 +67,7 @@ RunResult run_once(model::DeepseekV3Model& deepseek, int64_t batch_size, int64_t
       const int32_t next = model::argmax(logits.data() + b * config.vocab_size, config.vocab_size);
       decode.add_sequence({next}, input_len + step, slots[b].data());
     }
-    hidden = deepseek.forward(decode, cache, context);
-    logits = deepseek.compute_logits(hidden.data(), batch_size, context);
+    logits = backend.forward(decode, decode_rows);
     const double latency = seconds_since(start);
     result.decode_s.push_back(latency);
     if (print_steps && step < 5) {
@@ -95,33 +94,39 @@ int run_bench_one_batch(const Args& raw_args) {
   CliArgs args(raw_args, value_flags, {});
   ModelCliOptions options = parse_model_options(args);
   options.load.load_mtp = false;
-  const std::string device = args.get_or("--device", "cpu");
-  FATHOM_CHECK(device == "cpu", "--device " << device
-                                            << ": only the CPU backend runs whole models so far (CUDA kernels exist "
-                                               "and are benchmarked by bench/kernels; the model is not wired to them yet)");
+  const std::string device = executor::device_name(options.device);
   const std::vector<int64_t> batch_sizes = parse_int_list(args.get_or("--batch-size", "1"), "--batch-size");
   const int64_t input_len = args.get_int_or("--input-len", 1024);
   const int64_t output_len = args.get_int_or("--output-len", 16);
   FATHOM_CHECK(input_len > 0 && output_len > 0, "--input-len and --output-len must be positive");
   for (int64_t batch_size : batch_sizes) FATHOM_CHECK(batch_size > 0, "--batch-size values must be positive");
 
-  model::LoadedModel loaded = model::load_model(options.load);
-  FATHOM_CHECK(input_len + output_len <= loaded.config.max_position_embeddings,
+  const model::ModelConfig config = model::load_model_config(options.load.model_dir, options.load.override_config);
+  FATHOM_CHECK(input_len + output_len <= config.max_position_embeddings,
                "--input-len + --output-len (" << input_len + output_len << ") exceeds max_position_embeddings ("
-                                              << loaded.config.max_position_embeddings << ")");
-  model::DeepseekV3Model deepseek(loaded.config, loaded.weights);
-  ThreadPool pool(options.num_threads);
-  model::ExecutionContext context{&pool, options.mode, nullptr};
+                                              << config.max_position_embeddings << ")");
+  const int64_t max_batch = *std::max_element(batch_sizes.begin(), batch_sizes.end());
+  executor::BackendConfig backend_config;
+  backend_config.load = options.load;
+  backend_config.device = options.device;
+  backend_config.mode = options.mode;
+  backend_config.num_threads = options.num_threads;
+  backend_config.num_kv_slots = max_batch * (input_len + output_len);
+  backend_config.max_batch_tokens = max_batch * input_len;
+  backend_config.max_decode_batch = max_batch;
+  backend_config.max_context_tokens = input_len + output_len;
+  std::unique_ptr<executor::ModelBackend> backend = executor::make_model_backend(backend_config);
+  std::printf("%s\n", backend->describe().c_str());
   const uint64_t seed = static_cast<uint64_t>(args.get_int_or("--seed", 0));
 
   for (int64_t batch_size : batch_sizes) {
     std::printf("Warmup ...\n");
-    run_once(deepseek, batch_size, input_len, std::min<int64_t>(output_len, 4), seed, context, false);
+    run_once(*backend, batch_size, input_len, std::min<int64_t>(output_len, 4), seed, false);
     std::printf("Benchmark ...\n");
     TraceRecorder trace;
-    if (auto profile = args.get("--profile")) context.trace = &trace;
-    RunResult result = run_once(deepseek, batch_size, input_len, output_len, seed, context, true);
-    context.trace = nullptr;
+    if (args.get("--profile")) backend->set_trace(&trace);
+    RunResult result = run_once(*backend, batch_size, input_len, output_len, seed, true);
+    backend->set_trace(nullptr);
     const double median_decode = median(result.decode_s);
     if (!result.decode_s.empty()) {
       std::printf("Decode.  median latency: %.5f s, median throughput: %10.2f token/s\n", median_decode,

@@ -1,10 +1,14 @@
 // `fathom logits` and `fathom generate`: the stable command-line contract for checking the model from outside.
+#include <algorithm>
 #include <cstdio>
+#include <numeric>
 #include <string>
 
 #include "app/commands.h"
 #include "app/model_options.h"
+#include "app/text_prompt.h"
 #include "core/error.h"
+#include "executor/model_backend.h"
 #include "model/generation.h"
 #include "model/safetensors.h"
 
@@ -19,6 +23,41 @@ std::vector<int32_t> parse_ids(const CliArgs& args) {
     ids.push_back(static_cast<int32_t>(id));
   }
   return ids;
+}
+
+// A backend on the requested device sized for one sequence of `max_tokens` (prefill chunks of `chunk_size`).
+std::unique_ptr<executor::ModelBackend> single_sequence_backend(const ModelCliOptions& options, int64_t max_tokens) {
+  executor::BackendConfig config;
+  config.load = options.load;
+  config.device = options.device;
+  config.mode = options.mode;
+  config.num_threads = options.num_threads;
+  config.num_kv_slots = max_tokens;
+  config.max_batch_tokens = max_tokens;
+  config.max_decode_batch = 1;
+  config.max_context_tokens = max_tokens;
+  return executor::make_model_backend(config);
+}
+
+// Prefill of `ids` through `backend` in chunks (0 = one chunk) starting at slot 0; returns logits of `rows_wanted`
+// (all positions, or the last one only), [rows, V].
+std::vector<float> prefill_through_backend(executor::ModelBackend& backend, const std::vector<int32_t>& ids,
+                                           const std::vector<int32_t>& slots, int64_t chunk_size, bool all_rows) {
+  const int64_t count = static_cast<int64_t>(ids.size());
+  const int64_t step = chunk_size > 0 ? chunk_size : count;
+  std::vector<float> logits;
+  for (int64_t begin = 0; begin < count; begin += step) {
+    const int64_t end = std::min(count, begin + step);
+    model::ForwardBatch batch;
+    batch.attention_form = model::AttentionForm::kExpanded;
+    batch.add_sequence(std::vector<int32_t>(ids.begin() + begin, ids.begin() + end), begin, slots.data());
+    std::vector<int64_t> rows;
+    for (int64_t i = all_rows ? 0 : end - begin - 1; i < end - begin; ++i) rows.push_back(i);
+    if (!all_rows && end < count) rows.clear();
+    std::vector<float> chunk_logits = backend.forward(batch, rows);
+    logits.insert(logits.end(), chunk_logits.begin(), chunk_logits.end());
+  }
+  return logits;
 }
 
 Tensor float_tensor(const std::vector<float>& values, int64_t rows, int64_t cols) {
@@ -39,6 +78,18 @@ int run_logits(const Args& raw_args) {
   const std::vector<int32_t> ids = parse_ids(args);
   const std::string out_path = args.require("--out");
 
+  if (options.device == executor::Device::kCuda) {
+    FATHOM_CHECK(!with_mtp, "--mtp: the MTP module runs on the CPU backend only so far");
+    std::unique_ptr<executor::ModelBackend> backend = single_sequence_backend(options, static_cast<int64_t>(ids.size()));
+    std::vector<int32_t> slots(ids.size());
+    std::iota(slots.begin(), slots.end(), 0);
+    const std::vector<float> logits =
+        prefill_through_backend(*backend, ids, slots, args.get_int_or("--chunked-prefill-size", 0), true);
+    const int64_t count = static_cast<int64_t>(ids.size()), vocab = backend->config().vocab_size;
+    model::write_safetensors(out_path, {{"logits", float_tensor(logits, count, vocab)}},
+                             {{"mode", "w8a8"}, {"device", "cuda"}, {"num_tokens", std::to_string(count)}});
+    return 0;
+  }
   model::LoadedModel loaded = model::load_model(options.load);
   model::DeepseekV3Model deepseek(loaded.config, loaded.weights);
   ThreadPool pool(options.num_threads);
@@ -58,21 +109,47 @@ int run_logits(const Args& raw_args) {
 
 int run_generate(const Args& raw_args) {
   std::set<std::string> value_flags = model_value_flags();
-  value_flags.insert({"--ids", "--max-new-tokens", "--chunked-prefill-size"});
+  value_flags.insert({"--ids", "--prompt", "--tokenizer", "--max-new-tokens", "--chunked-prefill-size"});
   CliArgs args(raw_args, value_flags, {"--ignore-eos"});
   ModelCliOptions options = parse_model_options(args);
   options.load.load_mtp = false;
-  const std::vector<int32_t> ids = parse_ids(args);
+  const std::optional<TextPrompt> text_prompt = read_text_prompt(args, options.load.model_dir);
+  const std::vector<int32_t> ids = text_prompt ? text_prompt->ids : parse_ids(args);
 
-  model::LoadedModel loaded = model::load_model(options.load);
-  model::DeepseekV3Model deepseek(loaded.config, loaded.weights);
-  ThreadPool pool(options.num_threads);
-  model::ExecutionContext context{&pool, options.mode};
-  model::GreedyOptions greedy;
-  greedy.max_new_tokens = args.get_int_or("--max-new-tokens", 16);
-  greedy.ignore_eos = args.has("--ignore-eos");
-  greedy.prefill.chunk_size = args.get_int_or("--chunked-prefill-size", 0);
-  std::vector<int32_t> generated = model::greedy_generate(deepseek, ids, greedy, context);
+  const int64_t max_new_tokens = args.get_int_or("--max-new-tokens", text_prompt ? 64 : 16);
+  std::vector<int32_t> generated;
+  if (options.device == executor::Device::kCuda) {
+    const int64_t capacity = static_cast<int64_t>(ids.size()) + max_new_tokens;
+    std::unique_ptr<executor::ModelBackend> backend = single_sequence_backend(options, capacity);
+    const model::ModelConfig& config = backend->config();
+    std::vector<int32_t> slots(static_cast<size_t>(capacity));
+    std::iota(slots.begin(), slots.end(), 0);
+    std::vector<float> logits =
+        prefill_through_backend(*backend, ids, slots, args.get_int_or("--chunked-prefill-size", 0), false);
+    for (int64_t step = 0; step < max_new_tokens; ++step) {
+      const int32_t next = model::argmax(logits.data(), config.vocab_size);
+      generated.push_back(next);
+      const bool eos = std::find(config.eos_token_ids.begin(), config.eos_token_ids.end(), next) != config.eos_token_ids.end();
+      if ((eos && !args.has("--ignore-eos")) || step + 1 == max_new_tokens) break;
+      model::ForwardBatch decode;
+      decode.add_sequence({next}, static_cast<int64_t>(ids.size()) + step, slots.data());
+      logits = backend->forward(decode, {0});
+    }
+  } else {
+    model::LoadedModel loaded = model::load_model(options.load);
+    model::DeepseekV3Model deepseek(loaded.config, loaded.weights);
+    ThreadPool pool(options.num_threads);
+    model::ExecutionContext context{&pool, options.mode};
+    model::GreedyOptions greedy;
+    greedy.max_new_tokens = max_new_tokens;
+    greedy.ignore_eos = args.has("--ignore-eos");
+    greedy.prefill.chunk_size = args.get_int_or("--chunked-prefill-size", 0);
+    generated = model::greedy_generate(deepseek, ids, greedy, context);
+  }
+  if (text_prompt) {  // --prompt: the prompt and its continuation as text
+    std::printf("%s%s\n", text_prompt->text.c_str(), text_prompt->decode(generated).c_str());
+    return 0;
+  }
   std::string line;
   for (size_t i = 0; i < generated.size(); ++i) line += (i ? "," : "") + std::to_string(generated[i]);
   std::printf("%s\n", line.c_str());

@@ -94,8 +94,12 @@ int run_serve(const Args& raw_args) {
   engine_config.mode = model_options.mode;
   engine_config.num_threads = model_options.num_threads;
   engine_config.tokenizer_dir = skip_tokenizer ? "" : tokenizer_dir;
+  engine_config.device = model_options.device;
+  engine_config.mem_fraction_static = model_options.mem_fraction_static;
   if (args.has("--max-total-tokens")) {
     engine_config.max_total_tokens = args.get_int_or("--max-total-tokens", 0);
+  } else if (model_options.device == executor::Device::kCuda) {
+    engine_config.max_total_tokens = 0;  // the CUDA backend sizes the KV cache from --mem-fraction-static
   } else if (args.has("--mem-fraction-static")) {
     engine_config.max_total_tokens =
         kv_tokens_for_memory_fraction(args.get_double_or("--mem-fraction-static", 0.0), model_config, model_dir, dummy);

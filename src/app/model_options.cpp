@@ -6,7 +6,7 @@ namespace fathom::app {
 
 const std::set<std::string>& model_value_flags() {
   static const std::set<std::string> kFlags = {"--model", "--load-format", "--override-config", "--mode", "--threads",
-                                               "--seed"};
+                                               "--seed", "--device", "--mem-fraction-static"};
   return kFlags;
 }
 
@@ -19,6 +19,8 @@ ModelCliOptions parse_model_options(const CliArgs& args) {
   options.mode = kernels::parse_numeric_mode(args.get_or("--mode", "exact"));
   options.num_threads = static_cast<int>(args.get_int_or("--threads", 0));
   FATHOM_CHECK(options.num_threads >= 0, "--threads must be >= 0");
+  options.device = executor::parse_device(args.get_or("--device", "cpu"));
+  options.mem_fraction_static = args.get_double_or("--mem-fraction-static", options.mem_fraction_static);
   return options;
 }
 

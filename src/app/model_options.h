@@ -1,9 +1,11 @@
 #pragma once
-// Flags shared by every subcommand that loads a model (--model, --load-format, --override-config, --mode, --threads).
+// Flags shared by every subcommand that loads a model (--model, --load-format, --override-config, --mode, --threads,
+// --device, --mem-fraction-static).
 #include <set>
 #include <string>
 
 #include "core/cli_args.h"
+#include "executor/model_backend.h"
 #include "kernels/weight_matrix.h"
 #include "model/weight_loader.h"
 
@@ -15,6 +17,8 @@ struct ModelCliOptions {
   model::LoadOptions load;
   kernels::NumericMode mode = kernels::NumericMode::kExact;
   int num_threads = 0;  // 0 = all cores
+  executor::Device device = executor::Device::kCpu;  // --device cpu|cuda
+  double mem_fraction_static = 0.88;                 // --mem-fraction-static (CUDA)
 };
 
 ModelCliOptions parse_model_options(const CliArgs& args);

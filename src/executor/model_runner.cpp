@@ -6,23 +6,25 @@
 
 namespace fathom::executor {
 
-ModelRunner::ModelRunner(const ModelRunnerConfig& config) : loaded_(model::load_model(config.load)) {
-  FATHOM_CHECK(config.num_kv_slots > 0, "model runner: the KV cache needs a positive number of slots, got " << config.num_kv_slots);
-  model_ = std::make_unique<model::DeepseekV3Model>(loaded_.config, loaded_.weights);
-  cache_ = std::make_unique<kv_cache::LatentKvCache>(model_->num_cache_layers(), config.num_kv_slots, model_->cache_row_dim());
-  pool_ = std::make_unique<ThreadPool>(config.num_threads);
-  context_ = model::ExecutionContext{pool_.get(), config.mode};
+ModelRunner::ModelRunner(const ModelRunnerConfig& config) : ModelRunner(make_model_backend(config)) {}
+
+ModelRunner::ModelRunner(std::unique_ptr<ModelBackend> backend) : backend_(std::move(backend)) {
+  host_pool_ = backend_->host_pool();
+  if (!host_pool_) {
+    own_pool_ = std::make_unique<ThreadPool>(0);
+    host_pool_ = own_pool_.get();
+  }
 }
 
 std::vector<float> ModelRunner::forward(const std::vector<ForwardChunk>& chunks) {
-  const int64_t dim = loaded_.config.hidden_size;
-  // Last-token hidden rows of the chunks that need logits, in chunk order: [num_rows, H].
+  const int64_t vocab = vocab_size();
+  // Logit rows of the chunks that need them, in chunk order: [num_rows, V].
   std::vector<int64_t> row_of_chunk(chunks.size(), -1);
   int64_t num_rows = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {
     if (chunks[i].needs_logits) row_of_chunk[i] = num_rows++;
   }
-  std::vector<float> last_hidden(static_cast<size_t>(num_rows * dim));
+  std::vector<float> logits(static_cast<size_t>(num_rows * vocab));
   for (const bool decode_group : {true, false}) {
     model::ForwardBatch batch;
     batch.attention_form = decode_group ? model::AttentionForm::kAbsorbed : model::AttentionForm::kExpanded;
@@ -38,17 +40,20 @@ std::vector<float> ModelRunner::forward(const std::vector<ForwardChunk>& chunks)
       members.push_back(i);
     }
     if (members.empty()) continue;
-    std::vector<float> hidden = model_->forward(batch, *cache_, context_);  // [batch tokens, H]
+    std::vector<int64_t> logit_rows;  // token rows of this forward whose logits are returned
+    std::vector<int64_t> destination;
     for (size_t m = 0; m < members.size(); ++m) {
-      const int64_t row = row_of_chunk[members[m]];
-      if (row < 0) continue;
+      if (row_of_chunk[members[m]] < 0) continue;
       const model::SequenceChunk& sequence = batch.sequences[m];
-      const float* source = hidden.data() + (sequence.token_begin + sequence.num_tokens - 1) * dim;
-      std::copy(source, source + dim, last_hidden.data() + row * dim);
+      logit_rows.push_back(sequence.token_begin + sequence.num_tokens - 1);
+      destination.push_back(row_of_chunk[members[m]]);
+    }
+    std::vector<float> group_logits = backend_->forward(batch, logit_rows);  // [logit_rows, V]
+    for (size_t r = 0; r < destination.size(); ++r) {
+      std::copy_n(group_logits.begin() + static_cast<int64_t>(r) * vocab, vocab, logits.begin() + destination[r] * vocab);
     }
   }
-  if (num_rows == 0) return {};
-  return model_->compute_logits(last_hidden.data(), num_rows, context_);  // [num_rows, V]
+  return logits;
 }
 
 }  // namespace fathom::executor

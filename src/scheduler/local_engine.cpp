@@ -1,6 +1,7 @@
 #include "scheduler/local_engine.h"
 
 #include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <deque>
 #include <future>
@@ -80,14 +81,22 @@ class LocalEngine final : public Engine {
 
 LocalEngine::LocalEngine(const EngineConfig& config) {
   FATHOM_CHECK(config.page_size >= 1, "engine: page_size must be >= 1, got " << config.page_size);
-  FATHOM_CHECK(config.max_total_tokens >= config.page_size,
+  FATHOM_CHECK(config.max_total_tokens >= config.page_size || (config.max_total_tokens == 0 && config.device == executor::Device::kCuda),
                "engine: max_total_tokens " << config.max_total_tokens << " is below one page of " << config.page_size);
   executor::ModelRunnerConfig runner_config;
   runner_config.load = config.load;
+  runner_config.device = config.device;
   runner_config.mode = config.mode;
   runner_config.num_threads = config.num_threads;
   runner_config.num_kv_slots = config.max_total_tokens / config.page_size * config.page_size;
+  runner_config.mem_fraction_static = config.mem_fraction_static;
+  runner_config.max_decode_batch = config.max_running_requests;
+  // A step's forward holds at most one prefill budget plus every running request's decode token.
+  runner_config.max_batch_tokens = (config.chunked_prefill_size > 0 ? config.chunked_prefill_size : 32768) + config.max_running_requests;
   runner_ = std::make_unique<executor::ModelRunner>(runner_config);
+  const int64_t num_kv_slots = runner_->num_kv_slots() / config.page_size * config.page_size;
+  FATHOM_CHECK(num_kv_slots >= config.page_size, "engine: the KV cache holds " << runner_->num_kv_slots() << " tokens, less than a page");
+  std::fprintf(stderr, "fathom: %s\n", runner_->backend().describe().c_str());
   const model::ModelConfig& model_config = runner_->model_config();
   if (!config.tokenizer_dir.empty()) {
     tokenizer::Tokenizer loaded = tokenizer::Tokenizer::load(config.tokenizer_dir);
@@ -97,7 +106,7 @@ LocalEngine::LocalEngine(const EngineConfig& config) {
     tokenizer_ = std::move(loaded);
   }
   SchedulerConfig scheduler_config;
-  scheduler_config.max_total_tokens = runner_config.num_kv_slots;
+  scheduler_config.max_total_tokens = num_kv_slots;
   scheduler_config.page_size = config.page_size;
   scheduler_config.chunked_prefill_size = config.chunked_prefill_size;
   scheduler_config.max_running_requests = config.max_running_requests;

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "executor/model_backend.h"
 #include "kernels/weight_matrix.h"
 #include "model/weight_loader.h"
 #include "scheduler/engine.h"
@@ -16,9 +17,11 @@ struct EngineConfig {
   model::LoadOptions load;
   kernels::NumericMode mode = kernels::NumericMode::kExact;
   int num_threads = 0;                  // compute threads; 0 = all cores
+  executor::Device device = executor::Device::kCpu;
+  double mem_fraction_static = 0.88;    // CUDA: GPU memory share for weights + KV cache when max_total_tokens is 0
   std::string tokenizer_dir;            // empty: no text (text deltas stay empty; stop strings never match)
 
-  int64_t max_total_tokens = 8192;      // KV pool size in tokens
+  int64_t max_total_tokens = 8192;      // KV pool size in tokens; 0 (CUDA only): sized from mem_fraction_static
   int64_t page_size = 1;
   int64_t chunked_prefill_size = 2048;  // prefill tokens per step; <= 0: unlimited
   int64_t max_running_requests = 64;

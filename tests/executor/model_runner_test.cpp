@@ -6,6 +6,7 @@
 
 #include "../model/tiny_model.h"
 #include "core/error.h"
+#include "executor/cpu_model_backend.h"
 #include "executor/model_runner.h"
 #include "model/generation.h"
 
@@ -34,9 +35,10 @@ class ModelRunnerTest : public ::testing::Test {
     runner_ = std::make_unique<ModelRunner>(config);
   }
   std::vector<float> full_logits(const std::vector<int32_t>& ids) {
-    return model::compute_sequence_logits(runner_->model(), ids, false, runner_->context()).logits;
+    return model::compute_sequence_logits(cpu().model(), ids, false, cpu().context()).logits;
   }
   fathom::testing::TempDir dir_{"runner"};
+  CpuModelBackend& cpu() { return dynamic_cast<CpuModelBackend&>(runner_->backend()); }
   std::unique_ptr<ModelRunner> runner_;
 };
 
@@ -70,7 +72,7 @@ TEST_F(ModelRunnerTest, GreedyStepsMatchGreedyGenerate) {
   model::GreedyOptions options;
   options.max_new_tokens = 6;
   options.ignore_eos = true;
-  const std::vector<int32_t> expected = model::greedy_generate(runner_->model(), prompt, options, runner_->context());
+  const std::vector<int32_t> expected = model::greedy_generate(cpu().model(), prompt, options, cpu().context());
   std::vector<int32_t> slots(12);
   std::iota(slots.rbegin(), slots.rend(), 30);  // descending, scattered from the model's identity layout
   std::vector<int32_t> generated;

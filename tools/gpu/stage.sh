@@ -14,6 +14,10 @@ for target in $targets; do
 done
 cp build/fathom .carry/gpu/
 echo "$(git rev-parse HEAD)$(git diff --quiet HEAD -- src tests bench || echo -dirty)" > .carry/gpu/COMMIT
+# The official DeepSeek-V3 config (not committed; shared/ sits beside the checkout) for the model benchmarks.
+if [ -f ../shared/data/deepseek-v3/config.json ]; then
+  mkdir -p .carry/gpu/v3-config && cp ../shared/data/deepseek-v3/config.json .carry/gpu/v3-config/
+fi
 # The tokenizer links libonig dynamically; the GPU machine does not have it.
 cp -L /usr/lib/x86_64-linux-gnu/libonig.so.5 .carry/gpu/ 2>/dev/null || true
 du -sh .carry/gpu

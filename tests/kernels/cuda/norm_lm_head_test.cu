@@ -1,5 +1,6 @@
 // Final norm + lm_head on the GPU (rms_norm_bf16, then the cuBLASLt bf16 GEMM) vs a float64 CPU reference.
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -83,6 +84,24 @@ TEST(CudaLmHead, SmallAndOddShapes) {
   check_lm_head(17, 1001, 136, Bf16GemmOutput::kFloat32, 4);
   check_lm_head(64, 512, 256, Bf16GemmOutput::kBfloat16, 5);
   check_lm_head(1, 8, 8, Bf16GemmOutput::kFloat32, 6);
+}
+
+// fp32 operands with pure fp32 compute (the MoE router): close to the float64 product far beyond bf16 precision.
+TEST(CudaRouterGemm, Fp32OperandsKeepFp32Precision) {
+  FATHOM_REQUIRE_GPU();
+  uint32_t seed = 40;
+  for (auto [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 256, 7168}, {37, 256, 7168}, {300, 8, 160}}) {
+    SCOPED_TRACE(::testing::Message() << "m " << m << " n " << n << " k " << k);
+    std::mt19937 rng(seed++);
+    const std::vector<float> a = testing::random_normal(rng, static_cast<size_t>(m * k), 1.0f);
+    const std::vector<float> w = testing::random_normal(rng, static_cast<size_t>(n * k), 0.02f);
+    DeviceBuffer<float> d_a(a), d_w(w), d_out(static_cast<size_t>(m * n));
+    d_out.fill_bytes(0xff);
+    Bf16Gemm gemm(n, k, Bf16GemmOutput::kFloat32, size_t{32} << 20, Bf16GemmInput::kFloat32);
+    gemm.run(d_a.data(), m, d_w.data(), d_out.data(), nullptr);
+    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_LT(testing::relative_l2_error(d_out.download(), reference_gemm(a, w, m, n, k)), 1e-5);
+  }
 }
 
 }  // namespace

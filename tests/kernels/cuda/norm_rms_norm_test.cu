@@ -100,6 +100,16 @@ void check_add_rms_norm(int64_t rows, int64_t dim, uint32_t seed) {
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
   EXPECT_EQ(testing::bf16_to_float_vector(d_residual.download()), sum_bf16);  // exact: one fp32 add, one rounding
   EXPECT_LT(testing::relative_l2_error(testing::bf16_to_float_vector(d_out.download()), expected), 3e-3);
+
+  // With the unrounded fp32 copy (the MoE router's input): same bf16 output, fp32 output close to the fp32 reference.
+  d_residual.upload(testing::float_to_bf16_vector(residual));
+  DeviceBuffer<float> d_out_f32(static_cast<size_t>(rows * dim));
+  d_out_f32.fill_bytes(0xff);
+  const std::vector<__nv_bfloat16> bf16_before = d_out.download();
+  add_rms_norm_bf16(d_x.data(), d_residual.data(), rows, dim, d_weight.data(), kEps, d_out.data(), d_out_f32.data(), nullptr);
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_EQ(testing::bf16_to_float_vector(d_out.download()), testing::bf16_to_float_vector(bf16_before));
+  EXPECT_LT(testing::relative_l2_error(d_out_f32.download(), expected), 1e-5);
 }
 
 TEST(CudaRmsNorm, FusedResidualAddMatchesCpu) {

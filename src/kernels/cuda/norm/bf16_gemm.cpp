@@ -4,8 +4,8 @@ namespace fathom::kernels::cuda {
 
 // Row-major out[m, n] = a[m, k] . w[n, k]^T is column-major out^T[n, m] = op_T(w^T[k, n]) . a^T[k, m]:
 // cuBLASLt "A" = w viewed as a k x n column-major matrix (ld k, transposed), "B" = a as k x m (ld k), D = n x m (ld n).
-Bf16Gemm::Bf16Gemm(int64_t n, int64_t k, Bf16GemmOutput output, size_t workspace_bytes)
-    : n_(n), k_(k), output_(output), workspace_(workspace_bytes) {
+Bf16Gemm::Bf16Gemm(int64_t n, int64_t k, Bf16GemmOutput output, size_t workspace_bytes, Bf16GemmInput input)
+    : n_(n), k_(k), output_(output), input_(input), workspace_(workspace_bytes) {
   FATHOM_CHECK(n > 0 && k > 0, "bf16 gemm: n " << n << ", k " << k);
   FATHOM_CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
@@ -32,8 +32,9 @@ const Bf16Gemm::Plan& Bf16Gemm::plan_for(int64_t m) {
   const cublasOperation_t transpose = CUBLAS_OP_T, keep = CUBLAS_OP_N;
   FATHOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof(transpose)));
   FATHOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof(keep)));
-  FATHOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.w_layout, CUDA_R_16BF, k_, n_, k_));
-  FATHOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a_layout, CUDA_R_16BF, k_, m, k_));
+  const cudaDataType_t in_type = input_ == Bf16GemmInput::kFloat32 ? CUDA_R_32F : CUDA_R_16BF;
+  FATHOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.w_layout, in_type, k_, n_, k_));
+  FATHOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a_layout, in_type, k_, m, k_));
   FATHOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.out_layout, out_type, n_, m, n_));
 
   cublasLtMatmulPreference_t preference = nullptr;
@@ -60,6 +61,16 @@ const Bf16Gemm::Plan& Bf16Gemm::plan_for(int64_t m) {
 }
 
 void Bf16Gemm::run(const __nv_bfloat16* a, int64_t m, const __nv_bfloat16* w, void* out, cudaStream_t stream) {
+  FATHOM_CHECK(input_ == Bf16GemmInput::kBfloat16, "bf16 gemm: bf16 operands passed to an fp32-input GEMM");
+  run_any(a, m, w, out, stream);
+}
+
+void Bf16Gemm::run(const float* a, int64_t m, const float* w, void* out, cudaStream_t stream) {
+  FATHOM_CHECK(input_ == Bf16GemmInput::kFloat32, "bf16 gemm: fp32 operands passed to a bf16-input GEMM");
+  run_any(a, m, w, out, stream);
+}
+
+void Bf16Gemm::run_any(const void* a, int64_t m, const void* w, void* out, cudaStream_t stream) {
   const Plan& plan = plan_for(m);
   const float alpha = 1.0f, beta = 0.0f;
   FATHOM_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, w, plan.w_layout, a, plan.a_layout, &beta, out,

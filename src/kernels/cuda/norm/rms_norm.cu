@@ -33,7 +33,9 @@ __global__ void __launch_bounds__(kMaxThreads)
                     __nv_bfloat16* __restrict__ residual,                       // [rows, dim] (kAddResidual)
                     int64_t dim, const __nv_bfloat16* __restrict__ weight,      // [dim]
                     float eps, bool aligned,
-                    __nv_bfloat16* out, int64_t out_row_stride) {               // [rows, dim]
+                    __nv_bfloat16* out, int64_t out_row_stride,                 // [rows, dim]
+                    float* __restrict__ out_f32) {                              // [rows, dim] or null
+
   __shared__ float warp_partials[32];
   const int64_t row = blockIdx.x;
   const __nv_bfloat16* x_row = x + row * x_row_stride;
@@ -75,6 +77,9 @@ __global__ void __launch_bounds__(kMaxThreads)
 #pragma unroll
       for (int i = 0; i < 8; ++i) y[i] = g[i] * (values[j][i] * inv_rms);
       store_bf16x8_partial(out_row + column, count, aligned, y);
+      if (out_f32) {
+        for (int i = 0; i < count; ++i) out_f32[row * dim + column + i] = y[i];
+      }
     }
   }
 }
@@ -82,7 +87,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 template <bool kAddResidual>
 void launch_rms_norm(const __nv_bfloat16* x, int64_t x_row_stride, __nv_bfloat16* residual, int64_t rows, int64_t dim,
                      const __nv_bfloat16* weight, float eps, bool aligned, __nv_bfloat16* out, int64_t out_row_stride,
-                     cudaStream_t stream) {
+                     float* out_f32, cudaStream_t stream) {
   const int64_t vectors = (dim + kBf16PerVector - 1) / kBf16PerVector;
   auto threads_for = [&](int per_thread) {
     const int64_t threads = (vectors + per_thread - 1) / per_thread;
@@ -91,13 +96,13 @@ void launch_rms_norm(const __nv_bfloat16* x, int64_t x_row_stride, __nv_bfloat16
   if (vectors <= int64_t{kSmallMaxThreads} * kSmallVectors) {
     rms_norm_kernel<kSmallVectors, kSmallMaxThreads, kAddResidual>
         <<<static_cast<unsigned>(rows), threads_for(kSmallVectors), 0, stream>>>(
-            x, x_row_stride, residual, dim, weight, eps, aligned, out, out_row_stride);
+            x, x_row_stride, residual, dim, weight, eps, aligned, out, out_row_stride, out_f32);
   } else {
     FATHOM_CHECK(vectors <= int64_t{kLargeMaxThreads} * kLargeVectors,
                  "rms_norm: dim " << dim << " above " << kLargeMaxThreads * kLargeVectors * kBf16PerVector);
     rms_norm_kernel<kLargeVectors, kLargeMaxThreads, kAddResidual>
         <<<static_cast<unsigned>(rows), threads_for(kLargeVectors), 0, stream>>>(
-            x, x_row_stride, residual, dim, weight, eps, aligned, out, out_row_stride);
+            x, x_row_stride, residual, dim, weight, eps, aligned, out, out_row_stride, out_f32);
   }
   FATHOM_CUDA_CHECK_LAUNCH();
 }
@@ -119,16 +124,21 @@ void rms_norm_bf16(const __nv_bfloat16* x, int64_t x_row_stride, int64_t rows, i
   const bool aligned = dim % kBf16PerVector == 0 && x_row_stride % kBf16PerVector == 0 &&
                        out_row_stride % kBf16PerVector == 0 && is_aligned_16(x) && is_aligned_16(out) &&
                        is_aligned_16(weight);
-  launch_rms_norm<false>(x, x_row_stride, nullptr, rows, dim, weight, eps, aligned, out, out_row_stride, stream);
+  launch_rms_norm<false>(x, x_row_stride, nullptr, rows, dim, weight, eps, aligned, out, out_row_stride, nullptr, stream);
 }
 
 void add_rms_norm_bf16(const __nv_bfloat16* x, __nv_bfloat16* residual, int64_t rows, int64_t dim,
                        const __nv_bfloat16* weight, float eps, __nv_bfloat16* out, cudaStream_t stream) {
+  add_rms_norm_bf16(x, residual, rows, dim, weight, eps, out, nullptr, stream);
+}
+
+void add_rms_norm_bf16(const __nv_bfloat16* x, __nv_bfloat16* residual, int64_t rows, int64_t dim,
+                       const __nv_bfloat16* weight, float eps, __nv_bfloat16* out, float* out_f32, cudaStream_t stream) {
   validate(rows, dim);
   if (rows == 0) return;
   const bool aligned = dim % kBf16PerVector == 0 && is_aligned_16(x) && is_aligned_16(residual) &&
                        is_aligned_16(out) && is_aligned_16(weight);
-  launch_rms_norm<true>(x, dim, residual, rows, dim, weight, eps, aligned, out, dim, stream);
+  launch_rms_norm<true>(x, dim, residual, rows, dim, weight, eps, aligned, out, dim, out_f32, stream);
 }
 
 }  // namespace fathom::kernels::cuda

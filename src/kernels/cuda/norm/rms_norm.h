@@ -21,5 +21,9 @@ void rms_norm_bf16(const __nv_bfloat16* x, int64_t x_row_stride, int64_t rows, i
 // x, residual, out: [rows, dim] bf16 (device); out must not alias x or residual.
 void add_rms_norm_bf16(const __nv_bfloat16* x, __nv_bfloat16* residual, int64_t rows, int64_t dim,
                        const __nv_bfloat16* weight, float eps, __nv_bfloat16* out, cudaStream_t stream);
+// Same, also writing the normalised rows unrounded to out_f32 [rows, dim] fp32 (nullable): the MoE router reads
+// them, since bf16 rounding of its input flips near-tied expert choices (measured on the fixtures).
+void add_rms_norm_bf16(const __nv_bfloat16* x, __nv_bfloat16* residual, int64_t rows, int64_t dim,
+                       const __nv_bfloat16* weight, float eps, __nv_bfloat16* out, float* out_f32, cudaStream_t stream);
 
 }  // namespace fathom::kernels::cuda

@@ -70,15 +70,17 @@ __device__ __forceinline__ void stage_activation_block(const uint8_t* __restrict
 // partial: [splits, tokens, rows] fp32 when splits > 1 (reduced later in split order), else out: [tokens, rows].
 // No register cap beyond the block size: capping one token tile at 64 registers (4 CTAs/SM) measured slower
 // (spills) than its natural ~74 (3 CTAs/SM).
+// The body of one CTA, shared by the plain kernel and the grouped (per-expert) kernel: row block `row_block`,
+// K blocks [split * k_blocks_per_split, ...). Ends with every thread past a barrier, so it may be called again.
 template <int kTokenTiles, int kKbPerStep, typename Output>
-__global__ void __launch_bounds__(kSmallMWarpsPerBlock * 32)
-fp8_gemm_small_m_kernel(const uint8_t* __restrict__ x,          // [tokens, cols] e4m3
-                        const float* __restrict__ x_scales,     // [tokens, k_blocks]
-                        const uint8_t* __restrict__ w,          // [rows, cols] e4m3
-                        const float* __restrict__ w_scales,     // [ceil(rows/128), k_blocks]
-                        int tokens, int64_t rows, int64_t cols, int k_blocks, int k_blocks_per_split,
-                        Output* __restrict__ out,               // [tokens, rows]
-                        float* __restrict__ partial) {          // [splits, tokens, rows]
+__device__ __forceinline__ void fp8_gemm_small_m_block(
+    const uint8_t* __restrict__ x,          // [tokens, cols] e4m3
+    const float* __restrict__ x_scales,     // [tokens, k_blocks]
+    const uint8_t* __restrict__ w,          // [rows, cols] e4m3
+    const float* __restrict__ w_scales,     // [ceil(rows/128), k_blocks]
+    int tokens, int64_t rows, int64_t cols, int k_blocks, int k_blocks_per_split, int row_block, int split,
+    Output* __restrict__ out,               // [tokens, rows]
+    float* __restrict__ partial) {          // [splits, tokens, rows]
   constexpr int kTokens = kTokenTiles * 8;
   __shared__ alignas(16) uint8_t x_tile[2][kKbPerStep][kTokens][kSmallMXRowBytes];  // [buffer, kb, token, bytes]
   __shared__ float x_scale_tile[2][kKbPerStep][kTokens];                             // [buffer, kb, token]
@@ -86,9 +88,8 @@ fp8_gemm_small_m_kernel(const uint8_t* __restrict__ x,          // [tokens, cols
   const int lane = threadIdx.x % 32;
   const int group = lane / 4;           // row within the 8-row half, token within the 8-token tile
   const int lane_in_group = lane % 4;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * (kSmallMWarpsPerBlock * kSmallMRowsPerWarp) +
+  const int64_t row0 = static_cast<int64_t>(row_block) * (kSmallMWarpsPerBlock * kSmallMRowsPerWarp) +
                        (threadIdx.x / 32) * kSmallMRowsPerWarp;
-  const int split = blockIdx.y;
   const int kb_begin = split * k_blocks_per_split;
   const int kb_end = min(k_blocks, kb_begin + k_blocks_per_split);
 
@@ -178,6 +179,44 @@ fp8_gemm_small_m_kernel(const uint8_t* __restrict__ x,          // [tokens, cols
         out[static_cast<int64_t>(token) * rows + row] = static_cast<Output>(acc[t][i]);
       }
     }
+  }
+}
+
+template <int kTokenTiles, int kKbPerStep, typename Output>
+__global__ void __launch_bounds__(kSmallMWarpsPerBlock * 32)
+fp8_gemm_small_m_kernel(const uint8_t* __restrict__ x, const float* __restrict__ x_scales,
+                        const uint8_t* __restrict__ w, const float* __restrict__ w_scales,
+                        int tokens, int64_t rows, int64_t cols, int k_blocks, int k_blocks_per_split,
+                        Output* __restrict__ out, float* __restrict__ partial) {
+  fp8_gemm_small_m_block<kTokenTiles, kKbPerStep, Output>(x, x_scales, w, w_scales, tokens, rows, cols, k_blocks,
+                                                          k_blocks_per_split, blockIdx.x, blockIdx.y, out, partial);
+}
+
+// Grouped form for MoE: blockIdx.z = expert e multiplies the permuted rows [offsets[e], offsets[e] + counts[e])
+// by its own weight (w + e * rows * cols), kTokenTiles * 8 rows at a time; experts with no rows exit at once,
+// so only the selected experts' weights are read. No split-K (the expert dimension fills the machine).
+template <int kTokenTiles, typename Output>
+__global__ void __launch_bounds__(kSmallMWarpsPerBlock * 32)
+fp8_gemm_grouped_small_m_kernel(const uint8_t* __restrict__ x,            // [max_rows, cols] e4m3, permuted
+                                const float* __restrict__ x_scales,       // [max_rows, k_blocks]
+                                const int32_t* __restrict__ expert_offsets,  // [E + 1]
+                                const int32_t* __restrict__ expert_counts,   // [E]
+                                const uint8_t* __restrict__ w,            // [E, rows, cols] e4m3
+                                const float* __restrict__ w_scales,       // [E, ceil(rows/128), k_blocks]
+                                int64_t rows, int64_t cols, int k_blocks,
+                                Output* __restrict__ out) {               // [max_rows, rows]
+  const int expert = blockIdx.z;
+  const int count = expert_counts[expert];
+  if (count <= 0) return;
+  const int64_t begin = expert_offsets[expert];
+  const uint8_t* w_expert = w + static_cast<int64_t>(expert) * rows * cols;
+  const float* w_scales_expert = w_scales + static_cast<int64_t>(expert) * ((rows + 127) / 128) * k_blocks;
+  constexpr int kTokens = kTokenTiles * 8;
+  for (int m0 = 0; m0 < count; m0 += kTokens) {
+    const int64_t first = begin + m0;
+    fp8_gemm_small_m_block<kTokenTiles, 1, Output>(x + first * cols, x_scales + first * k_blocks, w_expert,
+                                                   w_scales_expert, min(kTokens, count - m0), rows, cols, k_blocks,
+                                                   k_blocks, blockIdx.x, 0, out + first * rows, nullptr);
   }
 }
 

@@ -1,0 +1,51 @@
+// The CUDA backend (built only with the CUDA toolkit): the host keeps the checkpoint mapping for the load, the
+// forward runs on the GPU (model/cuda).
+#include <sstream>
+
+#include "core/error.h"
+#include "executor/model_backend.h"
+#include "model/cuda/cuda_model.h"
+
+namespace fathom::executor {
+
+namespace {
+
+class CudaModelBackend final : public ModelBackend {
+ public:
+  explicit CudaModelBackend(const BackendConfig& config) : loaded_(model::load_model(config.load)) {
+    model::cuda::CudaModelOptions options;
+    options.num_kv_slots = config.num_kv_slots;
+    options.mem_fraction_static = config.mem_fraction_static;
+    options.max_batch_tokens = config.max_batch_tokens;
+    options.max_decode_batch = config.max_decode_batch;
+    options.max_context_tokens = config.max_context_tokens;
+    model_ = std::make_unique<model::cuda::CudaDeepseekV3Model>(loaded_.config, loaded_.weights, options);
+  }
+
+  const model::ModelConfig& config() const override { return loaded_.config; }
+  Device device() const override { return Device::kCuda; }
+  int64_t num_kv_slots() const override { return model_->num_kv_slots(); }
+  std::vector<float> forward(const model::ForwardBatch& batch, const std::vector<int64_t>& logit_rows) override {
+    return model_->forward(batch, logit_rows);
+  }
+  void set_trace(TraceRecorder* trace) override { model_->set_trace(trace); }
+  std::string describe() const override {
+    const model::cuda::CudaModelStats& stats = model_->stats();
+    std::ostringstream out;
+    out << "device cuda, weights " << stats.weight_bytes / (1 << 20) << " MiB (uploaded in " << stats.upload_seconds
+        << " s), KV cache " << stats.num_kv_slots << " tokens (" << stats.kv_cache_bytes / (1 << 20) << " MiB)";
+    return out.str();
+  }
+
+ private:
+  model::LoadedModel loaded_;
+  std::unique_ptr<model::cuda::CudaDeepseekV3Model> model_;
+};
+
+}  // namespace
+
+std::unique_ptr<ModelBackend> make_cuda_model_backend(const BackendConfig& config) {
+  return std::make_unique<CudaModelBackend>(config);
+}
+
+}  // namespace fathom::executor

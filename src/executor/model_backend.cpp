@@ -1,0 +1,33 @@
+#include "executor/model_backend.h"
+
+#include "core/error.h"
+#include "executor/cpu_model_backend.h"
+
+namespace fathom::executor {
+
+#ifdef FATHOM_HAVE_CUDA
+std::unique_ptr<ModelBackend> make_cuda_model_backend(const BackendConfig& config);  // cuda_model_backend.cpp
+bool cuda_backend_built() { return true; }
+#else
+bool cuda_backend_built() { return false; }
+#endif
+
+Device parse_device(const std::string& name) {
+  if (name == "cpu") return Device::kCpu;
+  FATHOM_CHECK(name == "cuda", "--device " << name << ": expected cpu or cuda");
+  return Device::kCuda;
+}
+
+std::string device_name(Device device) { return device == Device::kCpu ? "cpu" : "cuda"; }
+
+std::unique_ptr<ModelBackend> make_model_backend(const BackendConfig& config) {
+#ifdef FATHOM_HAVE_CUDA
+  if (config.device == Device::kCuda) return make_cuda_model_backend(config);
+#else
+  FATHOM_CHECK(config.device == Device::kCpu,
+               "--device cuda: this fathom was built without the CUDA toolkit (rebuild with nvcc available)");
+#endif
+  return std::make_unique<CpuModelBackend>(config);
+}
+
+}  // namespace fathom::executor

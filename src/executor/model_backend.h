@@ -1,0 +1,57 @@
+#pragma once
+// The backend seam: one loaded model with its KV cache on a device (CPU or CUDA), running ForwardBatches.
+// The scheduler, executor and commands use only this interface, so the same code drives both devices.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "core/trace.h"
+#include "kernels/weight_matrix.h"
+#include "model/config.h"
+#include "model/forward_batch.h"
+#include "model/weight_loader.h"
+
+namespace fathom::executor {
+
+enum class Device { kCpu, kCuda };
+Device parse_device(const std::string& name);  // "cpu" | "cuda" (throws naming the value otherwise)
+std::string device_name(Device device);
+bool cuda_backend_built();  // false when fathom was built without the CUDA toolkit
+
+struct BackendConfig {
+  model::LoadOptions load;
+  Device device = Device::kCpu;
+  kernels::NumericMode mode = kernels::NumericMode::kExact;  // CPU only (the CUDA backend is always w8a8)
+  int num_threads = 0;                 // CPU: 0 = all cores
+  int64_t num_kv_slots = 0;            // KV capacity in tokens; CUDA: 0 = sized from mem_fraction_static
+  double mem_fraction_static = 0.9;    // CUDA: share of GPU memory for weights + workspaces + KV cache
+  int64_t max_batch_tokens = 8192;     // CUDA: most tokens of one forward
+  int64_t max_decode_batch = 256;      // CUDA: most sequences of one decode forward
+  int64_t max_context_tokens = 0;      // CUDA: longest sequence; 0 = max_position_embeddings
+};
+
+class ModelBackend {
+ public:
+  virtual ~ModelBackend() = default;
+  virtual const model::ModelConfig& config() const = 0;
+  virtual Device device() const = 0;
+  virtual int64_t num_kv_slots() const = 0;
+  // Runs the batch (writes its new tokens' KV at their slots) and returns fp32 logits [logit_rows.size(), V] of
+  // the listed token rows (indices into batch.token_ids). Called from one thread at a time; blocks until done.
+  virtual std::vector<float> forward(const model::ForwardBatch& batch, const std::vector<int64_t>& logit_rows) = 0;
+  // One line for the startup log: device, memory, KV capacity.
+  virtual std::string describe() const = 0;
+  // The CPU backend's worker pool (also used for sampling); null for the CUDA backend.
+  virtual ThreadPool* host_pool() { return nullptr; }
+  // Records per-layer / per-op spans of later forwards into `trace` (null: off). Host times on the CPU; the CUDA
+  // backend records GPU times from events.
+  virtual void set_trace(TraceRecorder* trace) = 0;
+};
+
+// Loads the model onto the configured device. Throws fathom::Error naming the problem (checkpoint, memory,
+// a CUDA request in a build without CUDA).
+std::unique_ptr<ModelBackend> make_model_backend(const BackendConfig& config);
+
+}  // namespace fathom::executor

@@ -1,0 +1,29 @@
+#pragma once
+// Grouped FP8 block-scaled GEMM for MoE: every routed expert multiplies its contiguous segment of the permuted
+// (expert-grouped, kernels/cuda/moe/moe_permutation.h) activation rows by its own weight. Only experts with rows
+// read their weights, so a decode step streams just the selected experts. Same numerics as Fp8Gemm's small-M path
+// (fp32 accumulation promoted per 128-wide K block), row by row: a row's result does not depend on its neighbours.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace fathom::kernels::cuda {
+
+struct Fp8GroupedGemmArgs {
+  const uint8_t* x_values = nullptr;        // [max_rows, cols] e4m3, rows in permuted order
+  const float* x_scales = nullptr;          // [max_rows, ceil(cols/128)] fp32, token-major
+  const int32_t* expert_offsets = nullptr;  // [E + 1] first row of each expert's segment (device)
+  const int32_t* expert_counts = nullptr;   // [E] rows of each expert (device)
+  const uint8_t* w_values = nullptr;        // [E, rows, cols] e4m3
+  const float* w_scales = nullptr;          // [E, ceil(rows/128), ceil(cols/128)] fp32
+  int32_t num_experts = 0;
+  int64_t rows = 0;                         // output features per expert
+  int64_t cols = 0;                         // input features, a multiple of 16
+  int32_t max_rows_per_expert = 0;          // host upper bound of any expert's count (picks the row tile)
+};
+
+// out: [max_rows, rows] bf16; rows of each expert's segment written, others untouched. No sync, no allocation.
+void fp8_grouped_gemm(const Fp8GroupedGemmArgs& args, __nv_bfloat16* out, cudaStream_t stream);
+
+}  // namespace fathom::kernels::cuda

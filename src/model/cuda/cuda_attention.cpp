@@ -1,0 +1,96 @@
+// MLA self-attention of one layer on the GPU: projections, latent KV write, absorbed decode or expanded prefill.
+#include "core/error.h"
+#include "kernels/cuda/mla/mla_absorb.h"
+#include "kernels/cuda/mla/mla_decode.h"
+#include "kernels/cuda/mla/mla_gather_latent.h"
+#include "kernels/cuda/mla/mla_kv_cache_write.h"
+#include "kernels/cuda/mla/mla_prefill.h"
+#include "kernels/cuda/norm/rms_norm.h"
+#include "kernels/cuda/rope/rope.h"
+#include "model/cuda/cuda_model_impl.h"
+
+namespace fathom::model::cuda {
+
+void CudaModelImpl::attention(int64_t layer, const BatchLayout& layout) {
+  const DeviceAttention& w = weights_.layers[static_cast<size_t>(layer)].attention;
+  const int64_t n = layout.num_tokens, hidden = config_.hidden_size, heads = config_.num_attention_heads;
+  const int64_t nope = config_.qk_nope_head_dim, rope = config_.qk_rope_head_dim, v_dim = config_.v_head_dim;
+  const int64_t lora = config_.kv_lora_rank, qk = nope + rope, latent_row = lora + rope;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  const float softmax_scale = static_cast<float>(config_.attention_softmax_scale());
+
+  const Quantized x = quantize(normed_.buffer.data(), n, hidden, input_q_);
+  bf16* q = q_.ensure(static_cast<size_t>(n * heads * qk), stream_);  // [n, heads, nope + rope]
+  if (w.q_a_proj) {
+    const int64_t q_lora = w.q_a_proj->rows;
+    bf16* q_compressed = q_a_.ensure(static_cast<size_t>(n * q_lora), stream_);  // [n, q_lora]
+    gemm(x, w.q_a_proj->view(), q_compressed);
+    kc::rms_norm_bf16(q_compressed, q_lora, n, q_lora, w.q_a_layernorm.data(), eps, q_compressed, q_lora, stream_);
+    linear(q_compressed, n, *w.q_b_proj, q, scratch_q_);
+  } else {
+    gemm(x, w.q_proj->view(), q);
+  }
+  bf16* kv_a = kv_a_.ensure(static_cast<size_t>(n * latent_row), stream_);  // [n, lora + rope] = [latent ; k_pe]
+  gemm(x, w.kv_a_proj_with_mqa.view(), kv_a);
+  kc::rms_norm_bf16(kv_a, latent_row, n, lora, w.kv_a_layernorm.data(), eps, kv_a, latent_row, stream_);
+  const kc::RopeTarget targets[2] = {{q + nope, heads, qk}, {kv_a + lora, 1, latent_row}};
+  kc::RopeParams rope_params{rope_inv_freq(), static_cast<int32_t>(rope), rope_.attention_factor, rope_.interleaved};
+  kc::apply_rope_bf16(targets, 2, n, positions_.buffer.data(), rope_params, stream_);
+  const kc::LatentCacheView cache = cache_view(layer);
+  kc::MlaKvCacheWriteArgs write{kv_a, latent_row, kv_a + lora, latent_row, slots_.buffer.data(), static_cast<int32_t>(n)};
+  kc::mla_write_kv_cache(write, cache, stream_);
+
+  bf16* attn = attn_.ensure(static_cast<size_t>(n * heads * v_dim), stream_);  // [n, heads, v]
+  if (layout.decode) {
+    const kc::MlaKvBWeights kv_b = kv_b_absorb_view(config_, w);
+    bf16* q_latent = q_latent_.ensure(static_cast<size_t>(n * heads * lora), stream_);      // [n, heads, lora]
+    bf16* out_latent = out_latent_.ensure(static_cast<size_t>(n * heads * lora), stream_);  // [n, heads, lora]
+    kc::mla_absorb_query(q, qk, static_cast<int32_t>(n), kv_b, q_latent, stream_);
+    kc::MlaDecodeArgs args;
+    args.q_latent = q_latent;
+    args.q_pe = q + nope;
+    args.q_pe_head_stride = qk;
+    args.cache = cache;
+    args.batch = {page_table_.buffer.data(), seq_lens_.buffer.data(), layout.num_sequences, layout.max_pages};
+    args.out_latent = out_latent;
+    args.num_heads = static_cast<int32_t>(heads);
+    args.softmax_scale = softmax_scale;
+    kc::mla_decode(args, layout.decode_plan, mla_workspace_.buffer.data(), mla_workspace_.buffer.bytes(), stream_);
+    kc::mla_project_values(out_latent, static_cast<int32_t>(n), kv_b, attn, stream_);
+  } else {
+    // Keys and values of every position (cached prefix + new) expanded through kv_b_proj.
+    const int64_t keys = layout.total_kv;
+    bf16* latents = latent_rows_.ensure(static_cast<size_t>(keys * lora), stream_);                      // [keys, lora]
+    kc::mla_gather_latent(cache, kv_slots_flat_.buffer.data(), keys, latents, stream_);
+    bf16* expanded = kv_expanded_.ensure(static_cast<size_t>(keys * heads * (nope + v_dim)), stream_);  // [keys, heads, nope + v]
+    linear(latents, keys, w.kv_b_proj, expanded, scratch_q_);
+    bf16* k_nope = k_nope_.ensure(static_cast<size_t>(keys * heads * nope), stream_);  // [keys, heads, nope]
+    bf16* values = values_.ensure(static_cast<size_t>(keys * heads * v_dim), stream_);  // [keys, heads, v]
+    const size_t pitch = static_cast<size_t>(nope + v_dim) * sizeof(bf16);
+    FATHOM_CUDA_CHECK(cudaMemcpy2DAsync(k_nope, nope * sizeof(bf16), expanded, pitch, nope * sizeof(bf16),
+                                        static_cast<size_t>(keys * heads), cudaMemcpyDeviceToDevice, stream_));
+    FATHOM_CUDA_CHECK(cudaMemcpy2DAsync(values, v_dim * sizeof(bf16), expanded + nope, pitch, v_dim * sizeof(bf16),
+                                        static_cast<size_t>(keys * heads), cudaMemcpyDeviceToDevice, stream_));
+    kc::MlaPrefillArgs args;
+    args.q = q;
+    args.q_head_stride = qk;
+    args.k_nope = k_nope;
+    args.v = values;
+    args.cache = cache;
+    args.page_table = page_table_.buffer.data();
+    args.max_pages_per_seq = layout.max_pages;
+    args.cu_q_lens = cu_q_lens_.buffer.data();
+    args.cu_kv_lens = cu_kv_lens_.buffer.data();
+    args.batch = layout.num_sequences;
+    args.max_q_len = layout.max_q_len;
+    args.out = attn;
+    args.num_heads = static_cast<int32_t>(heads);
+    args.nope_dim = static_cast<int32_t>(nope);
+    args.v_dim = static_cast<int32_t>(v_dim);
+    args.softmax_scale = softmax_scale;
+    kc::mla_prefill(args, stream_);
+  }
+  linear(attn, n, w.o_proj, delta_.buffer.data(), scratch_q_);
+}
+
+}  // namespace fathom::model::cuda

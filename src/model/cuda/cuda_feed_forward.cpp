@@ -1,0 +1,102 @@
+// The feed-forward half of a layer on the GPU: dense SwiGLU MLP, or DeepSeekMoE (routing, permutation, grouped
+// expert GEMMs, shared expert, weighted combine).
+#include "core/error.h"
+#include "kernels/cuda/fp8_gemm/fp8_grouped_gemm.h"
+#include "kernels/cuda/moe/moe_combine.h"
+#include "kernels/cuda/moe/moe_gather.h"
+#include "kernels/cuda/moe/swiglu.h"
+#include "model/cuda/cuda_model_impl.h"
+
+namespace fathom::model::cuda {
+
+void CudaModelImpl::feed_forward(int64_t layer, const BatchLayout& layout) {
+  const DeviceLayer& weights = weights_.layers[static_cast<size_t>(layer)];
+  const Quantized x = quantize(normed_.buffer.data(), layout.num_tokens, config_.hidden_size, input_q_);
+  if (weights.moe) moe(*weights.moe, x, delta_.buffer.data());
+  else mlp(*weights.dense_mlp, x, delta_.buffer.data());
+}
+
+void CudaModelImpl::mlp(const DeviceMlp& weights, const Quantized& x, bf16* out) {
+  const int64_t n = x.activations.tokens, padded = weights.padded_intermediate, groups = padded / 128;
+  bf16* gate_up = gate_up_.ensure(static_cast<size_t>(n * 2 * padded), stream_);  // [n, 2 * Ip]
+  gemm(x, weights.gate_up.view(), gate_up);
+  // silu(gate) * up, quantized per 128 columns into the layout the down GEMM's path reads.
+  Quantized act;
+  uint8_t* values = scratch_q_.values.ensure(static_cast<size_t>(n * padded), stream_);  // [n, Ip] e4m3
+  if (n <= kc::Fp8Gemm::kSmallMMaxTokens) {
+    float* scales = scratch_q_.scales.ensure(static_cast<size_t>(n * groups), stream_);  // [n, Ip / 128]
+    kc::swiglu_quant_fp8(gate_up, n, padded, nullptr, reinterpret_cast<__nv_fp8_e4m3*>(values), scales, groups, 1, stream_);
+    act.activations = {values, scales, n, padded};
+  } else {
+    float* block_major = scratch_q_.scales_block_major.ensure(static_cast<size_t>(n * groups), stream_);  // [Ip / 128, n]
+    kc::swiglu_quant_fp8(gate_up, n, padded, nullptr, reinterpret_cast<__nv_fp8_e4m3*>(values), block_major, 1, n, stream_);
+    act.activations = {values, nullptr, n, padded};
+    act.scales_block_major = block_major;
+  }
+  gemm(act, weights.down.view(), out);
+}
+
+void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out) {
+  const int64_t n = x.activations.tokens, hidden = config_.hidden_size;
+  const int32_t experts = routing_.num_experts, top_k = routing_.top_k;
+  const int64_t padded = weights.experts.padded_intermediate, hidden_groups = kc::ceil_div(hidden, 128);
+  // Routing: fp32 router logits [n, E] -> expert ids / weights [n, k].
+  float* router_logits = router_logits_.ensure(static_cast<size_t>(n * experts), stream_);
+  router_gemm_->run(normed_f32_.buffer.data(), n, weights.router.data(), router_logits, stream_);
+  int32_t* expert_ids = expert_ids_.ensure(static_cast<size_t>(n * top_k), stream_);
+  float* expert_weights = expert_weights_.ensure(static_cast<size_t>(n * top_k), stream_);
+  kc::moe_route(router_logits, n, weights.correction_bias.size() ? weights.correction_bias.data() : nullptr, routing_,
+                expert_ids, expert_weights, stream_);
+  // Rows grouped by expert.
+  const kc::MoePermutationShape shape{n, top_k, experts, 1};
+  const int64_t max_rows = kc::moe_max_permuted_rows(shape);
+  kc::MoePermutation permutation;
+  permutation.expert_offsets = expert_offsets_.ensure(static_cast<size_t>(experts + 1), stream_);
+  permutation.expert_counts = expert_counts_.ensure(static_cast<size_t>(experts), stream_);
+  permutation.row_token_slot = row_token_slot_.ensure(static_cast<size_t>(max_rows), stream_);
+  permutation.row_expert = row_expert_.ensure(static_cast<size_t>(max_rows), stream_);
+  permutation.token_slot_row = token_slot_row_.ensure(static_cast<size_t>(n * top_k), stream_);
+  const size_t permutation_bytes = kc::moe_permutation_workspace_bytes(shape);
+  uint8_t* permutation_workspace = permutation_workspace_.ensure(std::max<size_t>(permutation_bytes, 16), stream_);
+  kc::moe_build_permutation(expert_ids, shape, permutation_workspace, permutation_bytes, permutation, stream_);
+  uint8_t* permuted_values = permuted_values_.ensure(static_cast<size_t>(max_rows * hidden), stream_);   // [rows, H]
+  float* permuted_scales = permuted_scales_.ensure(static_cast<size_t>(max_rows * hidden_groups), stream_);  // [rows, H/128]
+  kc::moe_gather_rows(x.activations.values, n, top_k, hidden, permutation.token_slot_row, permuted_values, stream_);
+  kc::moe_gather_rows(x.activations.scales, n, top_k, hidden_groups * static_cast<int64_t>(sizeof(float)),
+                      permutation.token_slot_row, permuted_scales, stream_);
+  // Expert gate/up -> SwiGLU (quantized) -> expert down, each only over the selected experts' rows.
+  bf16* expert_gate_up = expert_gate_up_.ensure(static_cast<size_t>(max_rows * 2 * padded), stream_);  // [rows, 2 * Ip]
+  kc::Fp8GroupedGemmArgs gate_up_args;
+  gate_up_args.x_values = permuted_values;
+  gate_up_args.x_scales = permuted_scales;
+  gate_up_args.expert_offsets = permutation.expert_offsets;
+  gate_up_args.expert_counts = permutation.expert_counts;
+  gate_up_args.w_values = weights.experts.gate_up.values.data();
+  gate_up_args.w_scales = weights.experts.gate_up.scales.data();
+  gate_up_args.num_experts = experts;
+  gate_up_args.rows = 2 * padded;
+  gate_up_args.cols = hidden;
+  gate_up_args.max_rows_per_expert = static_cast<int32_t>(n);  // a token picks an expert at most once
+  kc::fp8_grouped_gemm(gate_up_args, expert_gate_up, stream_);
+  uint8_t* act_values = expert_act_values_.ensure(static_cast<size_t>(max_rows * padded), stream_);     // [rows, Ip]
+  float* act_scales = expert_act_scales_.ensure(static_cast<size_t>(max_rows * (padded / 128)), stream_);  // [rows, Ip/128]
+  kc::swiglu_quant_fp8(expert_gate_up, max_rows, padded, permutation.row_expert,
+                       reinterpret_cast<__nv_fp8_e4m3*>(act_values), act_scales, padded / 128, 1, stream_);
+  bf16* expert_out = expert_out_.ensure(static_cast<size_t>(max_rows * hidden), stream_);  // [rows, H]
+  kc::Fp8GroupedGemmArgs down_args = gate_up_args;
+  down_args.x_values = act_values;
+  down_args.x_scales = act_scales;
+  down_args.w_values = weights.experts.down.values.data();
+  down_args.w_scales = weights.experts.down.scales.data();
+  down_args.rows = hidden;
+  down_args.cols = padded;
+  kc::fp8_grouped_gemm(down_args, expert_out, stream_);
+  bf16* shared_out = nullptr;
+  if (weights.shared) {
+    shared_out = shared_out_.ensure(static_cast<size_t>(n * hidden), stream_);  // [n, H]
+    mlp(*weights.shared, x, shared_out);
+  }
+  kc::moe_combine(expert_out, expert_weights, permutation.token_slot_row, shared_out, n, top_k, hidden, out, stream_);
+}
+
+}  // namespace fathom::model::cuda

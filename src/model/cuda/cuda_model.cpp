@@ -1,0 +1,316 @@
+#include "model/cuda/cuda_model.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "kernels/cuda/embedding/embedding.h"
+#include "kernels/cuda/fp8_gemm/act_quant.h"
+#include "kernels/cuda/mla/mla_decode.h"
+#include "kernels/cuda/norm/rms_norm.h"
+#include "model/cuda/cuda_model_impl.h"
+#include "model/rotary_embedding.h"
+
+namespace fathom::model::cuda {
+
+namespace {
+
+// Device bytes of activations per token of a forward (upper estimate, for sizing the KV cache from the memory fraction).
+size_t activation_bytes_per_token(const ModelConfig& c) {
+  const size_t heads = static_cast<size_t>(c.num_attention_heads), hidden = static_cast<size_t>(c.hidden_size);
+  const size_t intermediate = static_cast<size_t>(std::max(c.intermediate_size, c.moe_intermediate_size * std::max<int64_t>(1, c.n_shared_experts)));
+  const size_t top_k = static_cast<size_t>(std::max<int64_t>(1, c.num_experts_per_tok));
+  const size_t moe_i = static_cast<size_t>(c.moe_intermediate_size) + 128;
+  size_t bytes = 5 * hidden * 2;                                                   // residual, normed, delta, out, shared
+  bytes += heads * static_cast<size_t>(c.qk_head_dim() + c.v_head_dim) * 2 * 2;    // q, attn (+ expanded k/v)
+  bytes += heads * static_cast<size_t>(c.qk_nope_head_dim + c.v_head_dim) * 2 * 2;
+  bytes += (2 * intermediate + 256) * 2 + hidden * 2;                               // gate_up, quantized inputs
+  bytes += top_k * (hidden * 3 + 2 * moe_i * 2 + moe_i + 64);                        // MoE permuted rows
+  return bytes;
+}
+
+}  // namespace
+
+CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weights, const CudaModelOptions& options)
+    : config_(config), options_(options), rope_(make_rope_frequencies(config)) {
+  FATHOM_CUDA_CHECK(cudaSetDevice(options.device));
+  cudaDeviceProp properties{};
+  FATHOM_CUDA_CHECK(cudaGetDeviceProperties(&properties, options.device));
+  FATHOM_CHECK(properties.major >= 9, "CUDA backend: device " << options.device << " (" << properties.name << ") is sm_"
+                                                              << properties.major << properties.minor
+                                                              << "; the kernels are built for Hopper (sm_90a)");
+  num_sms_ = properties.multiProcessorCount;
+  FATHOM_CHECK(options.max_batch_tokens > 0 && options.max_decode_batch > 0,
+               "CUDA backend: max_batch_tokens and max_decode_batch must be positive");
+  FATHOM_CHECK(config.kv_lora_rank <= kc::kMlaDecodeMaxKvLora && config.qk_rope_head_dim <= kc::kMlaDecodeMaxRope,
+               "CUDA backend: kv_lora_rank " << config.kv_lora_rank << " / qk_rope_head_dim " << config.qk_rope_head_dim
+                                             << " exceed the MLA kernels' limits (512 / 64)");
+  max_context_tokens_ = options.max_context_tokens > 0 ? options.max_context_tokens : config.max_position_embeddings;
+  FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+
+  const auto start = std::chrono::steady_clock::now();
+  weights_ = upload_model_weights(config, weights);
+  stats_.weight_bytes = weights_.total_bytes;
+  stats_.upload_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  fp8_gemm_ = std::make_unique<kc::Fp8Gemm>(num_sms_);
+  lm_head_gemm_ = std::make_unique<kc::Bf16Gemm>(config.vocab_size, config.hidden_size, kc::Bf16GemmOutput::kFloat32);
+  if (config.n_routed_experts > 0) {
+    router_gemm_ = std::make_unique<kc::Bf16Gemm>(config.n_routed_experts, config.hidden_size, kc::Bf16GemmOutput::kFloat32,
+                                                  size_t{32} << 20, kc::Bf16GemmInput::kFloat32);
+    routing_.num_experts = static_cast<int32_t>(config.n_routed_experts);
+    routing_.num_groups = static_cast<int32_t>(config.n_group);
+    routing_.top_groups = static_cast<int32_t>(config.topk_group);
+    routing_.top_k = static_cast<int32_t>(config.num_experts_per_tok);
+    routing_.normalize = config.norm_topk_prob;
+    routing_.routed_scaling_factor = static_cast<float>(config.routed_scaling_factor);
+    kc::validate_moe_routing_config(routing_);
+  }
+  embedding_error_ = kc::DeviceBuffer<int32_t>(1);
+  embedding_error_.fill_bytes(0);
+
+  const int64_t row_elems = config.kv_latent_dim();
+  const size_t slot_bytes = static_cast<size_t>(config.num_hidden_layers * row_elems) * sizeof(bf16);
+  const size_t workspace_estimate = activation_bytes_per_token(config) * static_cast<size_t>(options.max_batch_tokens) +
+                                    (size_t{1} << 30);  // + decode workspaces, cuBLASLt, fragmentation
+  stats_.workspace_bytes = workspace_estimate;
+  size_t free_bytes = 0, total_bytes = 0;
+  FATHOM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  if (options.num_kv_slots > 0) {
+    num_kv_slots_ = options.num_kv_slots;
+  } else {
+    const double budget = options.mem_fraction_static * static_cast<double>(total_bytes) -
+                          static_cast<double>(total_bytes - free_bytes) - static_cast<double>(workspace_estimate);
+    num_kv_slots_ = static_cast<int64_t>(std::max(0.0, budget) / static_cast<double>(slot_bytes));
+    FATHOM_CHECK(num_kv_slots_ > 0, "CUDA backend: --mem-fraction-static " << options.mem_fraction_static
+                                                                         << " leaves no memory for the KV cache (weights "
+                                                                         << weights_.total_bytes / (1 << 20) << " MiB, GPU "
+                                                                         << total_bytes / (1 << 20) << " MiB)");
+  }
+  FATHOM_CHECK(static_cast<size_t>(num_kv_slots_) * slot_bytes + workspace_estimate / 2 < free_bytes,
+               "CUDA backend: a KV cache of " << num_kv_slots_ << " tokens (" << num_kv_slots_ * slot_bytes / (1 << 20)
+                                              << " MiB) does not fit in the " << free_bytes / (1 << 20)
+                                              << " MiB left after the weights");
+  kv_cache_ = kc::DeviceBuffer<bf16>(static_cast<size_t>(num_kv_slots_ * config.num_hidden_layers * row_elems));
+  kv_cache_.fill_bytes(0);
+  stats_.kv_cache_bytes = kv_cache_.bytes();
+  stats_.num_kv_slots = num_kv_slots_;
+}
+
+CudaModelImpl::~CudaModelImpl() {
+  if (stream_) {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+  for (GpuSpan& span : spans_) {
+    cudaEventDestroy(span.begin);
+    cudaEventDestroy(span.end);
+  }
+  if (forward_begin_) cudaEventDestroy(forward_begin_);
+}
+
+size_t CudaModelImpl::begin_span(std::string name, int depth) {
+  if (!trace_) return 0;
+  GpuSpan span;
+  span.name = std::move(name);
+  span.depth = depth;
+  FATHOM_CUDA_CHECK(cudaEventCreate(&span.begin));
+  FATHOM_CUDA_CHECK(cudaEventCreate(&span.end));
+  FATHOM_CUDA_CHECK(cudaEventRecord(span.begin, stream_));
+  spans_.push_back(span);
+  return spans_.size() - 1;
+}
+
+void CudaModelImpl::end_span(size_t span) {
+  if (trace_) FATHOM_CUDA_CHECK(cudaEventRecord(spans_[span].end, stream_));
+}
+
+void CudaModelImpl::flush_spans(int64_t forward_start_us) {
+  for (GpuSpan& span : spans_) {
+    float begin_ms = 0, end_ms = 0;
+    FATHOM_CUDA_CHECK(cudaEventElapsedTime(&begin_ms, forward_begin_, span.begin));
+    FATHOM_CUDA_CHECK(cudaEventElapsedTime(&end_ms, forward_begin_, span.end));
+    trace_->record(span.name, span.depth == 0 ? "layer" : "op", forward_start_us + static_cast<int64_t>(begin_ms * 1000),
+                   forward_start_us + static_cast<int64_t>(end_ms * 1000), span.depth);
+    cudaEventDestroy(span.begin);
+    cudaEventDestroy(span.end);
+  }
+  spans_.clear();
+}
+
+kc::LatentCacheView CudaModelImpl::cache_view(int64_t layer) const {
+  const int64_t row_elems = config_.kv_latent_dim();
+  kc::LatentCacheView view;
+  view.pool = kv_cache_.data() + layer * num_kv_slots_ * row_elems;
+  view.num_pages = static_cast<int32_t>(num_kv_slots_);
+  view.page_size_tokens = 1;
+  view.kv_lora_dim = static_cast<int32_t>(config_.kv_lora_rank);
+  view.rope_dim = static_cast<int32_t>(config_.qk_rope_head_dim);
+  return view;
+}
+
+BatchLayout CudaModelImpl::upload_batch(const ForwardBatch& batch) {
+  BatchLayout layout;
+  layout.num_tokens = batch.num_tokens();
+  layout.num_sequences = static_cast<int32_t>(batch.sequences.size());
+  FATHOM_CHECK(layout.num_tokens > 0 && layout.num_tokens <= options_.max_batch_tokens,
+               "CUDA backend: a forward of " << layout.num_tokens << " tokens (the limit is " << options_.max_batch_tokens
+                                             << ", --max-batch-tokens)");
+  const bool pure_decode = batch.is_pure_decode();
+  layout.decode = batch.attention_form == AttentionForm::kAbsorbed ||
+                  (batch.attention_form == AttentionForm::kAuto && pure_decode);
+  FATHOM_CHECK(!layout.decode || pure_decode, "CUDA backend: absorbed attention needs one new token per sequence");
+  FATHOM_CHECK(!layout.decode || layout.num_sequences <= options_.max_decode_batch,
+               "CUDA backend: a decode batch of " << layout.num_sequences << " sequences (the limit is "
+                                                  << options_.max_decode_batch << ")");
+  for (size_t t = 0; t < batch.token_ids.size(); ++t) {
+    FATHOM_CHECK(batch.token_ids[t] >= 0 && batch.token_ids[t] < config_.vocab_size,
+                 "token id " << batch.token_ids[t] << " (at index " << t << ") is outside the vocabulary [0, "
+                             << config_.vocab_size << ")");
+  }
+  std::vector<int32_t> slots(static_cast<size_t>(layout.num_tokens));
+  std::vector<int32_t> seq_lens, cu_q{0}, cu_kv{0};
+  for (const SequenceChunk& chunk : batch.sequences) {
+    const int64_t kv_len = chunk.num_cached + chunk.num_tokens;
+    FATHOM_CHECK(kv_len <= max_context_tokens_, "CUDA backend: a sequence of " << kv_len << " tokens exceeds the context limit "
+                                                                               << max_context_tokens_);
+    for (int64_t p = 0; p < kv_len; ++p) {
+      FATHOM_CHECK(chunk.kv_slots[p] >= 0 && chunk.kv_slots[p] < num_kv_slots_,
+                   "CUDA backend: KV slot " << chunk.kv_slots[p] << " outside the cache of " << num_kv_slots_ << " slots");
+    }
+    for (int64_t i = 0; i < chunk.num_tokens; ++i) slots[chunk.token_begin + i] = chunk.kv_slots[chunk.num_cached + i];
+    layout.max_pages = std::max<int32_t>(layout.max_pages, static_cast<int32_t>(kv_len));
+    layout.max_q_len = std::max<int32_t>(layout.max_q_len, static_cast<int32_t>(chunk.num_tokens));
+    seq_lens.push_back(static_cast<int32_t>(kv_len));
+    cu_q.push_back(cu_q.back() + static_cast<int32_t>(chunk.num_tokens));
+    cu_kv.push_back(cu_kv.back() + static_cast<int32_t>(kv_len));
+  }
+  layout.total_kv = cu_kv.back();
+  std::vector<int32_t> page_table(static_cast<size_t>(layout.num_sequences) * layout.max_pages, 0);
+  std::vector<int32_t> kv_slots_flat;
+  kv_slots_flat.reserve(static_cast<size_t>(layout.total_kv));
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceChunk& chunk = batch.sequences[s];
+    const int64_t kv_len = chunk.num_cached + chunk.num_tokens;
+    std::copy(chunk.kv_slots, chunk.kv_slots + kv_len, page_table.begin() + static_cast<int64_t>(s) * layout.max_pages);
+    if (!layout.decode) kv_slots_flat.insert(kv_slots_flat.end(), chunk.kv_slots, chunk.kv_slots + kv_len);
+  }
+  auto upload = [&](GrowableBuffer<int32_t>& device, const std::vector<int32_t>& host) {
+    int32_t* target = device.ensure(std::max<size_t>(host.size(), 1), stream_);
+    FATHOM_CUDA_CHECK(cudaMemcpyAsync(target, host.data(), host.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  };
+  upload(token_ids_, batch.token_ids);
+  upload(positions_, batch.positions);
+  upload(slots_, slots);
+  upload(page_table_, page_table);
+  upload(seq_lens_, seq_lens);
+  upload(cu_q_lens_, cu_q);
+  upload(cu_kv_lens_, cu_kv);
+  if (!layout.decode) upload(kv_slots_flat_, kv_slots_flat);
+  if (layout.decode) {
+    layout.decode_plan = kc::mla_decode_plan(num_sms_, layout.num_sequences, static_cast<int32_t>(config_.num_attention_heads),
+                                             layout.max_pages);
+    mla_workspace_.ensure(std::max<size_t>(16, kc::mla_decode_workspace_bytes(layout.decode_plan, layout.num_sequences,
+                                                                              static_cast<int32_t>(config_.num_attention_heads),
+                                                                              static_cast<int32_t>(config_.kv_lora_rank))),
+                          stream_);
+  }
+  return layout;
+}
+
+CudaModelImpl::Quantized CudaModelImpl::quantize(const bf16* x, int64_t tokens, int64_t cols, QuantizedActivations& into) {
+  const int64_t groups = kc::ceil_div(cols, 128);
+  Quantized q;
+  uint8_t* values = into.values.ensure(static_cast<size_t>(tokens * cols), stream_);
+  float* scales = into.scales.ensure(static_cast<size_t>(tokens * groups), stream_);
+  float* block_major = nullptr;
+  if (tokens > kc::Fp8Gemm::kSmallMMaxTokens) block_major = into.scales_block_major.ensure(static_cast<size_t>(tokens * groups), stream_);
+  kc::quantize_activations_fp8(x, tokens, cols, values, scales, block_major, stream_);
+  q.activations = {values, scales, tokens, cols};
+  q.scales_block_major = block_major;
+  return q;
+}
+
+void CudaModelImpl::gemm(const Quantized& x, const kc::DeviceFp8Weight& w, bf16* out) {
+  kc::Fp8GemmWorkspace workspace;
+  if (x.activations.tokens <= kc::Fp8Gemm::kSmallMMaxTokens) {
+    const size_t bytes = fp8_gemm_->small_m_workspace_bytes(w.rows, w.cols);
+    if (bytes) workspace = {split_partials_.ensure(bytes / sizeof(float), stream_), bytes};
+  }
+  fp8_gemm_->run(x.activations, x.scales_block_major, w, out, workspace, stream_);
+}
+
+void CudaModelImpl::linear(const bf16* x, int64_t tokens, const DeviceLinear& w, bf16* out, QuantizedActivations& scratch) {
+  gemm(quantize(x, tokens, w.cols, scratch), w.view(), out);
+}
+
+std::vector<float> CudaModelImpl::forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows) {
+  const BatchLayout layout = upload_batch(batch);
+  const int64_t forward_start_us = trace_ ? trace_->now_us() : 0;
+  if (trace_) {
+    if (!forward_begin_) FATHOM_CUDA_CHECK(cudaEventCreate(&forward_begin_));
+    FATHOM_CUDA_CHECK(cudaEventRecord(forward_begin_, stream_));
+  }
+  const int64_t n = layout.num_tokens, hidden = config_.hidden_size, vocab = config_.vocab_size;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  for (int64_t row : logit_rows) FATHOM_CHECK(row >= 0 && row < n, "CUDA backend: logit row " << row << " of " << n << " tokens");
+  bf16* residual = residual_.ensure(static_cast<size_t>(n * hidden), stream_);
+  bf16* normed = normed_.ensure(static_cast<size_t>(n * hidden), stream_);
+  delta_.ensure(static_cast<size_t>(n * hidden), stream_);
+  const size_t embed_span = begin_span("embed_tokens", 0);
+  kc::embedding_gather_bf16(weights_.embed_tokens.data(), vocab, hidden, token_ids_.buffer.data(), n, residual,
+                            embedding_error_.data(), stream_);
+  kc::rms_norm_bf16(residual, hidden, n, hidden, weights_.layers.front().input_layernorm.data(), eps, normed, hidden, stream_);
+  end_span(embed_span);
+  for (int64_t layer = 0; layer < static_cast<int64_t>(weights_.layers.size()); ++layer) {
+    const DeviceLayer& weights = weights_.layers[static_cast<size_t>(layer)];
+    const size_t layer_span = begin_span("layer." + std::to_string(layer), 0);
+    const size_t attention_span = begin_span("self_attn", 1);
+    attention(layer, layout);                                                  // normed -> delta
+    float* normed_f32 = weights.moe ? normed_f32_.ensure(static_cast<size_t>(n * hidden), stream_) : nullptr;
+    kc::add_rms_norm_bf16(delta_.buffer.data(), residual, n, hidden, weights.post_attention_layernorm.data(), eps, normed,
+                          normed_f32, stream_);
+    end_span(attention_span);
+    const size_t ffn_span = begin_span(weights.moe ? "moe" : "mlp", 1);
+    feed_forward(layer, layout);                                               // normed -> delta
+    const bf16* next_norm = layer + 1 < static_cast<int64_t>(weights_.layers.size())
+                                ? weights_.layers[static_cast<size_t>(layer + 1)].input_layernorm.data()
+                                : weights_.norm.data();
+    kc::add_rms_norm_bf16(delta_.buffer.data(), residual, n, hidden, next_norm, eps, normed, stream_);
+    end_span(ffn_span);
+    end_span(layer_span);
+  }
+  const int64_t rows = static_cast<int64_t>(logit_rows.size());
+  if (rows == 0) {
+    FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (trace_) flush_spans(forward_start_us);
+    return {};
+  }
+  std::vector<int32_t> row_ids(logit_rows.begin(), logit_rows.end());
+  int32_t* row_ids_device = logit_rows_.ensure(row_ids.size(), stream_);
+  FATHOM_CUDA_CHECK(cudaMemcpyAsync(row_ids_device, row_ids.data(), row_ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  bf16* selected = selected_hidden_.ensure(static_cast<size_t>(rows * hidden), stream_);
+  kc::embedding_gather_bf16(normed_.buffer.data(), n, hidden, row_ids_device, rows, selected, nullptr, stream_);
+  float* logits = logits_.ensure(static_cast<size_t>(rows * vocab), stream_);
+  const size_t lm_head_span = begin_span("lm_head", 0);
+  lm_head_gemm_->run(selected, rows, weights_.lm_head.data(), logits, stream_);
+  end_span(lm_head_span);
+  std::vector<float> host(static_cast<size_t>(rows * vocab));
+  FATHOM_CUDA_CHECK(cudaMemcpyAsync(host.data(), logits, host.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (trace_) flush_spans(forward_start_us);
+  return host;
+}
+
+CudaDeepseekV3Model::CudaDeepseekV3Model(const ModelConfig& config, const ModelWeights& weights,
+                                         const CudaModelOptions& options)
+    : impl_(std::make_unique<CudaModelImpl>(config, weights, options)) {}
+CudaDeepseekV3Model::~CudaDeepseekV3Model() = default;
+const ModelConfig& CudaDeepseekV3Model::config() const { return impl_->config(); }
+const CudaModelStats& CudaDeepseekV3Model::stats() const { return impl_->stats(); }
+int64_t CudaDeepseekV3Model::num_kv_slots() const { return impl_->stats().num_kv_slots; }
+std::vector<float> CudaDeepseekV3Model::forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows) {
+  return impl_->forward(batch, logit_rows);
+}
+void CudaDeepseekV3Model::set_trace(TraceRecorder* trace) { impl_->set_trace(trace); }
+
+}  // namespace fathom::model::cuda

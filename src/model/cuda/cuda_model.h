@@ -1,0 +1,57 @@
+#pragma once
+// DeepSeek-V3 forward pass on one Hopper GPU: weights uploaded once (device_weights.h), a bf16 latent KV cache of
+// token-granular slots (page size 1, the slots the scheduler's KvSlotPool hands out), bf16 activations, FP8 w8a8
+// linears (FP32 accumulation promoted per 128-block), absorbed MLA decode and expanded MLA prefill / extend.
+#include <memory>
+#include <vector>
+
+#include "core/trace.h"
+#include "model/config.h"
+#include "model/forward_batch.h"
+#include "model/weights.h"
+
+namespace fathom::model::cuda {
+
+struct CudaModelOptions {
+  int device = 0;
+  int64_t num_kv_slots = 0;           // KV capacity in tokens; 0 = from mem_fraction_static
+  double mem_fraction_static = 0.9;   // of total GPU memory for weights + workspaces + KV cache (when num_kv_slots = 0)
+  int64_t max_batch_tokens = 8192;    // most new tokens in one forward (prefill chunks + decode tokens)
+  int64_t max_decode_batch = 256;     // most sequences of a pure-decode forward
+  int64_t max_context_tokens = 0;     // longest sequence (cached + new); 0 = the config's max_position_embeddings
+};
+
+// What a constructed model reports at startup.
+struct CudaModelStats {
+  size_t weight_bytes = 0;
+  size_t workspace_bytes = 0;
+  size_t kv_cache_bytes = 0;
+  int64_t num_kv_slots = 0;
+  double upload_seconds = 0;
+};
+
+class CudaModelImpl;
+
+class CudaDeepseekV3Model {
+ public:
+  // Uploads the weights (throws fathom::Error naming the tensor for unsupported ones, or when memory runs out).
+  CudaDeepseekV3Model(const ModelConfig& config, const ModelWeights& weights, const CudaModelOptions& options);
+  ~CudaDeepseekV3Model();
+
+  const ModelConfig& config() const;
+  const CudaModelStats& stats() const;
+  int64_t num_kv_slots() const;
+
+  // Runs the batch on the GPU (KV rows of its new tokens written at their slots; slots in [0, num_kv_slots())),
+  // and returns fp32 logits [logit_rows.size(), V] of the listed token rows (indices into batch.token_ids).
+  // Pure-decode batches use absorbed attention, others expanded attention per chunk. Blocks until done.
+  std::vector<float> forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows);
+
+  // Later forwards record per-layer / per-op GPU times (CUDA events) into `trace`; null turns it off.
+  void set_trace(TraceRecorder* trace);
+
+ private:
+  std::unique_ptr<CudaModelImpl> impl_;
+};
+
+}  // namespace fathom::model::cuda

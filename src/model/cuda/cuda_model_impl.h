@@ -1,0 +1,144 @@
+#pragma once
+// Internals of CudaDeepseekV3Model: device weights, KV cache, activation buffers, kernel helper objects, and the
+// per-layer pieces of the forward (cuda_model.cpp: batch metadata and the layer loop; cuda_attention.cpp: MLA;
+// cuda_feed_forward.cpp: dense MLP and MoE). Everything runs on one stream.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/rope.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/fp8_gemm/fp8_gemm.h"
+#include "kernels/cuda/mla/mla_decode_heuristics.h"
+#include "kernels/cuda/mla/mla_types.h"
+#include "kernels/cuda/moe/moe_permutation.h"
+#include "kernels/cuda/moe/moe_routing.h"
+#include "kernels/cuda/norm/bf16_gemm.h"
+#include "model/cuda/cuda_model.h"
+#include "model/cuda/device_weights.h"
+
+namespace fathom::model::cuda {
+
+using bf16 = __nv_bfloat16;
+
+// A device buffer that grows (never shrinks) to what a forward needs; growth synchronizes the stream first.
+template <typename T>
+struct GrowableBuffer {
+  kc::DeviceBuffer<T> buffer;
+  T* ensure(size_t count, cudaStream_t stream) {
+    if (buffer.size() < count) {
+      FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+      buffer = kc::DeviceBuffer<T>(count + count / 4);
+    }
+    return buffer.data();
+  }
+};
+
+// e4m3 activations of one linear input with their per-token-per-128 scales (both layouts cuBLASLt / ours read).
+struct QuantizedActivations {
+  GrowableBuffer<uint8_t> values;        // [tokens, cols]
+  GrowableBuffer<float> scales;          // [tokens, ceil(cols/128)]
+  GrowableBuffer<float> scales_block_major;  // [ceil(cols/128), tokens]
+};
+
+// What one forward's kernels need to know about the batch (host copies of the sizes; arrays on the device).
+struct BatchLayout {
+  int64_t num_tokens = 0;
+  bool decode = false;            // every sequence has exactly one new token: absorbed attention
+  int32_t num_sequences = 0;
+  int32_t max_pages = 0;          // page-table width = longest kv length of the batch (page size 1)
+  int32_t max_q_len = 0;
+  int64_t total_kv = 0;           // prefill: keys of all sequences (cached prefix + new)
+  kc::MlaDecodePlan decode_plan;  // decode only
+};
+
+class CudaModelImpl {
+ public:
+  CudaModelImpl(const ModelConfig& config, const ModelWeights& weights, const CudaModelOptions& options);
+  ~CudaModelImpl();
+
+  std::vector<float> forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows);
+
+  const ModelConfig& config() const { return config_; }
+  const CudaModelStats& stats() const { return stats_; }
+  void set_trace(TraceRecorder* trace) { trace_ = trace; }
+
+ private:
+  BatchLayout upload_batch(const ForwardBatch& batch);
+  // GPU spans for --profile: events recorded on the stream, converted to trace events after the forward's sync.
+  size_t begin_span(std::string name, int depth);
+  void end_span(size_t span);
+  void flush_spans(int64_t forward_start_us);
+  kc::LatentCacheView cache_view(int64_t layer) const;
+  const float* rope_inv_freq() const { return weights_.rope_inv_freq.data(); }
+
+  // normed_ -> delta_ for layer `layer` (cuda_attention.cpp / cuda_feed_forward.cpp).
+  void attention(int64_t layer, const BatchLayout& layout);
+  void feed_forward(int64_t layer, const BatchLayout& layout);
+  // x [tokens, cols] bf16 -> e4m3 + scales in `into` (token-major always; block-major too when cuBLASLt will run).
+  struct Quantized {
+    kc::DeviceFp8Activations activations;
+    const float* scales_block_major = nullptr;  // null when the small-M path runs
+  };
+  Quantized quantize(const bf16* x, int64_t tokens, int64_t cols, QuantizedActivations& into);
+  // out[tokens, w.rows] = x · wᵀ with FP8 block scales (small-M kernel or cuBLASLt by token count).
+  void gemm(const Quantized& x, const kc::DeviceFp8Weight& w, bf16* out);
+  // quantize + gemm, with `scratch` holding the quantized x.
+  void linear(const bf16* x, int64_t tokens, const DeviceLinear& w, bf16* out, QuantizedActivations& scratch);
+  // A SwiGLU MLP (dense layer or shared expert) over already-quantized input rows.
+  void mlp(const DeviceMlp& mlp, const Quantized& x, bf16* out);
+  void moe(const DeviceMoe& moe, const Quantized& x, bf16* out);
+
+  struct GpuSpan {
+    std::string name;
+    int depth = 0;
+    cudaEvent_t begin = nullptr, end = nullptr;
+  };
+
+  const ModelConfig& config_;
+  CudaModelOptions options_;
+  TraceRecorder* trace_ = nullptr;
+  std::vector<GpuSpan> spans_;
+  cudaEvent_t forward_begin_ = nullptr;
+  CudaModelStats stats_;
+  int num_sms_ = 0;
+  kernels::cpu::RopeFrequencies rope_;
+  int64_t max_context_tokens_ = 0;
+  cudaStream_t stream_ = nullptr;
+  DeviceModelWeights weights_;
+  std::unique_ptr<kc::Fp8Gemm> fp8_gemm_;
+  std::unique_ptr<kc::Bf16Gemm> lm_head_gemm_;   // [V, H] -> fp32 logits
+  std::unique_ptr<kc::Bf16Gemm> router_gemm_;    // [E, H] -> fp32 router logits (MoE models)
+  kc::MoeRoutingConfig routing_;
+
+  // KV cache: [layers, num_slots, kv_lora + rope] bf16.
+  kc::DeviceBuffer<bf16> kv_cache_;
+  int64_t num_kv_slots_ = 0;
+
+  // Batch metadata on the device.
+  GrowableBuffer<int32_t> token_ids_, positions_, slots_, page_table_, seq_lens_, cu_q_lens_, cu_kv_lens_,
+      kv_slots_flat_, logit_rows_;
+  kc::DeviceBuffer<int32_t> embedding_error_;  // [1] set when a token id is out of range
+
+  // Activations, [num_tokens, ...] bf16.
+  GrowableBuffer<bf16> residual_, normed_, delta_, q_a_, q_, kv_a_, attn_, q_latent_, out_latent_, gate_up_,
+      mlp_out_, latent_rows_, kv_expanded_, k_nope_, values_, selected_hidden_;
+  GrowableBuffer<float> logits_;
+  GrowableBuffer<float> normed_f32_;  // [n, H] unrounded post-attention norm of MoE layers (router input)
+  QuantizedActivations input_q_;   // the normed layer input, shared by the projections that read it
+  QuantizedActivations scratch_q_;  // any other linear input
+  GrowableBuffer<float> split_partials_;
+  GrowableBuffer<uint8_t> mla_workspace_;
+
+  // MoE scratch.
+  GrowableBuffer<float> router_logits_, expert_weights_;
+  GrowableBuffer<int32_t> expert_ids_, expert_offsets_, expert_counts_, row_token_slot_, row_expert_, token_slot_row_;
+  GrowableBuffer<uint8_t> permutation_workspace_, permuted_values_, expert_act_values_;
+  GrowableBuffer<float> permuted_scales_, expert_act_scales_;
+  GrowableBuffer<bf16> expert_gate_up_, expert_out_, shared_out_;
+};
+
+}  // namespace fathom::model::cuda
