@@ -1,5 +1,6 @@
 // `fathom serve`: the OpenAI-compatible / SGLang-style HTTP server over the local engine.
-//   fathom serve --model DIR [--tokenizer DIR] [--host 127.0.0.1] [--port 30000] [--api-key KEY] ...
+//   fathom serve --model DIR [--tokenizer DIR] [--host 127.0.0.1] [--port 30000] [--api-key KEY]
+//                [--tool-call-parser deepseekv3|deepseekv31] [--reasoning-parser deepseek-r1] ...
 // SIGTERM / SIGINT: stop accepting, finish the requests in flight, exit 0 (a second signal aborts them).
 #include <signal.h>
 #include <sys/resource.h>
@@ -17,6 +18,7 @@
 #include "model/config.h"
 #include "scheduler/local_engine.h"
 #include "server/api_server.h"
+#include "server/output_parsing.h"
 #include "server/tokenizer_codec.h"
 
 namespace fathom::app {
@@ -77,7 +79,7 @@ int run_serve(const Args& raw_args) {
   value_flags.insert({"--tokenizer", "--host", "--port", "--api-key", "--served-model-name", "--chat-template",
                       "--max-total-tokens", "--mem-fraction-static", "--page-size", "--chunked-prefill-size",
                       "--max-running-requests", "--schedule-policy", "--random-seed", "--max-request-body-bytes",
-                      "--keep-alive-timeout-s", "--preparation-threads"});
+                      "--keep-alive-timeout-s", "--preparation-threads", "--tool-call-parser", "--reasoning-parser"});
   CliArgs args(canonical_flag_names(raw_args), value_flags,
                {"--disable-radix-cache", "--disable-overlap-schedule", "--skip-tokenizer-init", "--enable-metrics"});
   FATHOM_CHECK(args.positional().empty(), "serve takes no positional arguments, got '" << args.positional()[0] << "'");
@@ -123,6 +125,7 @@ int run_serve(const Args& raw_args) {
   server_config.preparation_threads = static_cast<int>(args.get_int_or("--preparation-threads", 2));
   server_config.api_key = args.get_or("--api-key", "");
   server_config.served_model_name = args.get_or("--served-model-name", model_dir);
+  server_config.output_parsers = server::parse_output_parser_flags(args.get("--tool-call-parser"), args.get("--reasoning-parser"));
   server_config.model_path = model_dir;
   server_config.tokenizer_path = skip_tokenizer ? "" : tokenizer_dir;
   server_config.server_args = {{"model_path", model_dir},
@@ -141,7 +144,9 @@ int run_serve(const Args& raw_args) {
                                {"disable_overlap_schedule", engine_config.disable_overlap},
                                {"random_seed", engine_config.random_seed},
                                {"mode", args.get_or("--mode", "exact")},
-                               {"api_key_set", !server_config.api_key.empty()}};
+                               {"api_key_set", !server_config.api_key.empty()},
+                               {"tool_call_parser", args.get_or("--tool-call-parser", "")},
+                               {"reasoning_parser", args.get_or("--reasoning-parser", "")}};
 
   std::shared_ptr<const server::PromptCodec> codec;
   if (skip_tokenizer) {
@@ -149,7 +154,11 @@ int run_serve(const Args& raw_args) {
   } else {
     FATHOM_CHECK(std::filesystem::exists(std::filesystem::path(tokenizer_dir) / "tokenizer.json"),
                  "no tokenizer.json in " << tokenizer_dir << "; pass --tokenizer DIR (or --skip-tokenizer-init for token-id prompts)");
-    codec = std::make_shared<server::TokenizerPromptCodec>(tokenizer_dir, args.get("--chat-template"), model_config.vocab_size);
+    auto tokenizer_codec = std::make_shared<server::TokenizerPromptCodec>(tokenizer_dir, args.get("--chat-template"), model_config.vocab_size);
+    for (const std::string& warning : server::output_parser_warnings(server_config.output_parsers, *tokenizer_codec)) {
+      std::fprintf(stderr, "fathom serve: warning: %s\n", warning.c_str());
+    }
+    codec = std::move(tokenizer_codec);
   }
 
   // Signals are taken synchronously by this thread: block them before any thread starts (threads inherit the mask).

@@ -50,6 +50,8 @@ ApiServer::ApiServer(ApiServerConfig config, scheduler::Engine& engine, std::sha
   preparation_.limits = config_.request_limits;
   preparation_.max_context_tokens = engine_.max_context_tokens();
   preparation_.ids = &ids_;
+  preparation_.parsers = config_.output_parsers;
+  preparation_.special_token_texts = codec_->special_token_texts();
   created_unix_s_ = static_cast<int64_t>(std::time(nullptr));
   register_routes();
 }

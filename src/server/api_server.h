@@ -22,6 +22,7 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
+#include "server/output_parsing.h"
 #include "server/prompt_codec.h"
 #include "server/request_preparation.h"
 #include "server/router.h"
@@ -43,6 +44,7 @@ struct ApiServerConfig {
   std::chrono::milliseconds health_generate_timeout{20'000};
   std::chrono::milliseconds shutdown_flush_timeout{30'000};  // after the engine drained, for slow clients
   nlohmann::ordered_json server_args = nlohmann::ordered_json::object();  // shown by /get_server_info
+  OutputParsers output_parsers;        // --tool-call-parser / --reasoning-parser for chat completions
 };
 
 class ApiServer {

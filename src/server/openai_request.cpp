@@ -167,20 +167,25 @@ Json parse_messages(const JsonFields& fields) {
                                                          "' is not one of system, user, assistant, tool, developer.");
     }
     auto content = message.find("content");
-    const bool has_tool_calls = message.contains("tool_calls");
     if (content == message.end() || content->is_null()) {
-      if (*role != "assistant" || !has_tool_calls) throw ApiError::missing(where + ".content");
+      // An assistant turn may consist of tool calls only (their shape is checked by prepare_tool_messages).
+      auto calls = message.find("tool_calls");
+      const bool calls_given = calls != message.end() && !calls->is_null() && !(calls->is_array() && calls->empty());
+      if (*role != "assistant" || !calls_given) throw ApiError::missing(where + ".content");
     } else if (!content->is_string() && !content->is_array()) {
       throw ApiError(400, "Invalid type for '" + where + ".content': expected a string or an array of content parts, but got " +
                               json_type_phrase(*content) + " instead.",
                      where + ".content", "invalid_type");
     }
   }
+  Json joined;
   try {
-    return chat::join_text_content_parts(*messages);
+    joined = chat::join_text_content_parts(*messages);
   } catch (const fathom::Error& error) {
     throw ApiError(400, std::string("Invalid 'messages': ") + error.what(), "messages", "invalid_value");
   }
+  prepare_tool_messages(joined);
+  return joined;
 }
 
 }  // namespace
@@ -251,7 +256,8 @@ ChatRequest parse_chat_request(const Json& body, const RequestLimits& limits) {
   ChatRequest request;
   request.model = fields.string("model").value_or("");
   request.messages = parse_messages(fields);
-  if (const Json* tools = fields.array("tools")) request.tools = *tools;
+  request.tools = parse_chat_tools(fields);
+  request.separate_reasoning = fields.boolean("separate_reasoning").value_or(true);
   if (const Json* kwargs = fields.object("chat_template_kwargs")) request.template_kwargs = *kwargs;
   request.add_generation_prompt = fields.boolean("add_generation_prompt").value_or(true);
   parse_stream_options(fields, request.stream, request.include_usage);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "scheduler/generation_request.h"
+#include "server/chat_tools.h"
 
 namespace fathom::server {
 
@@ -41,8 +42,9 @@ struct CompletionRequest {
 
 struct ChatRequest {
   std::string model;
-  Json messages = Json::array();       // text content parts already joined into strings
-  Json tools;                          // null or an array
+  Json messages = Json::array();       // text content parts already joined into strings; tool parts checked
+  ChatTools tools;                     // tools, tool_choice, parallel_tool_calls
+  bool separate_reasoning = true;      // SGLang's option: reasoning_content apart from content (with --reasoning-parser)
   Json template_kwargs = Json::object();  // chat_template_kwargs
   bool add_generation_prompt = true;
   int64_t n = 1;

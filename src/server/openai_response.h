@@ -1,6 +1,6 @@
 #pragma once
-// OpenAI response shapes: text_completion / chat.completion objects, their streamed chunks, logprobs, usage,
-// the model list.
+// OpenAI response shapes: text_completion objects and their streamed chunks, logprobs, usage, the model list
+// (chat.completion: chat_protocol.h).
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,7 +21,6 @@ struct OpenAiResponseContext {
 // `echo_prefixes[prompt_index]` is prepended to each choice's text (empty vector: no echo).
 std::unique_ptr<GenerationProtocol> make_completion_protocol(OpenAiResponseContext context, std::vector<std::string> echo_prefixes,
                                                              bool logprobs);
-std::unique_ptr<GenerationProtocol> make_chat_protocol(OpenAiResponseContext context, bool logprobs);
 
 nlohmann::ordered_json model_card_json(const std::string& model_name, int64_t created_unix_s, int64_t max_model_len);
 

@@ -33,6 +33,8 @@ class PromptCodec {
   virtual TokenPiece token_piece(int32_t id) const = 0;
   // Valid token ids are [0, vocab_size()).
   virtual int64_t vocab_size() const = 0;
+  // The texts of the tokenizer's special tokens (what skip_special_tokens drops when decoding).
+  virtual std::vector<std::string> special_token_texts() const { return {}; }
 };
 
 }  // namespace fathom::server

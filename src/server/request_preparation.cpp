@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "server/api_error.h"
+#include "server/chat_protocol.h"
 #include "server/native_generate.h"
 #include "server/openai_response.h"
 
@@ -115,18 +116,22 @@ PreparedGeneration prepare_chat(std::string_view body, const PreparationContext&
   prepared.stream = request.stream;
   ChatPromptInputs inputs;
   inputs.messages = std::move(request.messages);
-  inputs.tools = std::move(request.tools);
+  // tool_choice "none": the model is not shown the tools (nor pushed to call them).
+  if (request.tools.choice.mode != ToolChoice::Mode::kNone) inputs.tools = request.tools.tools;
   inputs.template_kwargs = std::move(request.template_kwargs);
   inputs.add_generation_prompt = request.add_generation_prompt;
   PromptSource prompt;
   prompt.text = context.codec->render_chat(inputs);
+  ChatOutputPlan output = plan_chat_output(context.parsers, request, prompt.text, context.special_token_texts);
+  prompt.text += output.prompt_suffix;
+  if (output.decode_special_tokens) request.sampling.skip_special_tokens = false;  // the parsers need the markers
   // The template writes the BOS token itself.
   std::vector<int32_t> ids = tokenize_prompt(prompt, /*add_special_tokens=*/false, context, "messages");
   const int64_t room = context.max_context_tokens - static_cast<int64_t>(ids.size());
   request.sampling.max_new_tokens = request.max_tokens.value_or(std::max<int64_t>(room, 1));
   add_choices(prepared, 0, ids, request.sampling, request.n);
   prepared.protocol = make_chat_protocol(response_context(prepared, context, request.model, request.include_usage),
-                                         request.sampling.logprobs);
+                                         request.sampling.logprobs, std::move(output.options));
   return prepared;
 }
 

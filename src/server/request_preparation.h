@@ -11,6 +11,7 @@
 
 #include "server/generation_job.h"
 #include "server/openai_request.h"
+#include "server/output_parsing.h"
 #include "server/prompt_codec.h"
 
 namespace fathom::server {
@@ -32,6 +33,8 @@ struct PreparationContext {
   RequestLimits limits;
   int64_t max_context_tokens = 0;
   RequestIdGenerator* ids = nullptr;
+  OutputParsers parsers;                         // --tool-call-parser / --reasoning-parser
+  std::vector<std::string> special_token_texts;  // codec->special_token_texts(), computed once
 };
 
 struct PreparedGeneration {

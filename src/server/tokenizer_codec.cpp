@@ -5,6 +5,7 @@
 #include "chat/template_error.h"
 #include "core/error.h"
 #include "server/api_error.h"
+#include "tokenizer/tokenizer_data.h"
 
 namespace fathom::server {
 
@@ -101,6 +102,14 @@ std::string TokenizerPromptCodec::render_chat(const ChatPromptInputs& inputs) co
 }
 
 std::string TokenizerPromptCodec::decode(const std::vector<int32_t>& ids) const { return tokenizer_.decode(ids, false); }
+
+std::vector<std::string> TokenizerPromptCodec::special_token_texts() const {
+  std::vector<std::string> texts;
+  for (const tokenizer::AddedToken& token : tokenizer_.data().added_tokens) {
+    if (token.special) texts.push_back(token.content);
+  }
+  return texts;
+}
 
 TokenPiece TokenizerPromptCodec::token_piece(int32_t id) const {
   TokenPiece piece;

@@ -21,9 +21,12 @@ class TokenizerPromptCodec : public PromptCodec {
   std::string decode(const std::vector<int32_t>& ids) const override;
   TokenPiece token_piece(int32_t id) const override;
   int64_t vocab_size() const override { return tokenizer_.model_vocab_size(); }
+  std::vector<std::string> special_token_texts() const override;
 
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
   bool has_chat_template() const { return chat_template_.has_value(); }
+  // The Jinja source ("" without a template).
+  std::string chat_template_source() const { return chat_template_ ? chat_template_->source() : std::string(); }
 
  private:
   tokenizer::Tokenizer tokenizer_;

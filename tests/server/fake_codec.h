@@ -1,6 +1,7 @@
 #pragma once
 // A PromptCodec for server tests: one token per byte (BOS 256 when special tokens are added), a chat
-// "template" of "role: content\n" lines, and token pieces that match FakeEngine's text.
+// "template" of "role: content\n" lines (after a "tools: NAME ..." line when tools are given), and token pieces
+// that match FakeEngine's text.
 #include <string>
 
 #include "fake_engine.h"
@@ -21,6 +22,11 @@ class FakeCodec : public server::PromptCodec {
   }
   std::string render_chat(const server::ChatPromptInputs& inputs) const override {
     std::string prompt;
+    if (inputs.tools.is_array()) {
+      prompt += "tools:";
+      for (const auto& tool : inputs.tools) prompt += " " + tool["function"]["name"].get<std::string>();
+      prompt += "\n";
+    }
     for (const auto& message : inputs.messages) {
       if (message.value("content", nlohmann::ordered_json()) == "RAISE") {
         throw server::ApiError(400, "Conversation roles must alternate user/assistant/user/assistant/...", "messages");
@@ -46,6 +52,8 @@ class FakeCodec : public server::PromptCodec {
     return piece;
   }
   int64_t vocab_size() const override { return 1000; }
+  std::vector<std::string> special_token_texts() const override { return {kEndOfTurn}; }
+  static constexpr const char* kEndOfTurn = "<|eot|>";  // a "special token" text for the output-parsing tests
 };
 
 }  // namespace fathom::testing

@@ -5,6 +5,7 @@
 #include "server/api_error.h"
 #include "server/metrics.h"
 #include "server/native_generate.h"
+#include "server/chat_protocol.h"
 #include "server/openai_response.h"
 #include "server/sse.h"
 #include "test_http_client.h"

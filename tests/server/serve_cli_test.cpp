@@ -41,6 +41,14 @@ TEST_F(ServeCli, FlagErrors) {
   RunResult no_tokenizer = run("serve " + model_flags());
   EXPECT_EQ(no_tokenizer.exit_code, 1);
   EXPECT_NE(no_tokenizer.output.find("no tokenizer.json"), std::string::npos) << no_tokenizer.output;
+  RunResult bad_tool_parser = run("serve " + model_flags() + " --skip-tokenizer-init --tool-call-parser hermes");
+  EXPECT_EQ(bad_tool_parser.exit_code, 1);
+  EXPECT_NE(bad_tool_parser.output.find("--tool-call-parser 'hermes' is not one of deepseekv3, deepseekv31"), std::string::npos)
+      << bad_tool_parser.output;
+  RunResult bad_reasoning_parser = run("serve " + model_flags() + " --skip-tokenizer-init --reasoning-parser qwen3");
+  EXPECT_EQ(bad_reasoning_parser.exit_code, 1);
+  EXPECT_NE(bad_reasoning_parser.output.find("--reasoning-parser 'qwen3' is not one of deepseek-r1"), std::string::npos)
+      << bad_reasoning_parser.output;
 }
 
 TEST_F(ServeCli, TakenPortIsReported) {
