@@ -9,4 +9,4 @@ if [ ! -f node_modules/openai/package.json ]; then
   exit 1
 fi
 export FATHOM_BINARY="${FATHOM_BINARY:-$PWD/build/fathom}"
-exec node --test --test-concurrency=1 tests/e2e/openai_client.test.mjs tests/e2e/shutdown.test.mjs
+exec node --test --test-concurrency=1 tests/e2e/openai_client.test.mjs tests/e2e/shutdown.test.mjs tests/e2e/tool_calling.test.mjs

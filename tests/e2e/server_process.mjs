@@ -35,11 +35,15 @@ export const tinyConfig = {
   quantization_config: { quant_method: 'fp8', fmt: 'e4m3', activation_scheme: 'dynamic', weight_block_size: [128, 128] },
 };
 
-// Resolves with { url, port, process, output(), stop() } once the server prints its URL.
-export async function startServer({ extraArgs = [], servedModelName = 'tiny-deepseek', apiKey } = {}) {
-  const modelDir = mkdtempSync(path.join(tmpdir(), 'fathom-e2e-'));
-  writeFileSync(path.join(modelDir, 'config.json'), JSON.stringify(tinyConfig, null, 2));
-  const args = ['serve', '--model', modelDir, '--load-format', 'dummy', '--tokenizer', tokenizerDir(),
+// Resolves with { url, port, process, output(), stop() } once the server prints its URL. Without `checkpointDir`
+// it serves the tiny config with dummy weights and the DeepSeek tokenizer; with it, that checkpoint (weights,
+// tokenizer and chat template from the directory).
+export async function startServer({ extraArgs = [], servedModelName = 'tiny-deepseek', apiKey, checkpointDir } = {}) {
+  const modelDir = checkpointDir ?? mkdtempSync(path.join(tmpdir(), 'fathom-e2e-'));
+  if (!checkpointDir) writeFileSync(path.join(modelDir, 'config.json'), JSON.stringify(tinyConfig, null, 2));
+  const modelArgs = checkpointDir ? ['--model', checkpointDir]
+                                  : ['--model', modelDir, '--load-format', 'dummy', '--tokenizer', tokenizerDir()];
+  const args = ['serve', ...modelArgs,
                 '--host', '127.0.0.1', '--port', '0', '--served-model-name', servedModelName, '--threads', '2',
                 ...(apiKey ? ['--api-key', apiKey] : []), ...extraArgs];
   const child = spawn(fathomBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -73,7 +77,9 @@ export async function startServer({ extraArgs = [], servedModelName = 'tiny-deep
     stop: async () => {
       if (!stopped) {
         child.kill('SIGTERM');
-        stopped = exited.finally(() => rmSync(modelDir, { recursive: true, force: true }));
+        stopped = exited.finally(() => {
+          if (!checkpointDir) rmSync(modelDir, { recursive: true, force: true });
+        });
       }
       return stopped;
     },
