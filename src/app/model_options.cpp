@@ -1,8 +1,52 @@
 #include "app/model_options.h"
 
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <vector>
+
 #include "core/error.h"
 
 namespace fathom::app {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The embedded default model: models/fathom-nano of the repository the binary was built from. Looked up next
+// to the binary first (build/fathom, build-x/fathom, ...: a parent folder holding models/fathom-nano), then at
+// the source tree path compiled in by CMake.
+std::vector<fs::path> default_model_candidates() {
+  std::vector<fs::path> candidates;
+  std::error_code error;
+  const fs::path executable = fs::read_symlink("/proc/self/exe", error);
+  if (!error) {
+    fs::path dir = executable.parent_path();
+    for (int depth = 0; depth < 4 && !dir.empty(); ++depth) {
+      candidates.push_back(dir / "models" / kDefaultModelName);
+      if (dir == dir.root_path()) break;
+      dir = dir.parent_path();
+    }
+  }
+#ifdef FATHOM_DEFAULT_MODEL_DIR
+  candidates.emplace_back(FATHOM_DEFAULT_MODEL_DIR);
+#endif
+  return candidates;
+}
+
+}  // namespace
+
+std::string default_model_dir() {
+  const std::vector<fs::path> candidates = default_model_candidates();
+  for (const fs::path& candidate : candidates) {
+    std::error_code error;
+    if (fs::is_regular_file(candidate / "config.json", error)) return fs::weakly_canonical(candidate, error).string();
+  }
+  std::ostringstream searched;
+  for (size_t i = 0; i < candidates.size(); ++i) searched << (i ? ", " : "") << candidates[i].string();
+  FATHOM_FAIL("no --model given and the default model models/" << kDefaultModelName << " was not found (looked in "
+                                                                 << searched.str() << "); pass --model DIR");
+}
 
 const std::set<std::string>& model_value_flags() {
   static const std::set<std::string> kFlags = {"--model", "--load-format", "--override-config", "--mode", "--threads",
@@ -12,7 +56,12 @@ const std::set<std::string>& model_value_flags() {
 
 ModelCliOptions parse_model_options(const CliArgs& args) {
   ModelCliOptions options;
-  options.load.model_dir = args.require("--model");
+  if (auto model = args.get("--model")) {
+    options.load.model_dir = *model;
+  } else {
+    options.load.model_dir = default_model_dir();
+    std::fprintf(stderr, "fathom: no --model given; using the default model %s\n", options.load.model_dir.c_str());
+  }
   options.load.format = model::parse_load_format(args.get_or("--load-format", "auto"));
   options.load.override_config = args.get_or("--override-config", "");
   options.load.dummy_seed = static_cast<uint64_t>(args.get_int_or("--seed", 0));

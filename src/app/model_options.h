@@ -11,6 +11,12 @@
 
 namespace fathom::app {
 
+inline constexpr const char* kDefaultModelName = "fathom-nano";
+
+// The default model's directory: models/fathom-nano in a parent folder of the running binary, else the source
+// tree's (compiled in). Throws fathom::Error naming the places searched when neither exists.
+std::string default_model_dir();
+
 const std::set<std::string>& model_value_flags();
 
 struct ModelCliOptions {

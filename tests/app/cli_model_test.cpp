@@ -72,7 +72,6 @@ TEST_F(Cli, BenchOneBatchReportsPrefillDecodeAndWritesATrace) {
 TEST_F(Cli, BadInputGivesAClearErrorAndExitCode) {
   struct Case { std::string args; const char* expected; };
   const Case cases[] = {
-      {"logits --ids 1 --out /tmp/x", "missing required flag --model"},
       {"logits " + model_flags() + " --ids 1,a --out /tmp/x", "--ids expects a comma-separated list of integers, got 'a'"},
       {"logits " + model_flags() + " --ids 1,999 --out /tmp/x", "token id 999 (at index 1) is outside the vocabulary [0, 300)"},
       {"logits " + model_flags() + " --ids 1 --out /tmp/x --frobnicate", "unknown flag --frobnicate"},

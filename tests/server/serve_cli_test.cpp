@@ -32,9 +32,9 @@ TEST_F(ServeCli, FlagErrors) {
   RunResult unknown = run("serve " + model_flags() + " --no-such-flag");
   EXPECT_EQ(unknown.exit_code, 1);
   EXPECT_NE(unknown.output.find("unknown flag --no-such-flag"), std::string::npos) << unknown.output;
-  RunResult no_model = run("serve --port 0");
+  RunResult no_model = run("serve --model " + dir_.path() + "/missing --port 0");  // no --model: models/fathom-nano
   EXPECT_EQ(no_model.exit_code, 1);
-  EXPECT_NE(no_model.output.find("--model"), std::string::npos) << no_model.output;
+  EXPECT_NE(no_model.output.find("cannot open " + dir_.path() + "/missing/config.json"), std::string::npos) << no_model.output;
   RunResult bad_policy = run("serve " + model_flags() + " --skip-tokenizer-init --schedule-policy random");
   EXPECT_EQ(bad_policy.exit_code, 1);
   EXPECT_NE(bad_policy.output.find("random"), std::string::npos) << bad_policy.output;
