@@ -14,6 +14,7 @@ results=$out/model_fathom.jsonl
 rm -f "$results"
 common=(--model "$config_dir" --load-format dummy --override-config "$overrides" --device cuda --result-filename "$results")
 "$fathom" bench-one-batch "${common[@]}" --run-name decode --batch-size 1,32 --input-len 256 --output-len 32 2>&1 | tee "$out/model_decode.log"
+"$fathom" bench-one-batch "${common[@]}" --run-name decode-no-graph --disable-cuda-graph --batch-size 1,32 --input-len 256 --output-len 32 2>&1 | tee "$out/model_decode_eager.log"
 "$fathom" bench-one-batch "${common[@]}" --run-name prefill --batch-size 1 --input-len 256 --output-len 2 2>&1 | tee "$out/model_prefill256.log"
 "$fathom" bench-one-batch "${common[@]}" --run-name prefill --batch-size 1 --input-len 4096 --output-len 2 --profile "$out/profile" 2>&1 | tee "$out/model_prefill4096.log"
 python3 bench/model/torch_baseline.py "$config_dir/config.json" "$overrides" "$out/model_torch.json" > "$out/model_torch.log" 2>&1 || { tail -20 "$out/model_torch.log"; exit 1; }

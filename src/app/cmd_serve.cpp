@@ -79,9 +79,11 @@ int run_serve(const Args& raw_args) {
   value_flags.insert({"--tokenizer", "--host", "--port", "--api-key", "--served-model-name", "--chat-template",
                       "--max-total-tokens", "--mem-fraction-static", "--page-size", "--chunked-prefill-size",
                       "--max-running-requests", "--schedule-policy", "--random-seed", "--max-request-body-bytes",
-                      "--keep-alive-timeout-s", "--preparation-threads", "--tool-call-parser", "--reasoning-parser"});
+                      "--keep-alive-timeout-s", "--preparation-threads", "--tool-call-parser", "--reasoning-parser",
+                      "--cuda-graph-bs", "--cuda-graph-max-bs"});
   CliArgs args(canonical_flag_names(raw_args), value_flags,
-               {"--disable-radix-cache", "--disable-overlap-schedule", "--skip-tokenizer-init", "--enable-metrics"});
+               {"--disable-radix-cache", "--disable-overlap-schedule", "--skip-tokenizer-init", "--enable-metrics",
+                "--disable-cuda-graph", "--enable-cuda-graph"});
   FATHOM_CHECK(args.positional().empty(), "serve takes no positional arguments, got '" << args.positional()[0] << "'");
   ModelCliOptions model_options = parse_model_options(args);
   const std::string model_dir = model_options.load.model_dir;
@@ -114,6 +116,22 @@ int run_serve(const Args& raw_args) {
   engine_config.disable_overlap = args.has("--disable-overlap-schedule");
   engine_config.random_seed = static_cast<uint64_t>(args.get_int_or("--random-seed", 0));
   FATHOM_CHECK(engine_config.max_running_requests >= 1, "--max-running-requests must be >= 1");
+  // CUDA graphs are opt-in while serving: replays crashed (illegal address) on the V3 slice under load, though they
+  // pass the model tests and bench-one-batch (bench/RESULTS.md). --disable-cuda-graph is accepted (the default).
+  if (model_options.device == executor::Device::kCuda && args.has("--enable-cuda-graph") && !args.has("--disable-cuda-graph")) {
+    // Decode batches up to --cuda-graph-max-bs (default: --max-running-requests, at most 64) replay CUDA graphs.
+    if (auto sizes = args.get("--cuda-graph-bs")) {
+      for (int64_t size : parse_int_list(*sizes, "--cuda-graph-bs")) {
+        FATHOM_CHECK(size >= 1 && size <= engine_config.max_running_requests,
+                     "--cuda-graph-bs: " << size << " is outside [1, --max-running-requests]");
+        engine_config.cuda_graph_batch_sizes.push_back(static_cast<int32_t>(size));
+      }
+    } else {
+      const int64_t max_bs = args.get_int_or("--cuda-graph-max-bs", std::min<int64_t>(engine_config.max_running_requests, 64));
+      FATHOM_CHECK(max_bs >= 1, "--cuda-graph-max-bs must be >= 1");
+      engine_config.cuda_graph_batch_sizes = executor::default_cuda_graph_batch_sizes(max_bs);
+    }
+  }
 
   server::ApiServerConfig server_config;
   server_config.http.host = args.get_or("--host", "127.0.0.1");
@@ -131,6 +149,9 @@ int run_serve(const Args& raw_args) {
   server_config.server_args = {{"model_path", model_dir},
                                {"tokenizer_path", server_config.tokenizer_path},
                                {"load_format", args.get_or("--load-format", "auto")},
+                               {"device", executor::device_name(model_options.device)},
+                               {"mem_fraction_static", model_options.mem_fraction_static},
+                               {"cuda_graph_bs", engine_config.cuda_graph_batch_sizes},
                                {"host", server_config.http.host},
                                {"port", server_config.http.port},
                                {"served_model_name", server_config.served_model_name},
@@ -175,7 +196,7 @@ int run_serve(const Args& raw_args) {
   api_server.start();
   std::printf("fathom serve: listening on %s (model '%s', context %lld tokens, KV pool %lld tokens)\n", api_server.url().c_str(),
               server_config.served_model_name.c_str(), static_cast<long long>(engine->max_context_tokens()),
-              static_cast<long long>(engine_config.max_total_tokens));
+              static_cast<long long>(engine->stats().kv_total_tokens));
   std::fflush(stdout);
 
   int received = 0;

@@ -19,6 +19,7 @@ class CudaModelBackend final : public ModelBackend {
     options.max_batch_tokens = config.max_batch_tokens;
     options.max_decode_batch = config.max_decode_batch;
     options.max_context_tokens = config.max_context_tokens;
+    options.cuda_graph_batch_sizes = config.cuda_graph_batch_sizes;
     model_ = std::make_unique<model::cuda::CudaDeepseekV3Model>(loaded_.config, loaded_.weights, options);
   }
 
@@ -33,7 +34,9 @@ class CudaModelBackend final : public ModelBackend {
     const model::cuda::CudaModelStats& stats = model_->stats();
     std::ostringstream out;
     out << "device cuda, weights " << stats.weight_bytes / (1 << 20) << " MiB (uploaded in " << stats.upload_seconds
-        << " s), KV cache " << stats.num_kv_slots << " tokens (" << stats.kv_cache_bytes / (1 << 20) << " MiB)";
+        << " s), KV cache " << stats.num_kv_slots << " tokens (" << stats.kv_cache_bytes / (1 << 20) << " MiB), "
+        << stats.num_cuda_graphs << " CUDA graphs captured in " << stats.graph_capture_seconds << " s ("
+        << stats.graph_memory_bytes / (1 << 20) << " MiB incl. warm-up buffers)";
     return out.str();
   }
 

@@ -20,6 +20,14 @@ Device parse_device(const std::string& name) {
 
 std::string device_name(Device device) { return device == Device::kCpu ? "cpu" : "cuda"; }
 
+std::vector<int32_t> default_cuda_graph_batch_sizes(int64_t max_batch) {
+  std::vector<int32_t> sizes;
+  for (int32_t size : {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256}) {
+    if (size <= max_batch) sizes.push_back(size);
+  }
+  return sizes;
+}
+
 std::unique_ptr<ModelBackend> make_model_backend(const BackendConfig& config) {
 #ifdef FATHOM_HAVE_CUDA
   if (config.device == Device::kCuda) return make_cuda_model_backend(config);

@@ -30,7 +30,11 @@ struct BackendConfig {
   int64_t max_batch_tokens = 8192;     // CUDA: most tokens of one forward
   int64_t max_decode_batch = 256;      // CUDA: most sequences of one decode forward
   int64_t max_context_tokens = 0;      // CUDA: longest sequence; 0 = max_position_embeddings
+  std::vector<int32_t> cuda_graph_batch_sizes;  // CUDA: decode batch sizes captured as graphs; empty = none
 };
+
+// SGLang-style default capture list: 1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, up to max_batch.
+std::vector<int32_t> default_cuda_graph_batch_sizes(int64_t max_batch);
 
 class ModelBackend {
  public:

@@ -1,5 +1,6 @@
 #include "scheduler/local_engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <condition_variable>
@@ -91,8 +92,10 @@ LocalEngine::LocalEngine(const EngineConfig& config) {
   runner_config.num_kv_slots = config.max_total_tokens / config.page_size * config.page_size;
   runner_config.mem_fraction_static = config.mem_fraction_static;
   runner_config.max_decode_batch = config.max_running_requests;
-  // A step's forward holds at most one prefill budget plus every running request's decode token.
-  runner_config.max_batch_tokens = (config.chunked_prefill_size > 0 ? config.chunked_prefill_size : 32768) + config.max_running_requests;
+  runner_config.cuda_graph_batch_sizes = config.cuda_graph_batch_sizes;
+  // The model runner forwards a step's decode tokens and its prefill chunks separately: the larger of the two bounds.
+  runner_config.max_batch_tokens =
+      std::max<int64_t>(config.chunked_prefill_size > 0 ? config.chunked_prefill_size : 32768, config.max_running_requests);
   runner_ = std::make_unique<executor::ModelRunner>(runner_config);
   const int64_t num_kv_slots = runner_->num_kv_slots() / config.page_size * config.page_size;
   FATHOM_CHECK(num_kv_slots >= config.page_size, "engine: the KV cache holds " << runner_->num_kv_slots() << " tokens, less than a page");

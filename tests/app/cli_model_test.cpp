@@ -66,7 +66,10 @@ TEST_F(Cli, BenchOneBatchReportsPrefillDecodeAndWritesATrace) {
   EXPECT_EQ(lines, 2);
   RunResult cuda = run("bench-one-batch " + model_flags() + " --device cuda");
   EXPECT_NE(cuda.exit_code, 0);
-  EXPECT_NE(cuda.output.find("only the CPU backend runs whole models so far"), std::string::npos) << cuda.output;
+  // CI has no GPU: a clear error either way (built with CUDA: no device; without: no CUDA backend).
+  EXPECT_TRUE(cuda.output.find("no CUDA device") != std::string::npos ||
+              cuda.output.find("built without the CUDA toolkit") != std::string::npos)
+      << cuda.output;
 }
 
 TEST_F(Cli, BadInputGivesAClearErrorAndExitCode) {

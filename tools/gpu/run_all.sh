@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# On the GPU machine: every CUDA kernel test (against the CPU ops), compute-sanitizer memcheck on each test binary,
-# then the kernel benchmarks. Binaries come from tools/gpu/stage.sh via carry; logs go to $OUT (or ./gpu-logs).
+# On the GPU machine: every CUDA kernel test (against the CPU ops) and the whole-model GPU test, compute-sanitizer
+# memcheck on each kernel test binary, the kernel benchmarks, the model-level benchmark and the serving checks. Binaries come from tools/gpu/stage.sh via carry; logs go to $OUT (or ./gpu-logs).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-gpu-logs}
@@ -31,4 +31,11 @@ for bench in .carry/gpu/${BENCHES:-bench_*}; do
   echo "== $name"
   timeout 300 "$bench" > "$out/$name.log" 2>&1 || { echo "bench $name failed"; status=1; }
 done
+# The model-level table (bench/model) and the serving checks (graphs on/off greedy equality, 2000 concurrent streams).
+if [ "${MODEL_BENCH:-1}" = 1 ] && [ -d .carry/gpu/v3-config ]; then
+  bash bench/model/run_model_bench.sh || status=1
+fi
+if [ "${SERVE_CHECKS:-1}" = 1 ] && [ -d .carry/gpu/v3-config ]; then
+  bash tools/gpu/serve_checks.sh || status=1
+fi
 exit $status

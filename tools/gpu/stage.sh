@@ -13,6 +13,10 @@ for target in $targets; do
   find build -type f -name "$target" -perm -u+x -exec cp {} .carry/gpu/ \;
 done
 cp build/fathom .carry/gpu/
+rm -f .carry/gpu/bench_tokenizer  # a CPU benchmark
+# The device tool carries at most 64 MiB with the working tree: drop symbol tables (line info for sanitizer
+# reports stays in .debug_line only when not stripped; rebuild unstripped for a memcheck investigation).
+strip --strip-unneeded .carry/gpu/cuda_* .carry/gpu/bench_* .carry/gpu/fathom 2>/dev/null || true
 echo "$(git rev-parse HEAD)$(git diff --quiet HEAD -- src tests bench || echo -dirty)" > .carry/gpu/COMMIT
 # The official DeepSeek-V3 config (not committed; shared/ sits beside the checkout) for the model benchmarks.
 if [ -f ../shared/data/deepseek-v3/config.json ]; then

@@ -35,9 +35,9 @@ void CudaModelImpl::attention(int64_t layer, const BatchLayout& layout) {
   kc::rms_norm_bf16(kv_a, latent_row, n, lora, w.kv_a_layernorm.data(), eps, kv_a, latent_row, stream_);
   const kc::RopeTarget targets[2] = {{q + nope, heads, qk}, {kv_a + lora, 1, latent_row}};
   kc::RopeParams rope_params{rope_inv_freq(), static_cast<int32_t>(rope), rope_.attention_factor, rope_.interleaved};
-  kc::apply_rope_bf16(targets, 2, n, positions_.buffer.data(), rope_params, stream_);
+  kc::apply_rope_bf16(targets, 2, n, layout.positions, rope_params, stream_);
   const kc::LatentCacheView cache = cache_view(layer);
-  kc::MlaKvCacheWriteArgs write{kv_a, latent_row, kv_a + lora, latent_row, slots_.buffer.data(), static_cast<int32_t>(n)};
+  kc::MlaKvCacheWriteArgs write{kv_a, latent_row, kv_a + lora, latent_row, layout.slots, static_cast<int32_t>(n)};
   kc::mla_write_kv_cache(write, cache, stream_);
 
   bf16* attn = attn_.ensure(static_cast<size_t>(n * heads * v_dim), stream_);  // [n, heads, v]
@@ -51,19 +51,19 @@ void CudaModelImpl::attention(int64_t layer, const BatchLayout& layout) {
     args.q_pe = q + nope;
     args.q_pe_head_stride = qk;
     args.cache = cache;
-    args.batch = {page_table_.buffer.data(), seq_lens_.buffer.data(), layout.num_sequences, layout.max_pages};
+    args.batch = {layout.page_table, layout.seq_lens, layout.num_sequences, layout.max_pages};
     args.out_latent = out_latent;
     args.num_heads = static_cast<int32_t>(heads);
     args.softmax_scale = softmax_scale;
-    kc::mla_decode(args, layout.decode_plan, mla_workspace_.buffer.data(), mla_workspace_.buffer.bytes(), stream_);
+    kc::mla_decode(args, layout.decode_plan, layout.mla_workspace, layout.mla_workspace_bytes, stream_);
     kc::mla_project_values(out_latent, static_cast<int32_t>(n), kv_b, attn, stream_);
   } else {
     // Keys and values of every position (cached prefix + new) expanded through kv_b_proj.
     const int64_t keys = layout.total_kv;
     bf16* latents = latent_rows_.ensure(static_cast<size_t>(keys * lora), stream_);                      // [keys, lora]
-    kc::mla_gather_latent(cache, kv_slots_flat_.buffer.data(), keys, latents, stream_);
+    kc::mla_gather_latent(cache, layout.kv_slots_flat, keys, latents, stream_);
     bf16* expanded = kv_expanded_.ensure(static_cast<size_t>(keys * heads * (nope + v_dim)), stream_);  // [keys, heads, nope + v]
-    linear(latents, keys, w.kv_b_proj, expanded, scratch_q_);
+    linear(latents, keys, w.kv_b_proj, expanded, expand_q_);
     bf16* k_nope = k_nope_.ensure(static_cast<size_t>(keys * heads * nope), stream_);  // [keys, heads, nope]
     bf16* values = values_.ensure(static_cast<size_t>(keys * heads * v_dim), stream_);  // [keys, heads, v]
     const size_t pitch = static_cast<size_t>(nope + v_dim) * sizeof(bf16);
@@ -77,10 +77,10 @@ void CudaModelImpl::attention(int64_t layer, const BatchLayout& layout) {
     args.k_nope = k_nope;
     args.v = values;
     args.cache = cache;
-    args.page_table = page_table_.buffer.data();
+    args.page_table = layout.page_table;
     args.max_pages_per_seq = layout.max_pages;
-    args.cu_q_lens = cu_q_lens_.buffer.data();
-    args.cu_kv_lens = cu_kv_lens_.buffer.data();
+    args.cu_q_lens = layout.cu_q_lens;
+    args.cu_kv_lens = layout.cu_kv_lens;
     args.batch = layout.num_sequences;
     args.max_q_len = layout.max_q_len;
     args.out = attn;

@@ -28,10 +28,10 @@ void CudaModelImpl::mlp(const DeviceMlp& weights, const Quantized& x, bf16* out)
     kc::swiglu_quant_fp8(gate_up, n, padded, nullptr, reinterpret_cast<__nv_fp8_e4m3*>(values), scales, groups, 1, stream_);
     act.activations = {values, scales, n, padded};
   } else {
-    float* block_major = scratch_q_.scales_block_major.ensure(static_cast<size_t>(n * groups), stream_);  // [Ip / 128, n]
-    kc::swiglu_quant_fp8(gate_up, n, padded, nullptr, reinterpret_cast<__nv_fp8_e4m3*>(values), block_major, 1, n, stream_);
-    act.activations = {values, nullptr, n, padded};
-    act.scales_block_major = block_major;
+    // Prefill: bf16 SwiGLU, then the act quant that writes both scale layouts (same numerics as the fused kernel).
+    bf16* hidden_act = mlp_act_.ensure(static_cast<size_t>(n * padded), stream_);  // [n, Ip]
+    kc::swiglu_bf16(gate_up, n, padded, nullptr, hidden_act, stream_);
+    act = quantize(hidden_act, n, padded, scratch_q_);
   }
   gemm(act, weights.down.view(), out);
 }

@@ -33,6 +33,13 @@ size_t activation_bytes_per_token(const ModelConfig& c) {
 
 CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weights, const CudaModelOptions& options)
     : config_(config), options_(options), rope_(make_rope_frequencies(config)) {
+  int device_count = 0;
+  const cudaError_t count_status = cudaGetDeviceCount(&device_count);
+  FATHOM_CHECK(count_status == cudaSuccess && device_count > options.device,
+               "CUDA backend: no CUDA device " << options.device << " available ("
+                                               << (count_status == cudaSuccess ? std::to_string(device_count) + " devices"
+                                                                               : std::string(cudaGetErrorString(count_status)))
+                                               << "); use --device cpu");
   FATHOM_CUDA_CHECK(cudaSetDevice(options.device));
   cudaDeviceProp properties{};
   FATHOM_CUDA_CHECK(cudaGetDeviceProperties(&properties, options.device));
@@ -90,13 +97,16 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
                "CUDA backend: a KV cache of " << num_kv_slots_ << " tokens (" << num_kv_slots_ * slot_bytes / (1 << 20)
                                               << " MiB) does not fit in the " << free_bytes / (1 << 20)
                                               << " MiB left after the weights");
-  kv_cache_ = kc::DeviceBuffer<bf16>(static_cast<size_t>(num_kv_slots_ * config.num_hidden_layers * row_elems));
+  padding_slot_ = static_cast<int32_t>(num_kv_slots_);  // one extra slot: where padded / warm-up entries write
+  kv_cache_ = kc::DeviceBuffer<bf16>(static_cast<size_t>((num_kv_slots_ + 1) * config.num_hidden_layers * row_elems));
   kv_cache_.fill_bytes(0);
   stats_.kv_cache_bytes = kv_cache_.bytes();
   stats_.num_kv_slots = num_kv_slots_;
+  capture_decode_graphs();
 }
 
 CudaModelImpl::~CudaModelImpl() {
+  for (DecodeGraph& graph : graphs_) cudaGraphExecDestroy(graph.exec);
   if (stream_) {
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
@@ -140,35 +150,28 @@ void CudaModelImpl::flush_spans(int64_t forward_start_us) {
 kc::LatentCacheView CudaModelImpl::cache_view(int64_t layer) const {
   const int64_t row_elems = config_.kv_latent_dim();
   kc::LatentCacheView view;
-  view.pool = kv_cache_.data() + layer * num_kv_slots_ * row_elems;
-  view.num_pages = static_cast<int32_t>(num_kv_slots_);
+  view.pool = kv_cache_.data() + layer * (num_kv_slots_ + 1) * row_elems;
+  view.num_pages = static_cast<int32_t>(num_kv_slots_ + 1);
   view.page_size_tokens = 1;
   view.kv_lora_dim = static_cast<int32_t>(config_.kv_lora_rank);
   view.rope_dim = static_cast<int32_t>(config_.qk_rope_head_dim);
   return view;
 }
 
-BatchLayout CudaModelImpl::upload_batch(const ForwardBatch& batch) {
-  BatchLayout layout;
-  layout.num_tokens = batch.num_tokens();
-  layout.num_sequences = static_cast<int32_t>(batch.sequences.size());
-  FATHOM_CHECK(layout.num_tokens > 0 && layout.num_tokens <= options_.max_batch_tokens,
-               "CUDA backend: a forward of " << layout.num_tokens << " tokens (the limit is " << options_.max_batch_tokens
+void CudaModelImpl::validate_batch(const ForwardBatch& batch, bool decode) const {
+  const int64_t num_tokens = batch.num_tokens();
+  FATHOM_CHECK(num_tokens > 0 && num_tokens <= options_.max_batch_tokens,
+               "CUDA backend: a forward of " << num_tokens << " tokens (the limit is " << options_.max_batch_tokens
                                              << ", --max-batch-tokens)");
-  const bool pure_decode = batch.is_pure_decode();
-  layout.decode = batch.attention_form == AttentionForm::kAbsorbed ||
-                  (batch.attention_form == AttentionForm::kAuto && pure_decode);
-  FATHOM_CHECK(!layout.decode || pure_decode, "CUDA backend: absorbed attention needs one new token per sequence");
-  FATHOM_CHECK(!layout.decode || layout.num_sequences <= options_.max_decode_batch,
-               "CUDA backend: a decode batch of " << layout.num_sequences << " sequences (the limit is "
+  FATHOM_CHECK(!decode || batch.is_pure_decode(), "CUDA backend: absorbed attention needs one new token per sequence");
+  FATHOM_CHECK(!decode || static_cast<int64_t>(batch.sequences.size()) <= options_.max_decode_batch,
+               "CUDA backend: a decode batch of " << batch.sequences.size() << " sequences (the limit is "
                                                   << options_.max_decode_batch << ")");
   for (size_t t = 0; t < batch.token_ids.size(); ++t) {
     FATHOM_CHECK(batch.token_ids[t] >= 0 && batch.token_ids[t] < config_.vocab_size,
                  "token id " << batch.token_ids[t] << " (at index " << t << ") is outside the vocabulary [0, "
                              << config_.vocab_size << ")");
   }
-  std::vector<int32_t> slots(static_cast<size_t>(layout.num_tokens));
-  std::vector<int32_t> seq_lens, cu_q{0}, cu_kv{0};
   for (const SequenceChunk& chunk : batch.sequences) {
     const int64_t kv_len = chunk.num_cached + chunk.num_tokens;
     FATHOM_CHECK(kv_len <= max_context_tokens_, "CUDA backend: a sequence of " << kv_len << " tokens exceeds the context limit "
@@ -177,6 +180,20 @@ BatchLayout CudaModelImpl::upload_batch(const ForwardBatch& batch) {
       FATHOM_CHECK(chunk.kv_slots[p] >= 0 && chunk.kv_slots[p] < num_kv_slots_,
                    "CUDA backend: KV slot " << chunk.kv_slots[p] << " outside the cache of " << num_kv_slots_ << " slots");
     }
+  }
+}
+
+BatchLayout CudaModelImpl::upload_batch(const ForwardBatch& batch) {
+  BatchLayout layout;
+  layout.num_tokens = batch.num_tokens();
+  layout.num_sequences = static_cast<int32_t>(batch.sequences.size());
+  layout.decode = batch.attention_form == AttentionForm::kAbsorbed ||
+                  (batch.attention_form == AttentionForm::kAuto && batch.is_pure_decode());
+  validate_batch(batch, layout.decode);
+  std::vector<int32_t> slots(static_cast<size_t>(layout.num_tokens));
+  std::vector<int32_t> seq_lens, cu_q{0}, cu_kv{0};
+  for (const SequenceChunk& chunk : batch.sequences) {
+    const int64_t kv_len = chunk.num_cached + chunk.num_tokens;
     for (int64_t i = 0; i < chunk.num_tokens; ++i) slots[chunk.token_begin + i] = chunk.kv_slots[chunk.num_cached + i];
     layout.max_pages = std::max<int32_t>(layout.max_pages, static_cast<int32_t>(kv_len));
     layout.max_q_len = std::max<int32_t>(layout.max_q_len, static_cast<int32_t>(chunk.num_tokens));
@@ -194,25 +211,28 @@ BatchLayout CudaModelImpl::upload_batch(const ForwardBatch& batch) {
     std::copy(chunk.kv_slots, chunk.kv_slots + kv_len, page_table.begin() + static_cast<int64_t>(s) * layout.max_pages);
     if (!layout.decode) kv_slots_flat.insert(kv_slots_flat.end(), chunk.kv_slots, chunk.kv_slots + kv_len);
   }
-  auto upload = [&](GrowableBuffer<int32_t>& device, const std::vector<int32_t>& host) {
+  auto upload = [&](GrowableBuffer<int32_t>& device, const std::vector<int32_t>& host) -> const int32_t* {
     int32_t* target = device.ensure(std::max<size_t>(host.size(), 1), stream_);
     FATHOM_CUDA_CHECK(cudaMemcpyAsync(target, host.data(), host.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+    return target;
   };
-  upload(token_ids_, batch.token_ids);
-  upload(positions_, batch.positions);
-  upload(slots_, slots);
-  upload(page_table_, page_table);
-  upload(seq_lens_, seq_lens);
-  upload(cu_q_lens_, cu_q);
-  upload(cu_kv_lens_, cu_kv);
-  if (!layout.decode) upload(kv_slots_flat_, kv_slots_flat);
+  layout.token_ids = upload(token_ids_, batch.token_ids);
+  layout.positions = upload(positions_, batch.positions);
+  layout.slots = upload(slots_, slots);
+  layout.page_table = upload(page_table_, page_table);
+  layout.seq_lens = upload(seq_lens_, seq_lens);
   if (layout.decode) {
     layout.decode_plan = kc::mla_decode_plan(num_sms_, layout.num_sequences, static_cast<int32_t>(config_.num_attention_heads),
                                              layout.max_pages);
-    mla_workspace_.ensure(std::max<size_t>(16, kc::mla_decode_workspace_bytes(layout.decode_plan, layout.num_sequences,
-                                                                              static_cast<int32_t>(config_.num_attention_heads),
-                                                                              static_cast<int32_t>(config_.kv_lora_rank))),
-                          stream_);
+    layout.mla_workspace_bytes = std::max<size_t>(
+        16, kc::mla_decode_workspace_bytes(layout.decode_plan, layout.num_sequences,
+                                           static_cast<int32_t>(config_.num_attention_heads),
+                                           static_cast<int32_t>(config_.kv_lora_rank)));
+    layout.mla_workspace = mla_workspace_.ensure(layout.mla_workspace_bytes, stream_);
+  } else {
+    layout.cu_q_lens = upload(cu_q_lens_, cu_q);
+    layout.cu_kv_lens = upload(cu_kv_lens_, cu_kv);
+    layout.kv_slots_flat = upload(kv_slots_flat_, kv_slots_flat);
   }
   return layout;
 }
@@ -223,41 +243,48 @@ CudaModelImpl::Quantized CudaModelImpl::quantize(const bf16* x, int64_t tokens, 
   uint8_t* values = into.values.ensure(static_cast<size_t>(tokens * cols), stream_);
   float* scales = into.scales.ensure(static_cast<size_t>(tokens * groups), stream_);
   float* block_major = nullptr;
-  if (tokens > kc::Fp8Gemm::kSmallMMaxTokens) block_major = into.scales_block_major.ensure(static_cast<size_t>(tokens * groups), stream_);
-  kc::quantize_activations_fp8(x, tokens, cols, values, scales, block_major, stream_);
+  q.cublas_tokens = cublas_rows(tokens);
+  if (q.cublas_tokens > 0) block_major = into.scales_block_major.ensure(static_cast<size_t>(q.cublas_tokens * groups), stream_);
+  kc::quantize_activations_fp8(x, tokens, cols, values, scales, block_major, q.cublas_tokens, stream_);
   q.activations = {values, scales, tokens, cols};
   q.scales_block_major = block_major;
   return q;
 }
 
 void CudaModelImpl::gemm(const Quantized& x, const kc::DeviceFp8Weight& w, bf16* out) {
+  const int64_t tokens = x.activations.tokens, head = x.cublas_tokens;
   kc::Fp8GemmWorkspace workspace;
-  if (x.activations.tokens <= kc::Fp8Gemm::kSmallMMaxTokens) {
+  if (tokens > head) {
     const size_t bytes = fp8_gemm_->small_m_workspace_bytes(w.rows, w.cols);
     if (bytes) workspace = {split_partials_.ensure(bytes / sizeof(float), stream_), bytes};
   }
-  fp8_gemm_->run(x.activations, x.scales_block_major, w, out, workspace, stream_);
+  if (head > 0) {
+    kc::DeviceFp8Activations rows = x.activations;
+    rows.tokens = head;
+    fp8_gemm_->run(rows, x.scales_block_major, w, out, workspace, stream_, kc::Fp8GemmPath::kCublasLt);
+  }
+  // The rows past the cuBLASLt prefix (or all rows of a small batch): the small-M kernel, 64 rows at a time.
+  const int64_t k_blocks = kc::ceil_div(x.activations.cols, 128);
+  for (int64_t begin = head; begin < tokens; begin += kc::Fp8Gemm::kSmallMMaxTokens) {
+    const int64_t count = std::min(kc::Fp8Gemm::kSmallMMaxTokens, tokens - begin);
+    kc::DeviceFp8Activations part{x.activations.values + begin * x.activations.cols, x.activations.scales + begin * k_blocks,
+                                  count, x.activations.cols};
+    fp8_gemm_->run(part, nullptr, w, out + begin * w.rows, workspace, stream_, kc::Fp8GemmPath::kSmallM);
+  }
 }
 
 void CudaModelImpl::linear(const bf16* x, int64_t tokens, const DeviceLinear& w, bf16* out, QuantizedActivations& scratch) {
   gemm(quantize(x, tokens, w.cols, scratch), w.view(), out);
 }
 
-std::vector<float> CudaModelImpl::forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows) {
-  const BatchLayout layout = upload_batch(batch);
-  const int64_t forward_start_us = trace_ ? trace_->now_us() : 0;
-  if (trace_) {
-    if (!forward_begin_) FATHOM_CUDA_CHECK(cudaEventCreate(&forward_begin_));
-    FATHOM_CUDA_CHECK(cudaEventRecord(forward_begin_, stream_));
-  }
+void CudaModelImpl::run_layers(const BatchLayout& layout) {
   const int64_t n = layout.num_tokens, hidden = config_.hidden_size, vocab = config_.vocab_size;
   const float eps = static_cast<float>(config_.rms_norm_eps);
-  for (int64_t row : logit_rows) FATHOM_CHECK(row >= 0 && row < n, "CUDA backend: logit row " << row << " of " << n << " tokens");
   bf16* residual = residual_.ensure(static_cast<size_t>(n * hidden), stream_);
   bf16* normed = normed_.ensure(static_cast<size_t>(n * hidden), stream_);
-  delta_.ensure(static_cast<size_t>(n * hidden), stream_);
+  bf16* delta = delta_.ensure(static_cast<size_t>(n * hidden), stream_);
   const size_t embed_span = begin_span("embed_tokens", 0);
-  kc::embedding_gather_bf16(weights_.embed_tokens.data(), vocab, hidden, token_ids_.buffer.data(), n, residual,
+  kc::embedding_gather_bf16(weights_.embed_tokens.data(), vocab, hidden, layout.token_ids, n, residual,
                             embedding_error_.data(), stream_);
   kc::rms_norm_bf16(residual, hidden, n, hidden, weights_.layers.front().input_layernorm.data(), eps, normed, hidden, stream_);
   end_span(embed_span);
@@ -265,40 +292,275 @@ std::vector<float> CudaModelImpl::forward(const ForwardBatch& batch, const std::
     const DeviceLayer& weights = weights_.layers[static_cast<size_t>(layer)];
     const size_t layer_span = begin_span("layer." + std::to_string(layer), 0);
     const size_t attention_span = begin_span("self_attn", 1);
-    attention(layer, layout);                                                  // normed -> delta
+    attention(layer, layout);  // normed -> delta
     float* normed_f32 = weights.moe ? normed_f32_.ensure(static_cast<size_t>(n * hidden), stream_) : nullptr;
-    kc::add_rms_norm_bf16(delta_.buffer.data(), residual, n, hidden, weights.post_attention_layernorm.data(), eps, normed,
-                          normed_f32, stream_);
+    kc::add_rms_norm_bf16(delta, residual, n, hidden, weights.post_attention_layernorm.data(), eps, normed, normed_f32, stream_);
     end_span(attention_span);
     const size_t ffn_span = begin_span(weights.moe ? "moe" : "mlp", 1);
-    feed_forward(layer, layout);                                               // normed -> delta
+    feed_forward(layer, layout);  // normed -> delta
     const bf16* next_norm = layer + 1 < static_cast<int64_t>(weights_.layers.size())
                                 ? weights_.layers[static_cast<size_t>(layer + 1)].input_layernorm.data()
                                 : weights_.norm.data();
-    kc::add_rms_norm_bf16(delta_.buffer.data(), residual, n, hidden, next_norm, eps, normed, stream_);
+    kc::add_rms_norm_bf16(delta, residual, n, hidden, next_norm, eps, normed, stream_);
     end_span(ffn_span);
     end_span(layer_span);
   }
-  const int64_t rows = static_cast<int64_t>(logit_rows.size());
-  if (rows == 0) {
-    FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    if (trace_) flush_spans(forward_start_us);
-    return {};
+}
+
+std::vector<float> CudaModelImpl::forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows) {
+  const bool decode = batch.attention_form == AttentionForm::kAbsorbed ||
+                      (batch.attention_form == AttentionForm::kAuto && batch.is_pure_decode());
+  if (decode && !graphs_.empty() && !trace_ && batch.is_pure_decode()) {
+    int32_t max_context = 0;
+    for (const SequenceChunk& chunk : batch.sequences) {
+      max_context = std::max<int32_t>(max_context, static_cast<int32_t>(chunk.num_cached + chunk.num_tokens));
+    }
+    if (const DecodeGraph* graph = find_graph(static_cast<int32_t>(batch.sequences.size()), max_context)) {
+      return forward_with_graph(batch, logit_rows, *graph);
+    }
   }
-  std::vector<int32_t> row_ids(logit_rows.begin(), logit_rows.end());
-  int32_t* row_ids_device = logit_rows_.ensure(row_ids.size(), stream_);
-  FATHOM_CUDA_CHECK(cudaMemcpyAsync(row_ids_device, row_ids.data(), row_ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
-  bf16* selected = selected_hidden_.ensure(static_cast<size_t>(rows * hidden), stream_);
-  kc::embedding_gather_bf16(normed_.buffer.data(), n, hidden, row_ids_device, rows, selected, nullptr, stream_);
-  float* logits = logits_.ensure(static_cast<size_t>(rows * vocab), stream_);
-  const size_t lm_head_span = begin_span("lm_head", 0);
-  lm_head_gemm_->run(selected, rows, weights_.lm_head.data(), logits, stream_);
-  end_span(lm_head_span);
+  ++stats_.eager_forwards;
+  const BatchLayout layout = upload_batch(batch);
+  const int64_t forward_start_us = trace_ ? trace_->now_us() : 0;
+  if (trace_) {
+    if (!forward_begin_) FATHOM_CUDA_CHECK(cudaEventCreate(&forward_begin_));
+    FATHOM_CUDA_CHECK(cudaEventRecord(forward_begin_, stream_));
+  }
+  const int64_t n = layout.num_tokens, hidden = config_.hidden_size, vocab = config_.vocab_size;
+  for (int64_t row : logit_rows) FATHOM_CHECK(row >= 0 && row < n, "CUDA backend: logit row " << row << " of " << n << " tokens");
+  run_layers(layout);
+  const int64_t rows = static_cast<int64_t>(logit_rows.size());
   std::vector<float> host(static_cast<size_t>(rows * vocab));
-  FATHOM_CUDA_CHECK(cudaMemcpyAsync(host.data(), logits, host.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  if (rows > 0) {
+    std::vector<int32_t> row_ids(logit_rows.begin(), logit_rows.end());
+    int32_t* row_ids_device = logit_rows_.ensure(row_ids.size(), stream_);
+    FATHOM_CUDA_CHECK(cudaMemcpyAsync(row_ids_device, row_ids.data(), row_ids.size() * sizeof(int32_t),
+                                      cudaMemcpyHostToDevice, stream_));
+    bf16* selected = selected_hidden_.ensure(static_cast<size_t>(rows * hidden), stream_);  // [rows, H]
+    kc::embedding_gather_bf16(normed_.buffer.data(), n, hidden, row_ids_device, rows, selected, nullptr, stream_);
+    float* logits = logits_.ensure(static_cast<size_t>(rows * vocab), stream_);  // [rows, V]
+    const size_t lm_head_span = begin_span("lm_head", 0);
+    lm_head_gemm_->run(selected, rows, weights_.lm_head.data(), logits, stream_);
+    end_span(lm_head_span);
+    float* pinned = host_logits_.ensure(host.size());
+    FATHOM_CUDA_CHECK(cudaMemcpyAsync(pinned, logits, host.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::copy(pinned, pinned + host.size(), host.begin());
+  }
   FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   if (trace_) flush_spans(forward_start_us);
   return host;
+}
+
+const CudaModelImpl::DecodeGraph* CudaModelImpl::find_graph(int32_t batch, int32_t max_context) const {
+  const DecodeGraph* best = nullptr;
+  for (const DecodeGraph& graph : graphs_) {
+    if (graph.batch < batch || graph.max_context < max_context) continue;
+    if (!best || graph.batch < best->batch || (graph.batch == best->batch && graph.max_context < best->max_context)) best = &graph;
+  }
+  return best;
+}
+
+BatchLayout CudaModelImpl::graph_layout(const DecodeGraph& graph) const {
+  BatchLayout layout;
+  layout.token_ids = graph_token_ids_.data();
+  layout.positions = graph_positions_.data();
+  layout.slots = graph_slots_.data();
+  layout.page_table = graph_page_table_.data();
+  layout.seq_lens = graph_seq_lens_.data();
+  layout.num_tokens = graph.batch;
+  layout.num_sequences = graph.batch;
+  layout.decode = true;
+  layout.max_pages = graph_page_stride_;
+  layout.max_q_len = 1;
+  layout.decode_plan = kc::mla_decode_plan(num_sms_, graph.batch, static_cast<int32_t>(config_.num_attention_heads),
+                                           graph.max_context);
+  layout.mla_workspace = graph_mla_workspace_.data();
+  layout.mla_workspace_bytes = graph_mla_workspace_.bytes();
+  return layout;
+}
+
+std::vector<float> CudaModelImpl::forward_with_graph(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
+                                                     const DecodeGraph& graph) {
+  validate_batch(batch, true);
+  const int32_t actual = static_cast<int32_t>(batch.sequences.size());
+  for (int64_t row : logit_rows) FATHOM_CHECK(row >= 0 && row < actual, "CUDA backend: logit row " << row << " of " << actual << " tokens");
+  // Padded entries decode token 0 at position 0 into the padding slot (their results are discarded).
+  std::vector<int32_t> token_ids(static_cast<size_t>(graph.batch), 0), positions(static_cast<size_t>(graph.batch), 0);
+  std::vector<int32_t> slots(static_cast<size_t>(graph.batch), padding_slot_), seq_lens(static_cast<size_t>(graph.batch), 1);
+  int32_t width = 1;
+  for (const SequenceChunk& chunk : batch.sequences) width = std::max<int32_t>(width, static_cast<int32_t>(chunk.num_cached + 1));
+  std::vector<int32_t> pages(static_cast<size_t>(graph.batch) * width, padding_slot_);  // [batch, width]
+  for (int32_t s = 0; s < actual; ++s) {
+    const SequenceChunk& chunk = batch.sequences[static_cast<size_t>(s)];
+    token_ids[s] = batch.token_ids[static_cast<size_t>(chunk.token_begin)];
+    positions[s] = batch.positions[static_cast<size_t>(chunk.token_begin)];
+    slots[s] = chunk.kv_slots[chunk.num_cached];
+    seq_lens[s] = static_cast<int32_t>(chunk.num_cached + 1);
+    std::copy(chunk.kv_slots, chunk.kv_slots + chunk.num_cached + 1, pages.begin() + static_cast<int64_t>(s) * width);
+  }
+  auto copy = [&](int32_t* device, const std::vector<int32_t>& host) {
+    FATHOM_CUDA_CHECK(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  };
+  copy(graph_token_ids_.data(), token_ids);
+  copy(graph_positions_.data(), positions);
+  copy(graph_slots_.data(), slots);
+  copy(graph_seq_lens_.data(), seq_lens);
+  FATHOM_CUDA_CHECK(cudaMemcpy2DAsync(graph_page_table_.data(), static_cast<size_t>(graph_page_stride_) * sizeof(int32_t),
+                                      pages.data(), static_cast<size_t>(width) * sizeof(int32_t),
+                                      static_cast<size_t>(width) * sizeof(int32_t), static_cast<size_t>(graph.batch),
+                                      cudaMemcpyHostToDevice, stream_));
+  FATHOM_CUDA_CHECK(cudaGraphLaunch(graph.exec, stream_));
+  const int64_t vocab = config_.vocab_size;
+  float* all = host_logits_.ensure(static_cast<size_t>(actual) * vocab);  // [actual, V] pinned
+  FATHOM_CUDA_CHECK(cudaMemcpyAsync(all, graph_logits_.data(), static_cast<size_t>(actual) * vocab * sizeof(float),
+                                    cudaMemcpyDeviceToHost, stream_));
+  FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  ++stats_.graph_forwards;
+  std::vector<float> selected(logit_rows.size() * static_cast<size_t>(vocab));
+  for (size_t i = 0; i < logit_rows.size(); ++i) {
+    std::copy_n(all + logit_rows[i] * vocab, vocab, selected.begin() + static_cast<int64_t>(i) * vocab);
+  }
+  return selected;
+}
+
+void CudaModelImpl::warm_up_buffers() {
+  // Grows every activation buffer to its largest size (a prefill of max_batch_tokens, a decode of max_decode_batch)
+  // before any graph is captured, so none of them is reallocated under a graph later. Writes only the padding slot.
+  // Sequences of at most 4096 tokens (the longest prefill the benchmarks run; the buffers scale with total tokens).
+  const int64_t context = std::max<int64_t>(1, std::min({max_context_tokens_, options_.max_batch_tokens, int64_t{4096}}));
+  std::vector<int32_t> padding_slots(static_cast<size_t>(context), padding_slot_);
+  ForwardBatch prefill;
+  prefill.attention_form = AttentionForm::kExpanded;
+  for (int64_t remaining = options_.max_batch_tokens; remaining > 0; remaining -= context) {
+    prefill.add_sequence(std::vector<int32_t>(static_cast<size_t>(std::min(remaining, context)), 0), 0, padding_slots.data());
+  }
+  ForwardBatch decode;
+  decode.attention_form = AttentionForm::kAbsorbed;
+  for (int64_t s = 0; s < options_.max_decode_batch; ++s) decode.add_sequence({0}, 0, padding_slots.data());
+  for (const ForwardBatch* batch : {&prefill, &decode}) {
+    BatchLayout layout;
+    // upload_batch validates slots against num_kv_slots_; the padding slot lies past it, so build the layout here.
+    const int64_t n = batch->num_tokens();
+    std::vector<int32_t> zeros(static_cast<size_t>(n), 0), slots(static_cast<size_t>(n), padding_slot_);
+    std::vector<int32_t> positions = batch->positions, seq_lens, cu_q{0}, cu_kv{0}, pages;
+    int32_t width = 0;
+    for (const SequenceChunk& chunk : batch->sequences) width = std::max<int32_t>(width, static_cast<int32_t>(chunk.num_tokens));
+    for (const SequenceChunk& chunk : batch->sequences) {
+      seq_lens.push_back(static_cast<int32_t>(chunk.num_tokens));
+      cu_q.push_back(cu_q.back() + static_cast<int32_t>(chunk.num_tokens));
+      cu_kv.push_back(cu_kv.back() + static_cast<int32_t>(chunk.num_tokens));
+    }
+    pages.assign(static_cast<size_t>(batch->sequences.size()) * width, padding_slot_);
+    auto upload = [&](GrowableBuffer<int32_t>& device, const std::vector<int32_t>& host) -> const int32_t* {
+      int32_t* target = device.ensure(std::max<size_t>(host.size(), 1), stream_);
+      FATHOM_CUDA_CHECK(cudaMemcpyAsync(target, host.data(), host.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+      return target;
+    };
+    layout.num_tokens = n;
+    layout.num_sequences = static_cast<int32_t>(batch->sequences.size());
+    layout.decode = batch == &decode;
+    layout.max_pages = width;
+    layout.max_q_len = width;
+    layout.total_kv = n;
+    layout.token_ids = upload(token_ids_, zeros);
+    layout.positions = upload(positions_, positions);
+    layout.slots = upload(slots_, slots);
+    layout.page_table = upload(page_table_, pages);
+    layout.seq_lens = upload(seq_lens_, seq_lens);
+    if (layout.decode) {
+      layout.decode_plan = kc::mla_decode_plan(num_sms_, layout.num_sequences, static_cast<int32_t>(config_.num_attention_heads), 1);
+      layout.mla_workspace_bytes = std::max<size_t>(16, kc::mla_decode_workspace_bytes(
+          layout.decode_plan, layout.num_sequences, static_cast<int32_t>(config_.num_attention_heads),
+          static_cast<int32_t>(config_.kv_lora_rank)));
+      layout.mla_workspace = mla_workspace_.ensure(layout.mla_workspace_bytes, stream_);
+    } else {
+      layout.cu_q_lens = upload(cu_q_lens_, cu_q);
+      layout.cu_kv_lens = upload(cu_kv_lens_, cu_kv);
+      layout.kv_slots_flat = upload(kv_slots_flat_, slots);
+    }
+    run_layers(layout);
+    FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+}
+
+void CudaModelImpl::capture_decode_graphs() {
+  // Only batches the small-M GEMM serves (<= 64) are captured: replays of graphs that also held cuBLASLt's
+  // block-scaled FP8 GEMMs (batches >= 128) failed with illegal addresses in serving (bench/RESULTS.md, open).
+  std::vector<int32_t> sizes;
+  for (int32_t size : options_.cuda_graph_batch_sizes) {
+    if (size >= 1 && size <= options_.max_decode_batch && size <= kc::Fp8Gemm::kSmallMMaxTokens &&
+        std::find(sizes.begin(), sizes.end(), size) == sizes.end()) {
+      sizes.push_back(size);
+    }
+  }
+  if (sizes.empty()) return;
+  std::sort(sizes.begin(), sizes.end());
+  const auto start = std::chrono::steady_clock::now();
+  size_t free_before = 0, free_after = 0, total = 0;
+  FATHOM_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
+  warm_up_buffers();
+  // Context buckets: the MLA split plan is made for the bucket's bound, so short contexts do not pay long ones' splits.
+  std::vector<int32_t> buckets;
+  for (int64_t bound : {int64_t{4096}, max_context_tokens_}) {
+    const int32_t bucket = static_cast<int32_t>(std::min(bound, max_context_tokens_));
+    if (std::find(buckets.begin(), buckets.end(), bucket) == buckets.end()) buckets.push_back(bucket);
+  }
+  graph_max_batch_ = sizes.back();
+  graph_page_stride_ = buckets.back();
+  const int64_t heads = config_.num_attention_heads, vocab = config_.vocab_size;
+  graph_token_ids_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_));
+  graph_positions_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_));
+  graph_slots_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_));
+  graph_seq_lens_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_));
+  graph_page_table_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_) * graph_page_stride_);
+  graph_logits_ = kc::DeviceBuffer<float>(static_cast<size_t>(graph_max_batch_ * vocab));
+  size_t workspace = 16;
+  for (int32_t bucket : buckets) {
+    workspace = std::max(workspace, kc::mla_decode_max_workspace_bytes(num_sms_, graph_max_batch_, static_cast<int32_t>(heads),
+                                                                      static_cast<int32_t>(config_.kv_lora_rank), bucket));
+  }
+  graph_mla_workspace_ = kc::DeviceBuffer<uint8_t>(workspace);
+  // Padded contents for the captures (and a valid state for any replay): every entry decodes into the padding slot.
+  std::vector<int32_t> zeros(static_cast<size_t>(graph_max_batch_), 0), ones(static_cast<size_t>(graph_max_batch_), 1);
+  std::vector<int32_t> padding(static_cast<size_t>(graph_max_batch_), padding_slot_);
+  graph_token_ids_.upload(zeros);
+  graph_positions_.upload(zeros);
+  graph_slots_.upload(padding);
+  graph_seq_lens_.upload(ones);
+  graph_page_table_.upload(std::vector<int32_t>(graph_page_table_.size(), padding_slot_));
+  for (int32_t bucket : buckets) {
+    for (auto size = sizes.rbegin(); size != sizes.rend(); ++size) {
+      DecodeGraph graph;
+      graph.batch = *size;
+      graph.max_context = bucket;
+      const BatchLayout layout = graph_layout(graph);
+      auto body = [&] {
+        run_layers(layout);
+        lm_head_gemm_->run(normed_.buffer.data(), graph.batch, weights_.lm_head.data(), graph_logits_.data(), stream_);
+      };
+      body();  // eager once: cuBLASLt plans for this size are made outside the capture
+      FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      cudaGraph_t captured = nullptr;
+      FATHOM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      try {
+        body();
+      } catch (...) {
+        cudaStreamEndCapture(stream_, &captured);
+        if (captured) cudaGraphDestroy(captured);
+        throw;
+      }
+      FATHOM_CUDA_CHECK(cudaStreamEndCapture(stream_, &captured));
+      FATHOM_CUDA_CHECK(cudaGraphInstantiate(&graph.exec, captured, 0));
+      FATHOM_CUDA_CHECK(cudaGraphDestroy(captured));
+      graphs_.push_back(graph);
+    }
+  }
+  FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  FATHOM_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
+  stats_.num_cuda_graphs = static_cast<int64_t>(graphs_.size());
+  stats_.graph_capture_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats_.graph_memory_bytes = free_before > free_after ? free_before - free_after : 0;
 }
 
 CudaDeepseekV3Model::CudaDeepseekV3Model(const ModelConfig& config, const ModelWeights& weights,

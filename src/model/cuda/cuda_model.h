@@ -19,6 +19,9 @@ struct CudaModelOptions {
   int64_t max_batch_tokens = 8192;    // most new tokens in one forward (prefill chunks + decode tokens)
   int64_t max_decode_batch = 256;     // most sequences of a pure-decode forward
   int64_t max_context_tokens = 0;     // longest sequence (cached + new); 0 = the config's max_position_embeddings
+  // Decode batch sizes captured as CUDA graphs (a decode batch runs the smallest captured size >= its size, padded);
+  // empty = no graphs (--disable-cuda-graph).
+  std::vector<int32_t> cuda_graph_batch_sizes;
 };
 
 // What a constructed model reports at startup.
@@ -28,6 +31,11 @@ struct CudaModelStats {
   size_t kv_cache_bytes = 0;
   int64_t num_kv_slots = 0;
   double upload_seconds = 0;
+  int64_t num_cuda_graphs = 0;
+  double graph_capture_seconds = 0;
+  size_t graph_memory_bytes = 0;      // device memory the graphs and their static buffers took
+  int64_t graph_forwards = 0;         // decode forwards that replayed a graph (counters for tests / logs)
+  int64_t eager_forwards = 0;
 };
 
 class CudaModelImpl;

@@ -37,6 +37,25 @@ struct GrowableBuffer {
   }
 };
 
+// Page-locked host memory that grows (never shrinks): logits come back through it (faster than pageable copies).
+class PinnedHostBuffer {
+ public:
+  ~PinnedHostBuffer() { if (data_) cudaFreeHost(data_); }
+  float* ensure(size_t count) {
+    if (count > count_) {
+      if (data_) FATHOM_CUDA_CHECK(cudaFreeHost(data_));
+      data_ = nullptr;
+      FATHOM_CUDA_CHECK(cudaMallocHost(&data_, count * sizeof(float)));
+      count_ = count;
+    }
+    return data_;
+  }
+
+ private:
+  float* data_ = nullptr;
+  size_t count_ = 0;
+};
+
 // e4m3 activations of one linear input with their per-token-per-128 scales (both layouts cuBLASLt / ours read).
 struct QuantizedActivations {
   GrowableBuffer<uint8_t> values;        // [tokens, cols]
@@ -46,6 +65,14 @@ struct QuantizedActivations {
 
 // What one forward's kernels need to know about the batch (host copies of the sizes; arrays on the device).
 struct BatchLayout {
+  const int32_t* token_ids = nullptr;      // [num_tokens]
+  const int32_t* positions = nullptr;      // [num_tokens]
+  const int32_t* slots = nullptr;          // [num_tokens] KV slot of each new token
+  const int32_t* page_table = nullptr;     // [num_sequences, max_pages] KV slot of every position (page size 1)
+  const int32_t* seq_lens = nullptr;       // [num_sequences] kv length
+  const int32_t* cu_q_lens = nullptr;      // [num_sequences + 1] (prefill)
+  const int32_t* cu_kv_lens = nullptr;     // [num_sequences + 1] (prefill)
+  const int32_t* kv_slots_flat = nullptr;  // [total_kv] (prefill)
   int64_t num_tokens = 0;
   bool decode = false;            // every sequence has exactly one new token: absorbed attention
   int32_t num_sequences = 0;
@@ -53,6 +80,8 @@ struct BatchLayout {
   int32_t max_q_len = 0;
   int64_t total_kv = 0;           // prefill: keys of all sequences (cached prefix + new)
   kc::MlaDecodePlan decode_plan;  // decode only
+  void* mla_workspace = nullptr;  // decode only
+  size_t mla_workspace_bytes = 0;
 };
 
 class CudaModelImpl {
@@ -67,7 +96,24 @@ class CudaModelImpl {
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
 
  private:
+  // Checks ids, slots and sizes on the host (clear errors instead of kernels reading out of range).
+  void validate_batch(const ForwardBatch& batch, bool decode) const;
   BatchLayout upload_batch(const ForwardBatch& batch);
+  // The layers of one forward over `layout` (token_ids -> final-normed rows in normed_): kernels only, no host
+  // synchronization or allocation once the buffers have grown to the forward's size (graph-capturable).
+  void run_layers(const BatchLayout& layout);
+  // CUDA graphs of pure-decode forwards (padded batch sizes x context buckets).
+  struct DecodeGraph {
+    int32_t batch = 0;
+    int32_t max_context = 0;
+    cudaGraphExec_t exec = nullptr;
+  };
+  void capture_decode_graphs();
+  void warm_up_buffers();
+  const DecodeGraph* find_graph(int32_t batch, int32_t max_context) const;
+  BatchLayout graph_layout(const DecodeGraph& graph) const;
+  std::vector<float> forward_with_graph(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
+                                        const DecodeGraph& graph);
   // GPU spans for --profile: events recorded on the stream, converted to trace events after the forward's sync.
   size_t begin_span(std::string name, int depth);
   void end_span(size_t span);
@@ -82,7 +128,13 @@ class CudaModelImpl {
   struct Quantized {
     kc::DeviceFp8Activations activations;
     const float* scales_block_major = nullptr;  // null when the small-M path runs
+    int64_t cublas_tokens = 0;                  // rows [0, cublas_tokens) run through cuBLASLt, the rest small-M
   };
+  // cuBLASLt's block-scaled FP8 rejects some row counts (e.g. 8191; measured) and its tiles are 128 rows: it gets the
+  // largest multiple of 128, the small-M kernel the rest (64 rows per launch).
+  static int64_t cublas_rows(int64_t tokens) {
+    return tokens <= kc::Fp8Gemm::kSmallMMaxTokens ? 0 : tokens / 128 * 128;
+  }
   Quantized quantize(const bf16* x, int64_t tokens, int64_t cols, QuantizedActivations& into);
   // out[tokens, w.rows] = x · wᵀ with FP8 block scales (small-M kernel or cuBLASLt by token count).
   void gemm(const Quantized& x, const kc::DeviceFp8Weight& w, bf16* out);
@@ -124,12 +176,23 @@ class CudaModelImpl {
   kc::DeviceBuffer<int32_t> embedding_error_;  // [1] set when a token id is out of range
 
   // Activations, [num_tokens, ...] bf16.
-  GrowableBuffer<bf16> residual_, normed_, delta_, q_a_, q_, kv_a_, attn_, q_latent_, out_latent_, gate_up_,
+  GrowableBuffer<bf16> residual_, normed_, delta_, q_a_, q_, kv_a_, attn_, q_latent_, out_latent_, gate_up_, mlp_act_,
       mlp_out_, latent_rows_, kv_expanded_, k_nope_, values_, selected_hidden_;
   GrowableBuffer<float> logits_;
+  PinnedHostBuffer host_logits_;
   GrowableBuffer<float> normed_f32_;  // [n, H] unrounded post-attention norm of MoE layers (router input)
   QuantizedActivations input_q_;   // the normed layer input, shared by the projections that read it
-  QuantizedActivations scratch_q_;  // any other linear input
+  QuantizedActivations scratch_q_;  // any other linear input of at most max_batch_tokens rows
+  QuantizedActivations expand_q_;   // the kv_b expansion's input (rows = keys of a prefill, unbounded)
+
+  // Decode graphs and their static inputs / outputs (allocated once; never reallocated while graphs exist).
+  std::vector<DecodeGraph> graphs_;
+  int32_t graph_max_batch_ = 0;
+  int32_t graph_page_stride_ = 0;  // page-table width of graph replays = the largest context bucket
+  int32_t padding_slot_ = 0;       // KV slot written by padded batch entries (one extra slot past num_kv_slots_)
+  kc::DeviceBuffer<int32_t> graph_token_ids_, graph_positions_, graph_slots_, graph_page_table_, graph_seq_lens_;
+  kc::DeviceBuffer<float> graph_logits_;     // [graph_max_batch, V]
+  kc::DeviceBuffer<uint8_t> graph_mla_workspace_;
   GrowableBuffer<float> split_partials_;
   GrowableBuffer<uint8_t> mla_workspace_;
 

@@ -1,6 +1,7 @@
 // FP8 block-scaled GEMM and activation quantization on the GPU against the CPU ops (kernels/cpu).
 #include <cuda_bf16.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "core/dtype.h"
@@ -96,6 +97,24 @@ TEST(ActQuant, BitIdenticalToCpu) {
         ASSERT_EQ(gpu_block_major[g * tokens + t], cpu_scales[t * groups + g]);
       }
   }
+}
+
+// Block-major scales of a row prefix only ([groups, prefix]), as cuBLASLt reads them for a multiple-of-16 prefix.
+TEST(ActQuant, BlockMajorScalesOfARowPrefix) {
+  FATHOM_REQUIRE_GPU();
+  std::mt19937 rng(12);
+  const int64_t tokens = 83, cols = 384, prefix = 80, groups = 3;
+  std::vector<float> x = fathom::testing::round_to_bf16(fathom::testing::random_normal(rng, static_cast<size_t>(tokens * cols)));
+  DeviceBuffer<__nv_bfloat16> x_device(fathom::testing::float_to_bf16_vector(x));
+  DeviceBuffer<uint8_t> values(static_cast<size_t>(tokens * cols));
+  DeviceBuffer<float> scales(static_cast<size_t>(tokens * groups)), block_major(static_cast<size_t>(tokens * groups));
+  block_major.fill_bytes(0xff);
+  quantize_activations_fp8(x_device.data(), tokens, cols, values.data(), scales.data(), block_major.data(), prefix, nullptr);
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> token_major = scales.download(), prefix_major = block_major.download();
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t t = 0; t < prefix; ++t) ASSERT_EQ(prefix_major[g * prefix + t], token_major[t * groups + g]);
+  for (size_t i = static_cast<size_t>(prefix * groups); i < prefix_major.size(); ++i) ASSERT_TRUE(std::isnan(prefix_major[i]));
 }
 
 struct GemmShape { int64_t tokens, rows, cols; };

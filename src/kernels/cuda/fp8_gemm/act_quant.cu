@@ -18,7 +18,8 @@ __global__ void quantize_activations_kernel(const Input* __restrict__ x,        
                                             int64_t tokens, int64_t cols,
                                             uint8_t* __restrict__ values,       // [tokens, cols]
                                             float* __restrict__ scales,         // [tokens, groups]
-                                            float* __restrict__ scales_block_major) {  // [groups, tokens] or null
+                                            float* __restrict__ scales_block_major,   // [groups, bm_tokens] or null
+                                            int64_t block_major_tokens) {
   const int64_t groups = (cols + kFp8ScaleBlock - 1) / kFp8ScaleBlock;
   const int64_t warp_global = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -44,20 +45,22 @@ __global__ void quantize_activations_kernel(const Input* __restrict__ x,        
   }
   if (lane == 0) {
     scales[token * groups + group] = scale;
-    if (scales_block_major) scales_block_major[group * tokens + token] = scale;
+    if (scales_block_major && token < block_major_tokens) scales_block_major[group * block_major_tokens + token] = scale;
   }
 }
 
 template <typename Input>
 void launch(const Input* x, int64_t tokens, int64_t cols, uint8_t* values, float* scales, float* scales_block_major,
-            cudaStream_t stream) {
+            int64_t block_major_tokens, cudaStream_t stream) {
   FATHOM_CHECK(cols % 4 == 0, "quantize_activations_fp8: cols " << cols << " must be a multiple of 4");
+  FATHOM_CHECK(block_major_tokens >= 0 && block_major_tokens <= tokens,
+               "quantize_activations_fp8: block_major_tokens " << block_major_tokens << " outside [0, " << tokens << "]");
   if (tokens == 0) return;
   const int64_t warps = tokens * ceil_div(cols, kFp8ScaleBlock);
   constexpr int kThreads = 256;
   const int64_t blocks = ceil_div(warps * 32, kThreads);
   quantize_activations_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, tokens, cols, values, scales,
-                                                                                     scales_block_major);
+                                                                                     scales_block_major, block_major_tokens);
   FATHOM_CUDA_CHECK_LAUNCH();
 }
 
@@ -65,12 +68,17 @@ void launch(const Input* x, int64_t tokens, int64_t cols, uint8_t* values, float
 
 void quantize_activations_fp8(const __nv_bfloat16* x, int64_t tokens, int64_t cols, uint8_t* values, float* scales,
                               float* scales_block_major, cudaStream_t stream) {
-  launch(x, tokens, cols, values, scales, scales_block_major, stream);
+  launch(x, tokens, cols, values, scales, scales_block_major, tokens, stream);
+}
+
+void quantize_activations_fp8(const __nv_bfloat16* x, int64_t tokens, int64_t cols, uint8_t* values, float* scales,
+                              float* scales_block_major, int64_t block_major_tokens, cudaStream_t stream) {
+  launch(x, tokens, cols, values, scales, scales_block_major, block_major_tokens, stream);
 }
 
 void quantize_activations_fp8(const float* x, int64_t tokens, int64_t cols, uint8_t* values, float* scales,
                               float* scales_block_major, cudaStream_t stream) {
-  launch(x, tokens, cols, values, scales, scales_block_major, stream);
+  launch(x, tokens, cols, values, scales, scales_block_major, tokens, stream);
 }
 
 }  // namespace fathom::kernels::cuda

@@ -13,6 +13,10 @@ namespace fathom::kernels::cuda {
 void quantize_activations_fp8(const __nv_bfloat16* x, int64_t tokens, int64_t cols, uint8_t* values, float* scales,
                               float* scales_block_major, cudaStream_t stream);
 
+// Block-major scales for the first block_major_tokens rows only, laid out [ceil(cols/128), block_major_tokens]:
+// cuBLASLt takes a multiple-of-128 row prefix and the small-M kernel the rest (cuBLASLt has no algorithm for some M).
+void quantize_activations_fp8(const __nv_bfloat16* x, int64_t tokens, int64_t cols, uint8_t* values, float* scales,
+                              float* scales_block_major, int64_t block_major_tokens, cudaStream_t stream);
 // Same for fp32 input (tests and fp32 pipelines).
 void quantize_activations_fp8(const float* x, int64_t tokens, int64_t cols, uint8_t* values, float* scales,
                               float* scales_block_major, cudaStream_t stream);
