@@ -64,7 +64,7 @@ TEST_F(Cli, BenchOneBatchReportsPrefillDecodeAndWritesATrace) {
   int lines = 0;
   for (std::string line; std::getline(results, line);) ++lines;
   EXPECT_EQ(lines, 2);
-  RunResult cuda = run("bench-one-batch " + model_flags() + " --device cuda");
+  RunResult cuda = run("bench-one-batch " + model_flags() + " --input-len 6 --output-len 3 --device cuda");
   EXPECT_NE(cuda.exit_code, 0);
   // CI has no GPU: a clear error either way (built with CUDA: no device; without: no CUDA backend).
   EXPECT_TRUE(cuda.output.find("no CUDA device") != std::string::npos ||
