@@ -100,6 +100,8 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
   padding_slot_ = static_cast<int32_t>(num_kv_slots_);  // one extra slot: where padded / warm-up entries write
   kv_cache_ = kc::DeviceBuffer<bf16>(static_cast<size_t>((num_kv_slots_ + 1) * config.num_hidden_layers * row_elems));
   kv_cache_.fill_bytes(0);
+  // The fills ran on the legacy default stream, which stream_ (non-blocking) does not wait for.
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
   stats_.kv_cache_bytes = kv_cache_.bytes();
   stats_.num_kv_slots = num_kv_slots_;
   capture_decode_graphs();
@@ -429,6 +431,27 @@ void CudaModelImpl::warm_up_buffers() {
   // before any graph is captured, so none of them is reallocated under a graph later. Writes only the padding slot.
   // Sequences of at most 4096 tokens (the longest prefill the benchmarks run; the buffers scale with total tokens).
   const int64_t context = std::max<int64_t>(1, std::min({max_context_tokens_, options_.max_batch_tokens, int64_t{4096}}));
+  // The small-M split-K workspace depends on the weight, not on the tokens: size it for every FP8 linear (kv_b_proj
+  // runs only in prefill and needs the most; the warm-up's row counts may never take the small-M path).
+  size_t split_bytes = 0;
+  auto cover = [&](const DeviceLinear& linear) {
+    split_bytes = std::max(split_bytes, fp8_gemm_->small_m_workspace_bytes(linear.rows, linear.cols));
+  };
+  for (const DeviceLayer& layer : weights_.layers) {
+    const DeviceAttention& attention = layer.attention;
+    for (const std::optional<DeviceLinear>* linear : {&attention.q_a_proj, &attention.q_b_proj, &attention.q_proj}) {
+      if (*linear) cover(**linear);
+    }
+    for (const DeviceLinear* linear : {&attention.kv_a_proj_with_mqa, &attention.kv_b_proj, &attention.o_proj}) cover(*linear);
+    for (const DeviceMlp* mlp : {layer.dense_mlp ? &*layer.dense_mlp : nullptr,
+                                 layer.moe && layer.moe->shared ? &*layer.moe->shared : nullptr}) {
+      if (mlp) {
+        cover(mlp->gate_up);
+        cover(mlp->down);
+      }
+    }
+  }
+  if (split_bytes) split_partials_.ensure(split_bytes / sizeof(float), stream_);
   std::vector<int32_t> padding_slots(static_cast<size_t>(context), padding_slot_);
   ForwardBatch prefill;
   prefill.attention_form = AttentionForm::kExpanded;
@@ -484,9 +507,31 @@ void CudaModelImpl::warm_up_buffers() {
   }
 }
 
+void CudaModelImpl::freeze_graph_buffers() {
+  // Every buffer a decode graph body touches (run_layers + lm_head); prefill-only and eager-only ones stay growable.
+  for (GrowableBuffer<bf16>* buffer : {&residual_, &normed_, &delta_, &q_a_, &q_, &kv_a_, &attn_, &q_latent_, &out_latent_,
+                                       &gate_up_, &mlp_act_, &expert_gate_up_, &expert_out_, &shared_out_}) {
+    buffer->frozen = true;
+  }
+  for (GrowableBuffer<float>* buffer : {&normed_f32_, &split_partials_, &router_logits_, &expert_weights_,
+                                        &permuted_scales_, &expert_act_scales_}) {
+    buffer->frozen = true;
+  }
+  for (GrowableBuffer<int32_t>* buffer : {&expert_ids_, &expert_offsets_, &expert_counts_, &row_token_slot_, &row_expert_,
+                                          &token_slot_row_}) {
+    buffer->frozen = true;
+  }
+  for (GrowableBuffer<uint8_t>* buffer : {&permutation_workspace_, &permuted_values_, &expert_act_values_}) buffer->frozen = true;
+  for (QuantizedActivations* quantized : {&input_q_, &scratch_q_}) {
+    quantized->values.frozen = true;
+    quantized->scales.frozen = true;
+    quantized->scales_block_major.frozen = true;
+  }
+}
+
 void CudaModelImpl::capture_decode_graphs() {
-  // Only batches the small-M GEMM serves (<= 64) are captured: replays of graphs that also held cuBLASLt's
-  // block-scaled FP8 GEMMs (batches >= 128) failed with illegal addresses in serving (bench/RESULTS.md, open).
+  // Only batches the small-M GEMM serves (<= 64) are captured: larger ones (cuBLASLt inside the graph) have not been
+  // verified on the GPU yet.
   std::vector<int32_t> sizes;
   for (int32_t size : options_.cuda_graph_batch_sizes) {
     if (size >= 1 && size <= options_.max_decode_batch && size <= kc::Fp8Gemm::kSmallMMaxTokens &&
@@ -529,6 +574,7 @@ void CudaModelImpl::capture_decode_graphs() {
   graph_slots_.upload(padding);
   graph_seq_lens_.upload(ones);
   graph_page_table_.upload(std::vector<int32_t>(graph_page_table_.size(), padding_slot_));
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());  // the uploads above ran on the legacy default stream
   for (int32_t bucket : buckets) {
     for (auto size = sizes.rbegin(); size != sizes.rend(); ++size) {
       DecodeGraph graph;
@@ -557,6 +603,7 @@ void CudaModelImpl::capture_decode_graphs() {
     }
   }
   FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  freeze_graph_buffers();
   FATHOM_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
   stats_.num_cuda_graphs = static_cast<int64_t>(graphs_.size());
   stats_.graph_capture_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -25,11 +25,17 @@ namespace fathom::model::cuda {
 using bf16 = __nv_bfloat16;
 
 // A device buffer that grows (never shrinks) to what a forward needs; growth synchronizes the stream first.
+// Once CUDA graphs hold its address it is frozen: growing it then is a bug (the graphs would keep the freed
+// pointer), reported as an error instead of a corrupted replay.
 template <typename T>
 struct GrowableBuffer {
   kc::DeviceBuffer<T> buffer;
+  bool frozen = false;
   T* ensure(size_t count, cudaStream_t stream) {
     if (buffer.size() < count) {
+      FATHOM_CHECK(!frozen, "CUDA backend: a buffer captured by CUDA graphs needs " << count << " elements, has "
+                                                                                    << buffer.size()
+                                                                                    << " (warm-up sizing missed it)");
       FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
       buffer = kc::DeviceBuffer<T>(count + count / 4);
     }
@@ -110,6 +116,7 @@ class CudaModelImpl {
   };
   void capture_decode_graphs();
   void warm_up_buffers();
+  void freeze_graph_buffers();
   const DecodeGraph* find_graph(int32_t batch, int32_t max_context) const;
   BatchLayout graph_layout(const DecodeGraph& graph) const;
   std::vector<float> forward_with_graph(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
