@@ -1,7 +1,7 @@
 #pragma once
 // Internals of CudaDeepseekV3Model: device weights, KV cache, activation buffers, kernel helper objects, and the
 // per-layer pieces of the forward (cuda_model.cpp: batch metadata and the layer loop; cuda_attention.cpp: MLA;
-// cuda_feed_forward.cpp: dense MLP and MoE). Everything runs on one stream.
+// cuda_feed_forward.cpp: dense MLP and MoE; cuda_decode_graphs.cpp: CUDA graphs). Everything runs on one stream.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 

@@ -1,0 +1,267 @@
+// CUDA graphs of pure-decode forwards: buffer warm-up and freezing, capture per (padded batch size, context
+// bucket), and replay with static inputs. Part of CudaModelImpl (cuda_model_impl.h).
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "model/cuda/cuda_model_impl.h"
+
+namespace fathom::model::cuda {
+
+const CudaModelImpl::DecodeGraph* CudaModelImpl::find_graph(int32_t batch, int32_t max_context) const {
+  const DecodeGraph* best = nullptr;
+  for (const DecodeGraph& graph : graphs_) {
+    if (graph.batch < batch || graph.max_context < max_context) continue;
+    if (!best || graph.batch < best->batch || (graph.batch == best->batch && graph.max_context < best->max_context)) best = &graph;
+  }
+  return best;
+}
+
+BatchLayout CudaModelImpl::graph_layout(const DecodeGraph& graph) const {
+  BatchLayout layout;
+  layout.token_ids = graph_token_ids_.data();
+  layout.positions = graph_positions_.data();
+  layout.slots = graph_slots_.data();
+  layout.page_table = graph_page_table_.data();
+  layout.seq_lens = graph_seq_lens_.data();
+  layout.num_tokens = graph.batch;
+  layout.num_sequences = graph.batch;
+  layout.decode = true;
+  layout.max_pages = graph_page_stride_;
+  layout.max_q_len = 1;
+  layout.decode_plan = kc::mla_decode_plan(num_sms_, graph.batch, static_cast<int32_t>(config_.num_attention_heads),
+                                           graph.max_context);
+  layout.mla_workspace = graph_mla_workspace_.data();
+  layout.mla_workspace_bytes = graph_mla_workspace_.bytes();
+  return layout;
+}
+
+std::vector<float> CudaModelImpl::forward_with_graph(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
+                                                     const DecodeGraph& graph) {
+  validate_batch(batch, true);
+  const int32_t actual = static_cast<int32_t>(batch.sequences.size());
+  for (int64_t row : logit_rows) FATHOM_CHECK(row >= 0 && row < actual, "CUDA backend: logit row " << row << " of " << actual << " tokens");
+  // Padded entries decode token 0 at position 0 into the padding slot (their results are discarded).
+  std::vector<int32_t> token_ids(static_cast<size_t>(graph.batch), 0), positions(static_cast<size_t>(graph.batch), 0);
+  std::vector<int32_t> slots(static_cast<size_t>(graph.batch), padding_slot_), seq_lens(static_cast<size_t>(graph.batch), 1);
+  int32_t width = 1;
+  for (const SequenceChunk& chunk : batch.sequences) width = std::max<int32_t>(width, static_cast<int32_t>(chunk.num_cached + 1));
+  std::vector<int32_t> pages(static_cast<size_t>(graph.batch) * width, padding_slot_);  // [batch, width]
+  for (int32_t s = 0; s < actual; ++s) {
+    const SequenceChunk& chunk = batch.sequences[static_cast<size_t>(s)];
+    token_ids[s] = batch.token_ids[static_cast<size_t>(chunk.token_begin)];
+    positions[s] = batch.positions[static_cast<size_t>(chunk.token_begin)];
+    slots[s] = chunk.kv_slots[chunk.num_cached];
+    seq_lens[s] = static_cast<int32_t>(chunk.num_cached + 1);
+    std::copy(chunk.kv_slots, chunk.kv_slots + chunk.num_cached + 1, pages.begin() + static_cast<int64_t>(s) * width);
+  }
+  auto copy = [&](int32_t* device, const std::vector<int32_t>& host) {
+    FATHOM_CUDA_CHECK(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  };
+  copy(graph_token_ids_.data(), token_ids);
+  copy(graph_positions_.data(), positions);
+  copy(graph_slots_.data(), slots);
+  copy(graph_seq_lens_.data(), seq_lens);
+  FATHOM_CUDA_CHECK(cudaMemcpy2DAsync(graph_page_table_.data(), static_cast<size_t>(graph_page_stride_) * sizeof(int32_t),
+                                      pages.data(), static_cast<size_t>(width) * sizeof(int32_t),
+                                      static_cast<size_t>(width) * sizeof(int32_t), static_cast<size_t>(graph.batch),
+                                      cudaMemcpyHostToDevice, stream_));
+  FATHOM_CUDA_CHECK(cudaGraphLaunch(graph.exec, stream_));
+  const int64_t vocab = config_.vocab_size;
+  float* all = host_logits_.ensure(static_cast<size_t>(actual) * vocab);  // [actual, V] pinned
+  FATHOM_CUDA_CHECK(cudaMemcpyAsync(all, graph_logits_.data(), static_cast<size_t>(actual) * vocab * sizeof(float),
+                                    cudaMemcpyDeviceToHost, stream_));
+  FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  ++stats_.graph_forwards;
+  std::vector<float> selected(logit_rows.size() * static_cast<size_t>(vocab));
+  for (size_t i = 0; i < logit_rows.size(); ++i) {
+    std::copy_n(all + logit_rows[i] * vocab, vocab, selected.begin() + static_cast<int64_t>(i) * vocab);
+  }
+  return selected;
+}
+
+void CudaModelImpl::warm_up_buffers() {
+  // Grows every activation buffer to its largest size (a prefill of max_batch_tokens, a decode of max_decode_batch)
+  // before any graph is captured, so none of them is reallocated under a graph later. Writes only the padding slot.
+  // Sequences of at most 4096 tokens (the longest prefill the benchmarks run; the buffers scale with total tokens).
+  const int64_t context = std::max<int64_t>(1, std::min({max_context_tokens_, options_.max_batch_tokens, int64_t{4096}}));
+  // The small-M split-K workspace depends on the weight, not on the tokens: size it for every FP8 linear (kv_b_proj
+  // runs only in prefill and needs the most; the warm-up's row counts may never take the small-M path).
+  size_t split_bytes = 0;
+  auto cover = [&](const DeviceLinear& linear) {
+    split_bytes = std::max(split_bytes, fp8_gemm_->small_m_workspace_bytes(linear.rows, linear.cols));
+  };
+  for (const DeviceLayer& layer : weights_.layers) {
+    const DeviceAttention& attention = layer.attention;
+    for (const std::optional<DeviceLinear>* linear : {&attention.q_a_proj, &attention.q_b_proj, &attention.q_proj}) {
+      if (*linear) cover(**linear);
+    }
+    for (const DeviceLinear* linear : {&attention.kv_a_proj_with_mqa, &attention.kv_b_proj, &attention.o_proj}) cover(*linear);
+    for (const DeviceMlp* mlp : {layer.dense_mlp ? &*layer.dense_mlp : nullptr,
+                                 layer.moe && layer.moe->shared ? &*layer.moe->shared : nullptr}) {
+      if (mlp) {
+        cover(mlp->gate_up);
+        cover(mlp->down);
+      }
+    }
+  }
+  if (split_bytes) split_partials_.ensure(split_bytes / sizeof(float), stream_);
+  std::vector<int32_t> padding_slots(static_cast<size_t>(context), padding_slot_);
+  ForwardBatch prefill;
+  prefill.attention_form = AttentionForm::kExpanded;
+  for (int64_t remaining = options_.max_batch_tokens; remaining > 0; remaining -= context) {
+    prefill.add_sequence(std::vector<int32_t>(static_cast<size_t>(std::min(remaining, context)), 0), 0, padding_slots.data());
+  }
+  ForwardBatch decode;
+  decode.attention_form = AttentionForm::kAbsorbed;
+  for (int64_t s = 0; s < options_.max_decode_batch; ++s) decode.add_sequence({0}, 0, padding_slots.data());
+  for (const ForwardBatch* batch : {&prefill, &decode}) {
+    BatchLayout layout;
+    // upload_batch validates slots against num_kv_slots_; the padding slot lies past it, so build the layout here.
+    const int64_t n = batch->num_tokens();
+    std::vector<int32_t> zeros(static_cast<size_t>(n), 0), slots(static_cast<size_t>(n), padding_slot_);
+    std::vector<int32_t> positions = batch->positions, seq_lens, cu_q{0}, cu_kv{0}, pages;
+    int32_t width = 0;
+    for (const SequenceChunk& chunk : batch->sequences) width = std::max<int32_t>(width, static_cast<int32_t>(chunk.num_tokens));
+    for (const SequenceChunk& chunk : batch->sequences) {
+      seq_lens.push_back(static_cast<int32_t>(chunk.num_tokens));
+      cu_q.push_back(cu_q.back() + static_cast<int32_t>(chunk.num_tokens));
+      cu_kv.push_back(cu_kv.back() + static_cast<int32_t>(chunk.num_tokens));
+    }
+    pages.assign(static_cast<size_t>(batch->sequences.size()) * width, padding_slot_);
+    auto upload = [&](GrowableBuffer<int32_t>& device, const std::vector<int32_t>& host) -> const int32_t* {
+      int32_t* target = device.ensure(std::max<size_t>(host.size(), 1), stream_);
+      FATHOM_CUDA_CHECK(cudaMemcpyAsync(target, host.data(), host.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+      return target;
+    };
+    layout.num_tokens = n;
+    layout.num_sequences = static_cast<int32_t>(batch->sequences.size());
+    layout.decode = batch == &decode;
+    layout.max_pages = width;
+    layout.max_q_len = width;
+    layout.total_kv = n;
+    layout.token_ids = upload(token_ids_, zeros);
+    layout.positions = upload(positions_, positions);
+    layout.slots = upload(slots_, slots);
+    layout.page_table = upload(page_table_, pages);
+    layout.seq_lens = upload(seq_lens_, seq_lens);
+    if (layout.decode) {
+      layout.decode_plan = kc::mla_decode_plan(num_sms_, layout.num_sequences, static_cast<int32_t>(config_.num_attention_heads), 1);
+      layout.mla_workspace_bytes = std::max<size_t>(16, kc::mla_decode_workspace_bytes(
+          layout.decode_plan, layout.num_sequences, static_cast<int32_t>(config_.num_attention_heads),
+          static_cast<int32_t>(config_.kv_lora_rank)));
+      layout.mla_workspace = mla_workspace_.ensure(layout.mla_workspace_bytes, stream_);
+    } else {
+      layout.cu_q_lens = upload(cu_q_lens_, cu_q);
+      layout.cu_kv_lens = upload(cu_kv_lens_, cu_kv);
+      layout.kv_slots_flat = upload(kv_slots_flat_, slots);
+    }
+    run_layers(layout);
+    FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+}
+
+void CudaModelImpl::freeze_graph_buffers() {
+  // Every buffer a decode graph body touches (run_layers + lm_head); prefill-only and eager-only ones stay growable.
+  for (GrowableBuffer<bf16>* buffer : {&residual_, &normed_, &delta_, &q_a_, &q_, &kv_a_, &attn_, &q_latent_, &out_latent_,
+                                       &gate_up_, &mlp_act_, &expert_gate_up_, &expert_out_, &shared_out_}) {
+    buffer->frozen = true;
+  }
+  for (GrowableBuffer<float>* buffer : {&normed_f32_, &split_partials_, &router_logits_, &expert_weights_,
+                                        &permuted_scales_, &expert_act_scales_}) {
+    buffer->frozen = true;
+  }
+  for (GrowableBuffer<int32_t>* buffer : {&expert_ids_, &expert_offsets_, &expert_counts_, &row_token_slot_, &row_expert_,
+                                          &token_slot_row_}) {
+    buffer->frozen = true;
+  }
+  for (GrowableBuffer<uint8_t>* buffer : {&permutation_workspace_, &permuted_values_, &expert_act_values_}) buffer->frozen = true;
+  for (QuantizedActivations* quantized : {&input_q_, &scratch_q_}) {
+    quantized->values.frozen = true;
+    quantized->scales.frozen = true;
+    quantized->scales_block_major.frozen = true;
+  }
+}
+
+void CudaModelImpl::capture_decode_graphs() {
+  // Only batches the small-M GEMM serves (<= 64) are captured: larger ones (cuBLASLt inside the graph) have not been
+  // verified on the GPU yet.
+  std::vector<int32_t> sizes;
+  for (int32_t size : options_.cuda_graph_batch_sizes) {
+    if (size >= 1 && size <= options_.max_decode_batch && size <= kc::Fp8Gemm::kSmallMMaxTokens &&
+        std::find(sizes.begin(), sizes.end(), size) == sizes.end()) {
+      sizes.push_back(size);
+    }
+  }
+  if (sizes.empty()) return;
+  std::sort(sizes.begin(), sizes.end());
+  const auto start = std::chrono::steady_clock::now();
+  size_t free_before = 0, free_after = 0, total = 0;
+  FATHOM_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
+  warm_up_buffers();
+  // Context buckets: the MLA split plan is made for the bucket's bound, so short contexts do not pay long ones' splits.
+  std::vector<int32_t> buckets;
+  for (int64_t bound : {int64_t{4096}, max_context_tokens_}) {
+    const int32_t bucket = static_cast<int32_t>(std::min(bound, max_context_tokens_));
+    if (std::find(buckets.begin(), buckets.end(), bucket) == buckets.end()) buckets.push_back(bucket);
+  }
+  graph_max_batch_ = sizes.back();
+  graph_page_stride_ = buckets.back();
+  const int64_t heads = config_.num_attention_heads, vocab = config_.vocab_size;
+  graph_token_ids_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_));
+  graph_positions_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_));
+  graph_slots_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_));
+  graph_seq_lens_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_));
+  graph_page_table_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_) * graph_page_stride_);
+  graph_logits_ = kc::DeviceBuffer<float>(static_cast<size_t>(graph_max_batch_ * vocab));
+  size_t workspace = 16;
+  for (int32_t bucket : buckets) {
+    workspace = std::max(workspace, kc::mla_decode_max_workspace_bytes(num_sms_, graph_max_batch_, static_cast<int32_t>(heads),
+                                                                      static_cast<int32_t>(config_.kv_lora_rank), bucket));
+  }
+  graph_mla_workspace_ = kc::DeviceBuffer<uint8_t>(workspace);
+  // Padded contents for the captures (and a valid state for any replay): every entry decodes into the padding slot.
+  std::vector<int32_t> zeros(static_cast<size_t>(graph_max_batch_), 0), ones(static_cast<size_t>(graph_max_batch_), 1);
+  std::vector<int32_t> padding(static_cast<size_t>(graph_max_batch_), padding_slot_);
+  graph_token_ids_.upload(zeros);
+  graph_positions_.upload(zeros);
+  graph_slots_.upload(padding);
+  graph_seq_lens_.upload(ones);
+  graph_page_table_.upload(std::vector<int32_t>(graph_page_table_.size(), padding_slot_));
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());  // the uploads above ran on the legacy default stream
+  for (int32_t bucket : buckets) {
+    for (auto size = sizes.rbegin(); size != sizes.rend(); ++size) {
+      DecodeGraph graph;
+      graph.batch = *size;
+      graph.max_context = bucket;
+      const BatchLayout layout = graph_layout(graph);
+      auto body = [&] {
+        run_layers(layout);
+        lm_head_gemm_->run(normed_.buffer.data(), graph.batch, weights_.lm_head.data(), graph_logits_.data(), stream_);
+      };
+      body();  // eager once: cuBLASLt plans for this size are made outside the capture
+      FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      cudaGraph_t captured = nullptr;
+      FATHOM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      try {
+        body();
+      } catch (...) {
+        cudaStreamEndCapture(stream_, &captured);
+        if (captured) cudaGraphDestroy(captured);
+        throw;
+      }
+      FATHOM_CUDA_CHECK(cudaStreamEndCapture(stream_, &captured));
+      FATHOM_CUDA_CHECK(cudaGraphInstantiate(&graph.exec, captured, 0));
+      FATHOM_CUDA_CHECK(cudaGraphDestroy(captured));
+      graphs_.push_back(graph);
+    }
+  }
+  FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  freeze_graph_buffers();
+  FATHOM_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
+  stats_.num_cuda_graphs = static_cast<int64_t>(graphs_.size());
+  stats_.graph_capture_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats_.graph_memory_bytes = free_before > free_after ? free_before - free_after : 0;
+}
+
+}  // namespace fathom::model::cuda
