@@ -80,9 +80,10 @@ def main():
             floor_ms = floor_bytes / bandwidth * 1e3
             torch_ms = baseline.get(f"decode_bs{batch}_ms")
             graphs = "CUDA graphs" if run["run_name"] == "decode" else "no graphs"
-            print(f"| decode step, batch {batch}, context ~{context}, {graphs} | {ms:.3f} ms | {floor_ms:.3f} ms "
-                  f"({floor_bytes / 1e9:.2f} GB read) | {ms / floor_ms:.2f}x | "
-                  f"{torch_ms:.2f} ms | {torch_ms / ms:.1f}x |" if torch_ms else "| - | - |")
+            line = (f"| decode step, batch {batch}, context ~{context}, {graphs} | {ms:.3f} ms | {floor_ms:.3f} ms "
+                    f"({floor_bytes / 1e9:.2f} GB read) | {ms / floor_ms:.2f}x |")
+            line += f" {torch_ms:.2f} ms | {torch_ms / ms:.1f}x |" if torch_ms else " - | - |"
+            print(line)
         else:
             ms = run["prefill_latency"] * 1e3
             flops = prefill_flops(s, input_len)

@@ -70,6 +70,8 @@ ModelCliOptions parse_model_options(const CliArgs& args) {
   FATHOM_CHECK(options.num_threads >= 0, "--threads must be >= 0");
   options.device = executor::parse_device(args.get_or("--device", "cpu"));
   options.mem_fraction_static = args.get_double_or("--mem-fraction-static", options.mem_fraction_static);
+  FATHOM_CHECK(options.mem_fraction_static > 0 && options.mem_fraction_static < 1,
+               "--mem-fraction-static must be in (0, 1), got " << options.mem_fraction_static);
   return options;
 }
 

@@ -129,32 +129,23 @@ void CudaModelImpl::warm_up_buffers() {
       cu_kv.push_back(cu_kv.back() + static_cast<int32_t>(chunk.num_tokens));
     }
     pages.assign(static_cast<size_t>(batch->sequences.size()) * width, padding_slot_);
-    auto upload = [&](GrowableBuffer<int32_t>& device, const std::vector<int32_t>& host) -> const int32_t* {
-      int32_t* target = device.ensure(std::max<size_t>(host.size(), 1), stream_);
-      FATHOM_CUDA_CHECK(cudaMemcpyAsync(target, host.data(), host.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
-      return target;
-    };
     layout.num_tokens = n;
     layout.num_sequences = static_cast<int32_t>(batch->sequences.size());
     layout.decode = batch == &decode;
     layout.max_pages = width;
     layout.max_q_len = width;
     layout.total_kv = n;
-    layout.token_ids = upload(token_ids_, zeros);
-    layout.positions = upload(positions_, positions);
-    layout.slots = upload(slots_, slots);
-    layout.page_table = upload(page_table_, pages);
-    layout.seq_lens = upload(seq_lens_, seq_lens);
+    layout.token_ids = upload_ints(token_ids_, zeros);
+    layout.positions = upload_ints(positions_, positions);
+    layout.slots = upload_ints(slots_, slots);
+    layout.page_table = upload_ints(page_table_, pages);
+    layout.seq_lens = upload_ints(seq_lens_, seq_lens);
     if (layout.decode) {
-      layout.decode_plan = kc::mla_decode_plan(num_sms_, layout.num_sequences, static_cast<int32_t>(config_.num_attention_heads), 1);
-      layout.mla_workspace_bytes = std::max<size_t>(16, kc::mla_decode_workspace_bytes(
-          layout.decode_plan, layout.num_sequences, static_cast<int32_t>(config_.num_attention_heads),
-          static_cast<int32_t>(config_.kv_lora_rank)));
-      layout.mla_workspace = mla_workspace_.ensure(layout.mla_workspace_bytes, stream_);
+      plan_decode(layout, 1);
     } else {
-      layout.cu_q_lens = upload(cu_q_lens_, cu_q);
-      layout.cu_kv_lens = upload(cu_kv_lens_, cu_kv);
-      layout.kv_slots_flat = upload(kv_slots_flat_, slots);
+      layout.cu_q_lens = upload_ints(cu_q_lens_, cu_q);
+      layout.cu_kv_lens = upload_ints(cu_kv_lens_, cu_kv);
+      layout.kv_slots_flat = upload_ints(kv_slots_flat_, slots);
     }
     run_layers(layout);
     FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));

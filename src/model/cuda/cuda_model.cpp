@@ -213,30 +213,34 @@ BatchLayout CudaModelImpl::upload_batch(const ForwardBatch& batch) {
     std::copy(chunk.kv_slots, chunk.kv_slots + kv_len, page_table.begin() + static_cast<int64_t>(s) * layout.max_pages);
     if (!layout.decode) kv_slots_flat.insert(kv_slots_flat.end(), chunk.kv_slots, chunk.kv_slots + kv_len);
   }
-  auto upload = [&](GrowableBuffer<int32_t>& device, const std::vector<int32_t>& host) -> const int32_t* {
-    int32_t* target = device.ensure(std::max<size_t>(host.size(), 1), stream_);
-    FATHOM_CUDA_CHECK(cudaMemcpyAsync(target, host.data(), host.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
-    return target;
-  };
-  layout.token_ids = upload(token_ids_, batch.token_ids);
-  layout.positions = upload(positions_, batch.positions);
-  layout.slots = upload(slots_, slots);
-  layout.page_table = upload(page_table_, page_table);
-  layout.seq_lens = upload(seq_lens_, seq_lens);
+  layout.token_ids = upload_ints(token_ids_, batch.token_ids);
+  layout.positions = upload_ints(positions_, batch.positions);
+  layout.slots = upload_ints(slots_, slots);
+  layout.page_table = upload_ints(page_table_, page_table);
+  layout.seq_lens = upload_ints(seq_lens_, seq_lens);
   if (layout.decode) {
-    layout.decode_plan = kc::mla_decode_plan(num_sms_, layout.num_sequences, static_cast<int32_t>(config_.num_attention_heads),
-                                             layout.max_pages);
-    layout.mla_workspace_bytes = std::max<size_t>(
-        16, kc::mla_decode_workspace_bytes(layout.decode_plan, layout.num_sequences,
-                                           static_cast<int32_t>(config_.num_attention_heads),
-                                           static_cast<int32_t>(config_.kv_lora_rank)));
-    layout.mla_workspace = mla_workspace_.ensure(layout.mla_workspace_bytes, stream_);
+    plan_decode(layout, layout.max_pages);
   } else {
-    layout.cu_q_lens = upload(cu_q_lens_, cu_q);
-    layout.cu_kv_lens = upload(cu_kv_lens_, cu_kv);
-    layout.kv_slots_flat = upload(kv_slots_flat_, kv_slots_flat);
+    layout.cu_q_lens = upload_ints(cu_q_lens_, cu_q);
+    layout.cu_kv_lens = upload_ints(cu_kv_lens_, cu_kv);
+    layout.kv_slots_flat = upload_ints(kv_slots_flat_, kv_slots_flat);
   }
   return layout;
+}
+
+const int32_t* CudaModelImpl::upload_ints(GrowableBuffer<int32_t>& device, const std::vector<int32_t>& host) {
+  int32_t* target = device.ensure(std::max<size_t>(host.size(), 1), stream_);
+  FATHOM_CUDA_CHECK(cudaMemcpyAsync(target, host.data(), host.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  return target;
+}
+
+void CudaModelImpl::plan_decode(BatchLayout& layout, int32_t max_context) {
+  const int32_t heads = static_cast<int32_t>(config_.num_attention_heads);
+  layout.decode_plan = kc::mla_decode_plan(num_sms_, layout.num_sequences, heads, max_context);
+  layout.mla_workspace_bytes = std::max<size_t>(
+      16, kc::mla_decode_workspace_bytes(layout.decode_plan, layout.num_sequences, heads,
+                                         static_cast<int32_t>(config_.kv_lora_rank)));
+  layout.mla_workspace = mla_workspace_.ensure(layout.mla_workspace_bytes, stream_);
 }
 
 CudaModelImpl::Quantized CudaModelImpl::quantize(const bf16* x, int64_t tokens, int64_t cols, QuantizedActivations& into) {

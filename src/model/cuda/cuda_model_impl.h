@@ -105,6 +105,10 @@ class CudaModelImpl {
   // Checks ids, slots and sizes on the host (clear errors instead of kernels reading out of range).
   void validate_batch(const ForwardBatch& batch, bool decode) const;
   BatchLayout upload_batch(const ForwardBatch& batch);
+  // Copies host ints into a grown device buffer on the stream; returns the device pointer.
+  const int32_t* upload_ints(GrowableBuffer<int32_t>& device, const std::vector<int32_t>& host);
+  // Eager decode: the MLA split plan for the batch's longest context and its workspace (mla_workspace_).
+  void plan_decode(BatchLayout& layout, int32_t max_context);
   // The layers of one forward over `layout` (token_ids -> final-normed rows in normed_): kernels only, no host
   // synchronization or allocation once the buffers have grown to the forward's size (graph-capturable).
   void run_layers(const BatchLayout& layout);

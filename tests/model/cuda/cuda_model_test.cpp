@@ -116,14 +116,18 @@ cuda::CudaModelOptions small_options(int64_t slots) {
 constexpr double kFixtureTolerance = 5e-2;  // w8a8 + bf16 activations vs transformers fp32 (CPU w8a8: 3e-2)
 constexpr double kV3DimsTolerance = 0.15;   // vs the CPU w8a8 forward (fp32 activations), random dummy weights
 
+LoadedModel load_fixture(const std::string& dir) {
+  LoadOptions load;
+  load.model_dir = dir;
+  load.load_mtp = false;
+  return load_model(load);
+}
+
 class CudaGoldenFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaGoldenFixture, LogitsMatchTransformersWithinW8A8Tolerance) {
   REQUIRE_GPU();
-  LoadOptions load;
-  load.model_dir = GetParam();
-  load.load_mtp = false;
-  LoadedModel loaded = load_model(load);
+  LoadedModel loaded = load_fixture(GetParam());
   cuda::CudaDeepseekV3Model model(loaded.config, loaded.weights, small_options(1024));
   const int64_t vocab = loaded.config.vocab_size;
   double worst = 0;
@@ -145,10 +149,7 @@ TEST_P(CudaGoldenFixture, LogitsMatchTransformersWithinW8A8Tolerance) {
 
 TEST_P(CudaGoldenFixture, ChunkedPrefillAndDecodeAgreeWithOneShot) {
   REQUIRE_GPU();
-  LoadOptions load;
-  load.model_dir = GetParam();
-  load.load_mtp = false;
-  LoadedModel loaded = load_model(load);
+  LoadedModel loaded = load_fixture(GetParam());
   cuda::CudaDeepseekV3Model model(loaded.config, loaded.weights, small_options(1024));
   const int64_t vocab = loaded.config.vocab_size;
   std::vector<GoldenSequence> goldens = read_golden(GetParam());
@@ -174,10 +175,7 @@ TEST_P(CudaGoldenFixture, ChunkedPrefillAndDecodeAgreeWithOneShot) {
 
 TEST_P(CudaGoldenFixture, DecodeDoesNotDependOnBatchComposition) {
   REQUIRE_GPU();
-  LoadOptions load;
-  load.model_dir = GetParam();
-  load.load_mtp = false;
-  LoadedModel loaded = load_model(load);
+  LoadedModel loaded = load_fixture(GetParam());
   cuda::CudaDeepseekV3Model model(loaded.config, loaded.weights, small_options(4096));
   const int64_t vocab = loaded.config.vocab_size;
   const std::vector<GoldenSequence> goldens = read_golden(GetParam());
@@ -219,10 +217,7 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CudaGoldenFixture);
 // logits equal up to the split-KV plan's fp32 rounding; every graph-eligible step replays a graph.
 TEST_P(CudaGoldenFixture, CudaGraphDecodeMatchesEagerDecode) {
   REQUIRE_GPU();
-  LoadOptions load;
-  load.model_dir = GetParam();
-  load.load_mtp = false;
-  LoadedModel loaded = load_model(load);
+  LoadedModel loaded = load_fixture(GetParam());
   cuda::CudaModelOptions graph_options = small_options(4096);
   graph_options.cuda_graph_batch_sizes = {1, 4};
   cuda::CudaDeepseekV3Model eager(loaded.config, loaded.weights, small_options(4096));
