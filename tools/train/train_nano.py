@@ -555,20 +555,7 @@ class NanoExport:
             w = np.ascontiguousarray(w, dtype=np.float32)
             if w.shape != tuple(shape):
                 raise ValueError(f"{name}: trained shape {w.shape}, spec {shape}")
-            if kind == "fp8":
-                codes, s, q = st_io.fp8_block_quantize(w)
-                self.ckpt[name] = ("F8_E4M3", codes)
-                self.ckpt[name + "_scale_inv"] = ("F32", s)
-                self.deq[name] = st_io.fp8_block_dequantize(codes, s)
-                self.fp8_quot[name] = q
-            elif kind == "bf16":
-                bits = st_io.bf16_encode(w)
-                self.ckpt[name] = ("BF16", bits)
-                self.deq[name] = st_io.bf16_decode(bits)
-                self.bf16_master[name] = w
-            else:
-                self.ckpt[name] = ("F32", w)
-                self.deq[name] = w.copy()
+            make_fixtures.encode_tensor(self, name, kind, w)
         used = {n for n, _, _, _ in make_fixtures.tensor_specs(self.cfg)}
         extra = sorted(set(master) - used)
         if extra:
