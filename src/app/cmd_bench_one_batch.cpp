@@ -115,9 +115,9 @@ int run_bench_one_batch(const Args& raw_args) {
   backend_config.max_batch_tokens = max_batch * input_len;
   backend_config.max_decode_batch = max_batch;
   backend_config.max_context_tokens = input_len + output_len;
-  if (!args.has("--disable-cuda-graph")) {
-    for (int64_t batch_size : batch_sizes) backend_config.cuda_graph_batch_sizes.push_back(static_cast<int32_t>(batch_size));
-  }
+  // Decode runs at exactly the benchmarked batch sizes: replayed from CUDA graphs, or eagerly (--disable-cuda-graph).
+  backend_config.capture_cuda_graphs = !args.has("--disable-cuda-graph");
+  for (int64_t batch_size : batch_sizes) backend_config.cuda_graph_batch_sizes.push_back(static_cast<int32_t>(batch_size));
   std::unique_ptr<executor::ModelBackend> backend = executor::make_model_backend(backend_config);
   std::printf("%s\n", backend->describe().c_str());
   const uint64_t seed = static_cast<uint64_t>(args.get_int_or("--seed", 0));

@@ -83,7 +83,7 @@ int run_serve(const Args& raw_args) {
                       "--cuda-graph-bs", "--cuda-graph-max-bs"});
   CliArgs args(canonical_flag_names(raw_args), value_flags,
                {"--disable-radix-cache", "--disable-overlap-schedule", "--skip-tokenizer-init", "--enable-metrics",
-                "--disable-cuda-graph", "--enable-cuda-graph"});
+                "--disable-cuda-graph", "--enable-cuda-graph", "--enable-deterministic-inference"});
   FATHOM_CHECK(args.positional().empty(), "serve takes no positional arguments, got '" << args.positional()[0] << "'");
   ModelCliOptions model_options = parse_model_options(args);
   const std::string model_dir = model_options.load.model_dir;
@@ -116,10 +116,13 @@ int run_serve(const Args& raw_args) {
   engine_config.disable_overlap = args.has("--disable-overlap-schedule");
   engine_config.random_seed = static_cast<uint64_t>(args.get_int_or("--random-seed", 0));
   FATHOM_CHECK(engine_config.max_running_requests >= 1, "--max-running-requests must be >= 1");
-  // CUDA graphs are opt-in while serving until the fix of the replay crash seen on the V3 slice (a split-K workspace
-  // reallocated after capture) is verified on a GPU (bench/RESULTS.md). --disable-cuda-graph is accepted (the default).
-  if (model_options.device == executor::Device::kCuda && args.has("--enable-cuda-graph") && !args.has("--disable-cuda-graph")) {
-    // Decode batches up to --cuda-graph-max-bs (default: --max-running-requests, at most 64) replay CUDA graphs.
+  // Decode batches up to --cuda-graph-max-bs (default: --max-running-requests, at most 256) run padded to the next
+  // listed size and replay CUDA graphs; --disable-cuda-graph runs the same padded shapes eagerly (same results).
+  // --enable-cuda-graph is accepted for older scripts (graphs are the default).
+  // Batch-invariant GPU kernels (the CPU backend is batch-invariant already); SGLang's flag name.
+  engine_config.deterministic = args.has("--enable-deterministic-inference");
+  if (model_options.device == executor::Device::kCuda) {
+    engine_config.capture_cuda_graphs = !args.has("--disable-cuda-graph");
     if (auto sizes = args.get("--cuda-graph-bs")) {
       for (int64_t size : parse_int_list(*sizes, "--cuda-graph-bs")) {
         FATHOM_CHECK(size >= 1 && size <= engine_config.max_running_requests,
@@ -127,7 +130,7 @@ int run_serve(const Args& raw_args) {
         engine_config.cuda_graph_batch_sizes.push_back(static_cast<int32_t>(size));
       }
     } else {
-      const int64_t max_bs = args.get_int_or("--cuda-graph-max-bs", std::min<int64_t>(engine_config.max_running_requests, 64));
+      const int64_t max_bs = args.get_int_or("--cuda-graph-max-bs", std::min<int64_t>(engine_config.max_running_requests, 256));
       FATHOM_CHECK(max_bs >= 1, "--cuda-graph-max-bs must be >= 1");
       engine_config.cuda_graph_batch_sizes = executor::default_cuda_graph_batch_sizes(max_bs);
     }
@@ -152,6 +155,8 @@ int run_serve(const Args& raw_args) {
                                {"device", executor::device_name(model_options.device)},
                                {"mem_fraction_static", model_options.mem_fraction_static},
                                {"cuda_graph_bs", engine_config.cuda_graph_batch_sizes},
+                               {"disable_cuda_graph", !engine_config.capture_cuda_graphs},
+                               {"enable_deterministic_inference", engine_config.deterministic},
                                {"host", server_config.http.host},
                                {"port", server_config.http.port},
                                {"served_model_name", server_config.served_model_name},

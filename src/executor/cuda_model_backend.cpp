@@ -20,6 +20,8 @@ class CudaModelBackend final : public ModelBackend {
     options.max_decode_batch = config.max_decode_batch;
     options.max_context_tokens = config.max_context_tokens;
     options.cuda_graph_batch_sizes = config.cuda_graph_batch_sizes;
+    options.capture_cuda_graphs = config.capture_cuda_graphs;
+    options.deterministic = config.deterministic;
     model_ = std::make_unique<model::cuda::CudaDeepseekV3Model>(loaded_.config, loaded_.weights, options);
   }
 
@@ -28,6 +30,20 @@ class CudaModelBackend final : public ModelBackend {
   int64_t num_kv_slots() const override { return model_->num_kv_slots(); }
   std::vector<float> forward(const model::ForwardBatch& batch, const std::vector<int64_t>& logit_rows) override {
     return model_->forward(batch, logit_rows);
+  }
+  bool samples_on_device() const override { return true; }
+  SampledForward forward_sampled(const model::ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
+                                 const std::vector<int64_t>& sample_rows,
+                                 const std::vector<sampling::DeviceSamplingRow>& sampling) override {
+    model::cuda::ForwardResult result = model_->forward(batch, logit_rows, sample_rows, sampling);
+    SampledForward out;
+    out.logits = std::move(result.logits);
+    out.samples.resize(result.tokens.size());
+    for (size_t i = 0; i < result.tokens.size(); ++i) {
+      out.samples[i].token_id = result.tokens[i];
+      out.samples[i].logprob = result.logprobs[i];
+    }
+    return out;
   }
   void set_trace(TraceRecorder* trace) override { model_->set_trace(trace); }
   std::string describe() const override {

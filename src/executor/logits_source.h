@@ -1,8 +1,12 @@
 #pragma once
 // What the step executor needs from a model: run sequence chunks over the KV cache, return next-token logits.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
+
+#include "core/error.h"
+#include "sampling/sampling_options.h"
 
 namespace fathom::executor {
 
@@ -11,6 +15,14 @@ struct ForwardChunk {
   int64_t num_cached = 0;               // positions whose KV is already in the cache
   std::span<const int32_t> kv_slots;    // [>= num_cached + num_new] cache slot of every position
   bool needs_logits = false;            // return the logits of the chunk's last token
+  bool extends_prompt = false;          // the new tokens are prompt tokens (deterministic inference: prefill form)
+  // With needs_logits: sample that token on the device instead (LogitsSource::samples_on_device()).
+  std::optional<sampling::DeviceSamplingRow> device_sampling;
+};
+
+struct ForwardOutput {
+  std::vector<float> logits;                    // [chunks with needs_logits and no device_sampling, V], chunk order
+  std::vector<sampling::SampledToken> samples;  // [chunks with device_sampling], chunk order
 };
 
 class LogitsSource {
@@ -20,6 +32,13 @@ class LogitsSource {
   // Writes the chunks' KV and returns logits [num chunks with needs_logits, vocab], in chunk order.
   // Called from one thread at a time.
   virtual std::vector<float> forward(const std::vector<ForwardChunk>& chunks) = 0;
+  // Whether chunks may carry device_sampling.
+  virtual bool samples_on_device() const { return false; }
+  // forward, with the device_sampling chunks' tokens sampled on the device.
+  virtual ForwardOutput forward_sampled(const std::vector<ForwardChunk>& chunks) {
+    for (const ForwardChunk& chunk : chunks) FATHOM_CHECK(!chunk.device_sampling, "this model does not sample on the device");
+    return ForwardOutput{forward(chunks), {}};
+  }
 };
 
 }  // namespace fathom::executor

@@ -28,6 +28,13 @@ std::vector<int32_t> default_cuda_graph_batch_sizes(int64_t max_batch) {
   return sizes;
 }
 
+SampledForward ModelBackend::forward_sampled(const model::ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
+                                            const std::vector<int64_t>& sample_rows,
+                                            const std::vector<sampling::DeviceSamplingRow>& sampling) {
+  FATHOM_CHECK(sample_rows.empty() && sampling.empty(), "the " << device_name(device()) << " backend does not sample on the device");
+  return SampledForward{forward(batch, logit_rows), {}};
+}
+
 std::unique_ptr<ModelBackend> make_model_backend(const BackendConfig& config) {
 #ifdef FATHOM_HAVE_CUDA
   if (config.device == Device::kCuda) return make_cuda_model_backend(config);

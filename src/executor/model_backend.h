@@ -12,6 +12,7 @@
 #include "model/config.h"
 #include "model/forward_batch.h"
 #include "model/weight_loader.h"
+#include "sampling/sampling_options.h"
 
 namespace fathom::executor {
 
@@ -30,7 +31,16 @@ struct BackendConfig {
   int64_t max_batch_tokens = 8192;     // CUDA: most tokens of one forward
   int64_t max_decode_batch = 256;      // CUDA: most sequences of one decode forward
   int64_t max_context_tokens = 0;      // CUDA: longest sequence; 0 = max_position_embeddings
-  std::vector<int32_t> cuda_graph_batch_sizes;  // CUDA: decode batch sizes captured as graphs; empty = none
+  // CUDA: padded decode batch sizes (captured as graphs when capture_cuda_graphs); empty = unpadded eager decode.
+  std::vector<int32_t> cuda_graph_batch_sizes;
+  bool capture_cuda_graphs = true;     // CUDA: false = the padded sizes run eagerly (same results as the graphs)
+  bool deterministic = false;          // CUDA: batch-invariant kernels (--enable-deterministic-inference)
+};
+
+// A forward whose sampled rows were sampled on the device.
+struct SampledForward {
+  std::vector<float> logits;                    // [logit_rows, V] fp32, for the host sampler
+  std::vector<sampling::SampledToken> samples;  // [sample_rows]: token and log-softmax(raw logits)[token]
 };
 
 // SGLang-style default capture list: 1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, up to max_batch.
@@ -45,6 +55,13 @@ class ModelBackend {
   // Runs the batch (writes its new tokens' KV at their slots) and returns fp32 logits [logit_rows.size(), V] of
   // the listed token rows (indices into batch.token_ids). Called from one thread at a time; blocks until done.
   virtual std::vector<float> forward(const model::ForwardBatch& batch, const std::vector<int64_t>& logit_rows) = 0;
+  // Whether forward_sampled can sample rows on the device (CUDA: only token ids cross the bus, not logits).
+  virtual bool samples_on_device() const { return false; }
+  // forward, and the token rows in `sample_rows` (disjoint from logit_rows) are sampled on the device with
+  // `sampling` [sample_rows]. A backend without device sampling accepts only empty sample_rows.
+  virtual SampledForward forward_sampled(const model::ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
+                                         const std::vector<int64_t>& sample_rows,
+                                         const std::vector<sampling::DeviceSamplingRow>& sampling);
   // One line for the startup log: device, memory, KV capacity.
   virtual std::string describe() const = 0;
   // The CPU backend's worker pool (also used for sampling); null for the CUDA backend.

@@ -6,9 +6,10 @@
 
 namespace fathom::executor {
 
-ModelRunner::ModelRunner(const ModelRunnerConfig& config) : ModelRunner(make_model_backend(config)) {}
+ModelRunner::ModelRunner(const ModelRunnerConfig& config) : ModelRunner(make_model_backend(config), config.deterministic) {}
 
-ModelRunner::ModelRunner(std::unique_ptr<ModelBackend> backend) : backend_(std::move(backend)) {
+ModelRunner::ModelRunner(std::unique_ptr<ModelBackend> backend, bool deterministic)
+    : backend_(std::move(backend)), backend_deterministic_(deterministic) {
   host_pool_ = backend_->host_pool();
   if (!host_pool_) {
     own_pool_ = std::make_unique<ThreadPool>(0);
@@ -17,21 +18,34 @@ ModelRunner::ModelRunner(std::unique_ptr<ModelBackend> backend) : backend_(std::
 }
 
 std::vector<float> ModelRunner::forward(const std::vector<ForwardChunk>& chunks) {
+  for (const ForwardChunk& chunk : chunks) FATHOM_CHECK(!chunk.device_sampling, "model runner: forward() takes no device sampling");
+  return forward_sampled(chunks).logits;
+}
+
+ForwardOutput ModelRunner::forward_sampled(const std::vector<ForwardChunk>& chunks) {
   const int64_t vocab = vocab_size();
-  // Logit rows of the chunks that need them, in chunk order: [num_rows, V].
-  std::vector<int64_t> row_of_chunk(chunks.size(), -1);
-  int64_t num_rows = 0;
+  // Output slots in chunk order: host logits rows, and device samples.
+  std::vector<int64_t> row_of_chunk(chunks.size(), -1), sample_of_chunk(chunks.size(), -1);
+  int64_t num_rows = 0, num_samples = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {
-    if (chunks[i].needs_logits) row_of_chunk[i] = num_rows++;
+    if (!chunks[i].needs_logits) continue;
+    if (chunks[i].device_sampling) sample_of_chunk[i] = num_samples++;
+    else row_of_chunk[i] = num_rows++;
   }
-  std::vector<float> logits(static_cast<size_t>(num_rows * vocab));
+  FATHOM_CHECK(num_samples == 0 || backend_->samples_on_device(), "model runner: the backend does not sample on the device");
+  ForwardOutput output;
+  output.logits.resize(static_cast<size_t>(num_rows * vocab));
+  output.samples.resize(static_cast<size_t>(num_samples));
   for (const bool decode_group : {true, false}) {
     model::ForwardBatch batch;
     batch.attention_form = decode_group ? model::AttentionForm::kAbsorbed : model::AttentionForm::kExpanded;
     std::vector<size_t> members;
     for (size_t i = 0; i < chunks.size(); ++i) {
       const ForwardChunk& chunk = chunks[i];
-      if ((chunk.new_tokens.size() == 1) != decode_group) continue;
+      // A prompt's single remaining token (a prefix-cache hit) runs in prefill form under deterministic inference, as
+      // it did when the prompt was not cached.
+      const bool decode = chunk.new_tokens.size() == 1 && !(backend_deterministic_ && chunk.extends_prompt);
+      if (decode != decode_group) continue;
       FATHOM_CHECK(static_cast<int64_t>(chunk.kv_slots.size()) >= chunk.num_cached + static_cast<int64_t>(chunk.new_tokens.size()),
                    "model runner: chunk " << i << " has " << chunk.kv_slots.size() << " KV slots for "
                                           << chunk.num_cached + static_cast<int64_t>(chunk.new_tokens.size()) << " positions");
@@ -40,20 +54,30 @@ std::vector<float> ModelRunner::forward(const std::vector<ForwardChunk>& chunks)
       members.push_back(i);
     }
     if (members.empty()) continue;
-    std::vector<int64_t> logit_rows;  // token rows of this forward whose logits are returned
-    std::vector<int64_t> destination;
+    std::vector<int64_t> logit_rows, sample_rows;  // token rows of this forward: host logits / device samples
+    std::vector<int64_t> logit_destination, sample_destination;
+    std::vector<sampling::DeviceSamplingRow> sampling;
     for (size_t m = 0; m < members.size(); ++m) {
-      if (row_of_chunk[members[m]] < 0) continue;
       const model::SequenceChunk& sequence = batch.sequences[m];
-      logit_rows.push_back(sequence.token_begin + sequence.num_tokens - 1);
-      destination.push_back(row_of_chunk[members[m]]);
+      const int64_t last_row = sequence.token_begin + sequence.num_tokens - 1;
+      if (row_of_chunk[members[m]] >= 0) {
+        logit_rows.push_back(last_row);
+        logit_destination.push_back(row_of_chunk[members[m]]);
+      } else if (sample_of_chunk[members[m]] >= 0) {
+        sample_rows.push_back(last_row);
+        sample_destination.push_back(sample_of_chunk[members[m]]);
+        sampling.push_back(*chunks[members[m]].device_sampling);
+      }
     }
-    std::vector<float> group_logits = backend_->forward(batch, logit_rows);  // [logit_rows, V]
-    for (size_t r = 0; r < destination.size(); ++r) {
-      std::copy_n(group_logits.begin() + static_cast<int64_t>(r) * vocab, vocab, logits.begin() + destination[r] * vocab);
+    SampledForward group = sample_rows.empty() ? SampledForward{backend_->forward(batch, logit_rows), {}}
+                                               : backend_->forward_sampled(batch, logit_rows, sample_rows, sampling);
+    for (size_t r = 0; r < logit_destination.size(); ++r) {
+      std::copy_n(group.logits.begin() + static_cast<int64_t>(r) * vocab, vocab,
+                  output.logits.begin() + logit_destination[r] * vocab);
     }
+    for (size_t r = 0; r < sample_destination.size(); ++r) output.samples[static_cast<size_t>(sample_destination[r])] = group.samples[r];
   }
-  return logits;
+  return output;
 }
 
 }  // namespace fathom::executor

@@ -14,7 +14,8 @@ class ModelRunner : public LogitsSource {
  public:
   // Loads the model onto the configured device (throws fathom::Error naming the problem).
   explicit ModelRunner(const ModelRunnerConfig& config);
-  explicit ModelRunner(std::unique_ptr<ModelBackend> backend);
+  // deterministic: the backend runs batch-invariant (BackendConfig::deterministic).
+  explicit ModelRunner(std::unique_ptr<ModelBackend> backend, bool deterministic = false);
 
   const model::ModelConfig& model_config() const { return backend_->config(); }
   int64_t vocab_size() const override { return backend_->config().vocab_size; }
@@ -22,12 +23,16 @@ class ModelRunner : public LogitsSource {
   ModelBackend& backend() { return *backend_; }
   ThreadPool& thread_pool() { return *host_pool_; }
 
-  // Decode chunks (one new token) run as one forward with absorbed attention, longer chunks as one forward with
-  // expanded attention, so a sequence's numerics do not depend on what it is batched with.
+  // Decode chunks (one new token) run as one forward with absorbed attention, longer chunks (and, deterministic, a
+  // prompt's last token) as one forward with expanded attention, so a sequence's numerics do not depend on what it is
+  // batched with.
   std::vector<float> forward(const std::vector<ForwardChunk>& chunks) override;
+  bool samples_on_device() const override { return backend_->samples_on_device(); }
+  ForwardOutput forward_sampled(const std::vector<ForwardChunk>& chunks) override;
 
  private:
   std::unique_ptr<ModelBackend> backend_;
+  bool backend_deterministic_ = false;
   std::unique_ptr<ThreadPool> own_pool_;  // when the backend has no host pool (CUDA)
   ThreadPool* host_pool_ = nullptr;
 };

@@ -19,6 +19,7 @@ struct SequenceStep {
   int64_t num_cached = 0;
   std::vector<int32_t> kv_slots;       // [num_cached + num_new] cache slot of every position
   bool sample = false;                 // sample a token from the last position's logits
+  bool extends_prompt = false;         // the new tokens are prompt tokens (not generated ones)
   sampling::SamplingOptions sampling;
   std::shared_ptr<sampling::SamplingState> sampling_state;  // required when sample; mutated by the executor
 };

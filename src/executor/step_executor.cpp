@@ -10,7 +10,8 @@ StepExecutor::StepExecutor(LogitsSource& source, ThreadPool* sampling_pool) : so
 StepOutput StepExecutor::execute(StepBatch& batch) {
   std::vector<ForwardChunk> chunks;
   chunks.reserve(batch.sequences.size());
-  std::vector<size_t> sampled;  // sequences that sample, in order = logits rows
+  const bool device_sampling = source_.samples_on_device();
+  std::vector<size_t> host_sampled, device_sampled;  // sequences sampled on the host (= logits rows) / on the device
   for (size_t i = 0; i < batch.sequences.size(); ++i) {
     SequenceStep& sequence = batch.sequences[i];
     FATHOM_CHECK(!sequence.new_tokens.empty(), "step executor: sequence " << sequence.sequence_id << " has no new tokens");
@@ -23,26 +24,51 @@ StepOutput StepExecutor::execute(StepBatch& batch) {
     }
     FATHOM_CHECK(!sequence.sample || sequence.sampling_state != nullptr,
                  "step executor: sequence " << sequence.sequence_id << " samples without a sampling state");
-    chunks.push_back(ForwardChunk{sequence.new_tokens, sequence.num_cached, sequence.kv_slots, sequence.sample});
-    if (sequence.sample) sampled.push_back(i);
+    ForwardChunk chunk{sequence.new_tokens, sequence.num_cached, sequence.kv_slots, sequence.sample,
+                       sequence.extends_prompt, std::nullopt};
+    if (sequence.sample) {
+      if (device_sampling && sampling::device_can_sample(sequence.sampling)) {
+        const std::string problem = sampling::validate(sequence.sampling);
+        FATHOM_CHECK(problem.empty(), "sampling: " << problem);
+        chunk.device_sampling = sampling::device_sampling_row(sequence.sampling, *sequence.sampling_state);
+        device_sampled.push_back(i);
+      } else {
+        host_sampled.push_back(i);
+      }
+    }
+    chunks.push_back(std::move(chunk));
   }
-  std::vector<float> logits = source_.forward(chunks);  // [sampled, V]
+  ForwardOutput forward = source_.forward_sampled(chunks);  // logits [host_sampled, V], samples [device_sampled]
+  std::vector<float>& logits = forward.logits;
   const int64_t vocab = source_.vocab_size();
-  FATHOM_CHECK(static_cast<int64_t>(logits.size()) == static_cast<int64_t>(sampled.size()) * vocab,
-               "step executor: the model returned " << logits.size() << " logits for " << sampled.size() << " rows of " << vocab);
+  FATHOM_CHECK(static_cast<int64_t>(logits.size()) == static_cast<int64_t>(host_sampled.size()) * vocab &&
+                   forward.samples.size() == device_sampled.size(),
+               "step executor: the model returned " << logits.size() << " logits for " << host_sampled.size() << " rows of "
+                                                    << vocab << " and " << forward.samples.size() << " samples for "
+                                                    << device_sampled.size());
   StepOutput output;
   output.tokens.resize(batch.sequences.size());
+  for (size_t d = 0; d < device_sampled.size(); ++d) {
+    SequenceStep& sequence = batch.sequences[device_sampled[d]];
+    sampling::SampledToken token = forward.samples[d];
+    if (!sequence.sampling.logprobs) token.logprob = 0.0f;
+    sequence.sampling_state->record(token.token_id);
+    output.tokens[device_sampled[d]] = std::move(token);
+  }
   auto sample_rows = [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
-      SequenceStep& sequence = batch.sequences[sampled[static_cast<size_t>(row)]];
-      output.tokens[sampled[static_cast<size_t>(row)]] =
-          sampling::sample_token(logits.data() + row * vocab, vocab, sequence.sampling, *sequence.sampling_state);
+      SequenceStep& sequence = batch.sequences[host_sampled[static_cast<size_t>(row)]];
+      output.tokens[host_sampled[static_cast<size_t>(row)]] =
+          sampling::sample_token(logits.data() + row * vocab, vocab, sequence.sampling,
+                                 *sequence.sampling_state);
     }
   };
-  if (sampling_pool_ && sampled.size() > 1) sampling_pool_->parallel_for(static_cast<int64_t>(sampled.size()), sample_rows);
-  else sample_rows(0, static_cast<int64_t>(sampled.size()));
+  if (sampling_pool_ && host_sampled.size() > 1) sampling_pool_->parallel_for(static_cast<int64_t>(host_sampled.size()), sample_rows);
+  else sample_rows(0, static_cast<int64_t>(host_sampled.size()));
   previous_tokens_.clear();
-  for (size_t index : sampled) previous_tokens_[batch.sequences[index].sequence_id] = output.tokens[index]->token_id;
+  for (const std::vector<size_t>* sampled : {&host_sampled, &device_sampled}) {
+    for (size_t index : *sampled) previous_tokens_[batch.sequences[index].sequence_id] = output.tokens[index]->token_id;
+  }
   return output;
 }
 

@@ -38,6 +38,32 @@ struct SamplingState {
   }
 };
 
+// One logits row for a device sampler (the CUDA backend; kernels/cuda/sampling/sampling.h gives the semantics).
+struct DeviceSamplingRow {
+  float temperature = 0.0f;  // <= 0: greedy
+  int32_t top_k = 0;         // <= 0: off
+  float top_p = 1.0f;        // >= 1: off
+  float min_p = 0.0f;        // <= 0: off
+  uint64_t seed = 0;
+  uint64_t step = 0;         // the sequence's draw counter (SamplingState::num_sampled)
+};
+
+// Whether a device sampler can serve these options: penalties and top_logprobs alternatives need the host sampler.
+inline bool device_can_sample(const SamplingOptions& options) {
+  return !options.has_penalties() && !(options.logprobs && options.top_logprobs > 0);
+}
+
+inline DeviceSamplingRow device_sampling_row(const SamplingOptions& options, const SamplingState& state) {
+  DeviceSamplingRow row;
+  row.temperature = options.is_greedy() ? 0.0f : options.temperature;
+  row.top_k = options.top_k > 0 ? options.top_k : 0;
+  row.top_p = options.top_p;
+  row.min_p = options.min_p;
+  row.seed = state.seed;
+  row.step = static_cast<uint64_t>(state.num_sampled);
+  return row;
+}
+
 struct SampledToken {
   int32_t token_id = 0;
   float logprob = 0.0f;                          // when requested: log-softmax of the raw logits

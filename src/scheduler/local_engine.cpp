@@ -93,6 +93,8 @@ LocalEngine::LocalEngine(const EngineConfig& config) {
   runner_config.mem_fraction_static = config.mem_fraction_static;
   runner_config.max_decode_batch = config.max_running_requests;
   runner_config.cuda_graph_batch_sizes = config.cuda_graph_batch_sizes;
+  runner_config.capture_cuda_graphs = config.capture_cuda_graphs;
+  runner_config.deterministic = config.deterministic;
   // The model runner forwards a step's decode tokens and its prefill chunks separately: the larger of the two bounds.
   runner_config.max_batch_tokens =
       std::max<int64_t>(config.chunked_prefill_size > 0 ? config.chunked_prefill_size : 32768, config.max_running_requests);

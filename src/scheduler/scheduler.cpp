@@ -178,6 +178,7 @@ void Scheduler::add_to_step(ScheduledStep& step, const RequestPtr& request, int6
   sequence.num_cached = begin;
   sequence.kv_slots.assign(request->kv.slots.begin(), request->kv.slots.begin() + begin + num_new_tokens);
   sequence.sample = samples;
+  sequence.extends_prompt = begin + num_new_tokens <= request->prompt_len;
   sequence.sampling = request->sampling_options;
   sequence.sampling_state = request->sampling_state;
   step.batch.sequences.push_back(std::move(sequence));

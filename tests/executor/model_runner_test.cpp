@@ -50,14 +50,14 @@ TEST_F(ModelRunnerTest, MixedBatchesMatchSingleSequences) {
   const std::vector<int32_t> slots_a = {60, 3, 11, 12, 13, 40, 41, 2};
   const std::vector<int32_t> slots_b = {0, 1, 20, 21, 22, 23, 24, 25};
   const std::vector<int32_t> a_first(a.begin(), a.begin() + 5), a_rest(a.begin() + 5, a.end());
-  std::vector<float> step1 = runner_->forward({ForwardChunk{a_first, 0, slots_a, false}, ForwardChunk{b, 0, slots_b, true}});
+  std::vector<float> step1 = runner_->forward({ForwardChunk{a_first, 0, slots_a, false, false, std::nullopt}, ForwardChunk{b, 0, slots_b, true, false, std::nullopt}});
   ASSERT_EQ(step1.size(), static_cast<size_t>(vocab));
   const std::vector<float> b_full = full_logits(b);
   EXPECT_EQ(std::vector<float>(step1.begin(), step1.end()), std::vector<float>(b_full.end() - vocab, b_full.end()));
 
   const int32_t next_b = model::argmax(step1.data(), vocab);
   const std::vector<int32_t> b_decode = {next_b};
-  std::vector<float> step2 = runner_->forward({ForwardChunk{b_decode, 7, slots_b, true}, ForwardChunk{a_rest, 5, slots_a, true}});
+  std::vector<float> step2 = runner_->forward({ForwardChunk{b_decode, 7, slots_b, true, false, std::nullopt}, ForwardChunk{a_rest, 5, slots_a, true, false, std::nullopt}});
   ASSERT_EQ(step2.size(), static_cast<size_t>(2 * vocab));
   std::vector<int32_t> b_extended = b;
   b_extended.push_back(next_b);
@@ -76,11 +76,11 @@ TEST_F(ModelRunnerTest, GreedyStepsMatchGreedyGenerate) {
   std::vector<int32_t> slots(12);
   std::iota(slots.rbegin(), slots.rend(), 30);  // descending, scattered from the model's identity layout
   std::vector<int32_t> generated;
-  std::vector<float> logits = runner_->forward({ForwardChunk{prompt, 0, slots, true}});
+  std::vector<float> logits = runner_->forward({ForwardChunk{prompt, 0, slots, true, false, std::nullopt}});
   for (int step = 0; step < 6; ++step) {
     generated.push_back(model::argmax(logits.data(), runner_->vocab_size()));
     const std::vector<int32_t> token = {generated.back()};
-    if (step < 5) logits = runner_->forward({ForwardChunk{token, static_cast<int64_t>(prompt.size()) + step, slots, true}});
+    if (step < 5) logits = runner_->forward({ForwardChunk{token, static_cast<int64_t>(prompt.size()) + step, slots, true, false, std::nullopt}});
   }
   EXPECT_EQ(generated, expected);
 }
@@ -88,7 +88,7 @@ TEST_F(ModelRunnerTest, GreedyStepsMatchGreedyGenerate) {
 TEST_F(ModelRunnerTest, RejectsTooFewSlots) {
   const std::vector<int32_t> tokens = {1, 2, 3};
   const std::vector<int32_t> slots = {0, 1};
-  EXPECT_THROW(runner_->forward({ForwardChunk{tokens, 0, slots, true}}), Error);
+  EXPECT_THROW(runner_->forward({ForwardChunk{tokens, 0, slots, true, false, std::nullopt}}), Error);
 }
 
 }  // namespace

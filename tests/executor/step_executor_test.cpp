@@ -1,9 +1,12 @@
 // StepExecutor: placeholders take the token the sequence sampled in the previous step; sampling state advances.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "../scheduler/fake_model.h"
 #include "core/error.h"
 #include "executor/step_executor.h"
+#include "sampling/sampler.h"
 
 namespace fathom::executor {
 namespace {
@@ -51,6 +54,95 @@ TEST(StepExecutor, ResolvesPlaceholdersFromThePreviousStep) {
   orphan.sequences.push_back(make_step(3, {0}, 2, {8, 9, 10}, state_a));
   orphan.sequences.back().last_token_from_previous_step = true;
   EXPECT_THROW(executor.execute(orphan), Error);
+}
+
+// A model that "samples on the device": the chunks that carry device_sampling get the argmax of their logits row
+// (and a marker log-probability); the parameters it was given are recorded.
+class DeviceSamplingModel : public LogitsSource {
+ public:
+  explicit DeviceSamplingModel(fathom::testing::FakeModel& model) : model_(model) {}
+  int64_t vocab_size() const override { return model_.vocab_size(); }
+  std::vector<float> forward(const std::vector<ForwardChunk>& chunks) override { return model_.forward(chunks); }
+  bool samples_on_device() const override { return true; }
+  ForwardOutput forward_sampled(const std::vector<ForwardChunk>& chunks) override {
+    std::vector<ForwardChunk> plain = chunks;
+    for (ForwardChunk& chunk : plain) chunk.device_sampling.reset();
+    const std::vector<float> all = model_.forward(plain);  // [needs_logits chunks, V]
+    const int64_t vocab = vocab_size();
+    ForwardOutput output;
+    int64_t row = 0;
+    for (const ForwardChunk& chunk : chunks) {
+      if (!chunk.needs_logits) continue;
+      const float* logits = all.data() + row++ * vocab;
+      if (chunk.device_sampling) {
+        received.push_back(*chunk.device_sampling);
+        sampling::SampledToken token;
+        token.token_id = static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+        token.logprob = -0.5f;
+        output.samples.push_back(token);
+      } else {
+        output.logits.insert(output.logits.end(), logits, logits + vocab);
+      }
+    }
+    return output;
+  }
+  std::vector<sampling::DeviceSamplingRow> received;
+
+ private:
+  fathom::testing::FakeModel& model_;
+};
+
+TEST(StepExecutor, SamplesOnTheDeviceUnlessPenaltiesOrTopLogprobsNeedTheHost) {
+  fathom::testing::FakeModel fake(300, 32);
+  DeviceSamplingModel model(fake);
+  StepExecutor executor(model, nullptr);
+  auto greedy = std::make_shared<sampling::SamplingState>();
+  auto penalized = std::make_shared<sampling::SamplingState>();
+  auto alternatives = std::make_shared<sampling::SamplingState>();
+  auto seeded = std::make_shared<sampling::SamplingState>();
+  seeded->seed = 77;
+  seeded->num_sampled = 5;
+  StepBatch batch;
+  batch.sequences.push_back(make_step(1, {10, 11}, 0, {0, 1}, greedy));
+  batch.sequences.push_back(make_step(2, {20, 21}, 0, {2, 3}, penalized));
+  batch.sequences.back().sampling.presence_penalty = 0.5f;
+  batch.sequences.push_back(make_step(3, {30, 31}, 0, {4, 5}, alternatives));
+  batch.sequences.back().sampling.logprobs = true;
+  batch.sequences.back().sampling.top_logprobs = 2;
+  batch.sequences.push_back(make_step(4, {40, 41}, 0, {6, 7}, seeded));
+  batch.sequences.back().sampling.temperature = 0.7f;
+  batch.sequences.back().sampling.top_k = 20;
+  batch.sequences.back().sampling.top_p = 0.9f;
+  batch.sequences.back().sampling.logprobs = true;
+  StepOutput out = executor.execute(batch);
+  ASSERT_EQ(model.received.size(), 2u);  // sequences 1 and 4
+  EXPECT_EQ(model.received[0].temperature, 0.0f);
+  EXPECT_EQ(model.received[1].temperature, 0.7f);
+  EXPECT_EQ(model.received[1].top_k, 20);
+  EXPECT_EQ(model.received[1].top_p, 0.9f);
+  EXPECT_EQ(model.received[1].seed, 77u);
+  EXPECT_EQ(model.received[1].step, 5u);
+  for (size_t i = 0; i < 4; ++i) ASSERT_TRUE(out.tokens[i]) << i;
+  EXPECT_EQ(out.tokens[0]->token_id, fake.next_token({10, 11}));
+  EXPECT_EQ(out.tokens[0]->logprob, 0.0f);  // not requested
+  EXPECT_EQ(out.tokens[3]->logprob, -0.5f);
+  EXPECT_EQ(out.tokens[2]->top.size(), 2u);  // the host sampler reported the alternatives
+  EXPECT_EQ(greedy->num_sampled, 1);
+  EXPECT_EQ(seeded->num_sampled, 6);
+  EXPECT_EQ(seeded->output_counts[out.tokens[3]->token_id], 1);
+  EXPECT_EQ(penalized->num_sampled, 1);
+
+  StepBatch next;  // device-sampled tokens feed the next step's placeholders like host-sampled ones
+  next.sequences.push_back(make_step(1, {0}, 2, {0, 1, 8}, greedy));
+  next.sequences.back().last_token_from_previous_step = true;
+  StepOutput out2 = executor.execute(next);
+  EXPECT_EQ(out2.tokens[0]->token_id, fake.next_token({10, 11, out.tokens[0]->token_id}));
+
+  StepBatch invalid;  // options are validated on the device path too
+  invalid.sequences.push_back(make_step(5, {50}, 0, {9}, std::make_shared<sampling::SamplingState>()));
+  invalid.sequences.back().sampling.temperature = 0.5f;
+  invalid.sequences.back().sampling.top_p = 1.5f;
+  EXPECT_THROW(executor.execute(invalid), Error);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine, `fathom serve --device cuda`:
 #  1. greedy outputs of the trained models/fathom-nano with CUDA graphs on and off, one request at a time, all at
-#     once and streamed (tools/gpu/serve_greedy.py; a trained model, so greedy choices have real margins);
+#     once and streamed (tools/gpu/serve_greedy.py; a trained model, so greedy choices have real margins), and with
+#     --enable-deterministic-inference (re-sent prompts hit the prefix cache);
 #  2. 2000 concurrent streaming requests (fathom bench-serving) against the V3 slice (dummy weights): all must
 #     succeed and the server must stay healthy.
 # Needs .carry/gpu (tools/gpu/stage.sh).
@@ -35,7 +36,7 @@ stop_server() {
 }
 
 nano=(--model models/fathom-nano --max-running-requests 64 --mem-fraction-static 0.3)
-if start_server 30001 "$out/serve_nano_graphs.log" "${nano[@]}" --enable-cuda-graph; then
+if start_server 30001 "$out/serve_nano_graphs.log" "${nano[@]}"; then
   python3 tools/gpu/serve_greedy.py 30001 4096 "$out/greedy_graphs.json" || status=1
   stop_server
 else
@@ -43,6 +44,13 @@ else
 fi
 if start_server 30002 "$out/serve_nano_eager.log" "${nano[@]}" --disable-cuda-graph; then
   python3 tools/gpu/serve_greedy.py 30002 4096 "$out/greedy_eager.json" || status=1
+  stop_server
+else
+  status=1
+fi
+# Deterministic inference: a prompt sent again (served from the prefix cache) or with others must give the same tokens.
+if start_server 30004 "$out/serve_nano_deterministic.log" "${nano[@]}" --enable-deterministic-inference; then
+  python3 tools/gpu/serve_greedy.py 30004 4096 "$out/greedy_deterministic.json" || status=1
   stop_server
 else
   status=1
@@ -55,8 +63,8 @@ for mode in ("sequential", "concurrent", "streamed"):
     print(f"graphs on == off ({mode}): {same}/{len(graphs[mode])} prompts")
 PY
 
-for variant in graphs no-graphs; do
-  extra=(--enable-cuda-graph)
+for variant in ${SLICE_VARIANTS:-graphs no-graphs}; do
+  extra=()
   [ "$variant" = no-graphs ] && extra=(--disable-cuda-graph)
   echo "== 2000 concurrent streams, V3 slice, $variant"
   if start_server 30003 "$out/serve_slice_$variant.log" --model .carry/gpu/v3-config --load-format dummy \

@@ -2,6 +2,7 @@
 // against cuBLASLt in the same run. Prints one table row per case.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -42,6 +43,99 @@ __global__ void fill_value(float* values, size_t count, float value) {
   if (i < count) values[i] = value;
 }
 
+// Milliseconds per GEMM inside a captured CUDA graph of kChain GEMMs (decode runs under graphs; launch gaps are
+// amortized as there). one_gemm(i, stream) must pick weight copy i so consecutive GEMMs miss L2.
+template <typename OneGemm>
+double graph_ms_per_gemm(const OneGemm& one_gemm) {
+  constexpr int kChain = 20;
+  cudaStream_t stream;
+  FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  cudaGraphExec_t graph_exec;
+  FATHOM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < kChain; ++i) one_gemm(i, stream);
+  FATHOM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  FATHOM_CUDA_CHECK(cudaGraphInstantiate(&graph_exec, graph, 0));
+  const double ms = fathom::bench::median_ms([&](int) { FATHOM_CUDA_CHECK(cudaGraphLaunch(graph_exec, stream)); },
+                                             3, 20, stream) / kChain;
+  FATHOM_CUDA_CHECK(cudaGraphExecDestroy(graph_exec));
+  FATHOM_CUDA_CHECK(cudaGraphDestroy(graph));
+  FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
+  return ms;
+}
+
+// Bytes a decode GEMM must move: weight + weight scales + activations + bf16 output.
+double decode_bytes(const WeightShape& shape, int64_t tokens) {
+  const double scale_count = static_cast<double>(ceil_div(shape.rows, 128) * ceil_div(shape.cols, 128));
+  return static_cast<double>(shape.rows * shape.cols) + scale_count * 4.0 + tokens * shape.cols * 1.0 +
+         tokens * shape.rows * 2.0;
+}
+
+// Every small-M kernel variant (fp8_gemm_heuristics.h: all bit-identical) at 1..16 tokens: one row per
+// (shape, tokens, variant), then per shape the variant with the least total time over the token counts.
+void bench_small_m_variants(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes) {
+  constexpr int kVariants = static_cast<int>(SmallMVariant::kCount);
+  std::printf("\n## decode variants (tokens <= 16; graph us per GEMM, cold L2; default = %s)\n",
+              small_m_variant_info(kSmallMDefaultVariant).name);
+  std::printf("%-16s %6s %-10s %9s %8s %8s\n", "weight", "tokens", "variant", "graph_us", "of_copy", "vs_ref");
+  std::vector<std::string> best_lines;
+  for (const WeightShape& shape : kShapes) {
+    const size_t weight_bytes = static_cast<size_t>(shape.rows * shape.cols);
+    const int copies = static_cast<int>(std::max<size_t>(2, rotate_bytes / weight_bytes + 1));
+    DeviceBuffer<uint8_t> weights(weight_bytes * copies);
+    fill_random_fp8<<<1024, 256>>>(weights.data(), weights.size(), 7);
+    const int64_t scale_count = ceil_div(shape.rows, 128) * ceil_div(shape.cols, 128);
+    DeviceBuffer<float> scales(static_cast<size_t>(scale_count));
+    fill_value<<<static_cast<unsigned>(ceil_div(scale_count, 256)), 256>>>(scales.data(), scales.size(), 1e-3f);
+    DeviceBuffer<float> partials(gemm.small_m_workspace_bytes(shape.rows, shape.cols) / sizeof(float) + 1);
+    DeviceBuffer<uint32_t> counters(gemm.small_m_counter_bytes(shape.rows, shape.cols) / sizeof(uint32_t) + 1);
+    counters.fill_bytes(0);  // zero at rest; every GEMM leaves them zero
+    const Fp8GemmWorkspace ws{partials.data(), partials.bytes(), counters.data(), counters.bytes()};
+    double total_ms[kVariants] = {};
+    std::string per_tokens;
+    for (int64_t tokens : {1, 2, 4, 8, 16}) {
+      DeviceBuffer<uint8_t> x(static_cast<size_t>(tokens * shape.cols));
+      fill_random_fp8<<<256, 256>>>(x.data(), x.size(), 3);
+      DeviceBuffer<float> x_scales(static_cast<size_t>(tokens * ceil_div(shape.cols, 128)));
+      fill_value<<<static_cast<unsigned>(ceil_div(x_scales.size(), 256)), 256>>>(x_scales.data(), x_scales.size(), 1e-2f);
+      DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(tokens * shape.rows));
+      FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+      double reference_ms = 0, best_ms = 0;
+      int best = 0;
+      for (int v = 0; v < kVariants; ++v) {
+        gemm.set_small_m_variant(static_cast<SmallMVariant>(v));
+        const double ms = graph_ms_per_gemm([&](int run, cudaStream_t stream) {
+          DeviceFp8Weight w{weights.data() + (run % copies) * weight_bytes, scales.data(), shape.rows, shape.cols};
+          gemm.run({x.data(), x_scales.data(), tokens, shape.cols}, nullptr, w, out.data(), ws, stream,
+                   Fp8GemmPath::kSmallM);
+        });
+        if (v == 0) reference_ms = ms;
+        if (v == 0 || ms < best_ms) best_ms = ms, best = v;
+        total_ms[v] += ms;
+        const double gbps = decode_bytes(shape, tokens) / (ms * 1e-3) / 1e9;
+        std::printf("%-16s %6lld %-10s %9.2f %7.1f%% %7.2fx\n", shape.name, (long long)tokens,
+                    kSmallMVariants[v].name, ms * 1e3, 100.0 * gbps / copy_gbps, reference_ms / ms);
+      }
+      const double best_gbps = decode_bytes(shape, tokens) / (best_ms * 1e-3) / 1e9;
+      char item[64];
+      std::snprintf(item, sizeof(item), " M=%lld:%s(%.0f%%)", (long long)tokens, kSmallMVariants[best].name,
+                    100.0 * best_gbps / copy_gbps);
+      per_tokens += item;
+    }
+    int best = 0;
+    for (int v = 1; v < kVariants; ++v) {
+      if (total_ms[v] < total_ms[best]) best = v;
+    }
+    char line[512];
+    std::snprintf(line, sizeof(line), "best %-16s %-10s (sum over M=1,2,4,8,16: %.1f us, reference %.1f us);%s",
+                  shape.name, kSmallMVariants[best].name, total_ms[best] * 1e3, total_ms[0] * 1e3, per_tokens.c_str());
+    best_lines.push_back(line);
+  }
+  gemm.set_small_m_variant(kSmallMDefaultVariant);
+  std::printf("\n");
+  for (const std::string& line : best_lines) std::printf("%s\n", line.c_str());
+}
+
 }  // namespace
 
 int main() {
@@ -52,8 +146,9 @@ int main() {
               prop.multiProcessorCount, prop.l2CacheSize >> 20, copy_gbps);
   Fp8Gemm gemm(prop.multiProcessorCount);
   constexpr size_t kRotateBytes = size_t{512} << 20;  // weight copies cycled so no run hits L2
+  bench_small_m_variants(gemm, copy_gbps, kRotateBytes);
 
-  std::printf("\n## decode (small-M kernel): bytes moved / time vs copy bandwidth\n");
+  std::printf("\n## decode (small-M kernel, default variant): bytes moved / time vs copy bandwidth\n");
   std::printf("(single = one launch timed alone; graph = per GEMM inside a captured chain of 20, as decode runs)\n");
   std::printf("%-16s %6s %6s %6s %7s %10s %10s %10s %8s\n", "weight", "rows", "cols", "tokens", "splits", "single_us",
               "graph_us", "GB/s", "of_copy");
@@ -66,7 +161,9 @@ int main() {
     DeviceBuffer<float> scales(static_cast<size_t>(scale_count));
     fill_value<<<static_cast<unsigned>(ceil_div(scale_count, 256)), 256>>>(scales.data(), scales.size(), 1e-3f);
     DeviceBuffer<float> workspace(gemm.small_m_workspace_bytes(shape.rows, shape.cols) / sizeof(float) + 1);
-    Fp8GemmWorkspace ws{workspace.data(), workspace.bytes()};
+    DeviceBuffer<uint32_t> counters(gemm.small_m_counter_bytes(shape.rows, shape.cols) / sizeof(uint32_t) + 1);
+    counters.fill_bytes(0);  // zero at rest (the fused split-K reduction's arrival counters)
+    Fp8GemmWorkspace ws{workspace.data(), workspace.bytes(), counters.data(), counters.bytes()};
     for (int64_t tokens : {1, 2, 4, 8, 16, 32, 64}) {
       DeviceBuffer<uint8_t> x(static_cast<size_t>(tokens * shape.cols));
       fill_random_fp8<<<256, 256>>>(x.data(), x.size(), 3);
@@ -80,24 +177,8 @@ int main() {
                  Fp8GemmPath::kSmallM);
       };
       const double ms_single = fathom::bench::median_ms([&](int run) { one_gemm(run, nullptr); });
-      // Decode runs under CUDA graphs: time a captured chain of GEMMs so launch gaps are amortized.
-      constexpr int kChain = 20;
-      cudaStream_t stream;
-      FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-      cudaGraph_t graph;
-      cudaGraphExec_t graph_exec;
-      FATHOM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      for (int i = 0; i < kChain; ++i) one_gemm(i, stream);
-      FATHOM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-      FATHOM_CUDA_CHECK(cudaGraphInstantiate(&graph_exec, graph, 0));
-      const double ms = fathom::bench::median_ms([&](int) { FATHOM_CUDA_CHECK(cudaGraphLaunch(graph_exec, stream)); },
-                                                 3, 20, stream) / kChain;
-      FATHOM_CUDA_CHECK(cudaGraphExecDestroy(graph_exec));
-      FATHOM_CUDA_CHECK(cudaGraphDestroy(graph));
-      FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
-      const double bytes = static_cast<double>(weight_bytes) + scale_count * 4.0 + tokens * shape.cols * 1.0 +
-                           tokens * shape.rows * 2.0;
-      const double gbps = bytes / (ms * 1e-3) / 1e9;
+      const double ms = graph_ms_per_gemm(one_gemm);
+      const double gbps = decode_bytes(shape, tokens) / (ms * 1e-3) / 1e9;
       std::printf("%-16s %6lld %6lld %6lld %7d %10.2f %10.2f %10.0f %7.1f%%\n", shape.name, (long long)shape.rows,
                   (long long)shape.cols, (long long)tokens, gemm.small_m_splits(shape.rows, shape.cols), ms_single * 1e3,
                   ms * 1e3, gbps, 100.0 * gbps / copy_gbps);

@@ -1,5 +1,6 @@
-// CUDA graphs of pure-decode forwards: buffer warm-up and freezing, capture per (padded batch size, context
-// bucket), and replay with static inputs. Part of CudaModelImpl (cuda_model_impl.h).
+// Padded pure-decode forwards: buffer warm-up and freezing, one shape per (padded batch size, context bucket) over
+// static input buffers, captured as a CUDA graph (or run eagerly over the same buffers when graphs are off, so both
+// give the same bits). Part of CudaModelImpl (cuda_model_impl.h).
 #include <algorithm>
 #include <chrono>
 
@@ -8,45 +9,68 @@
 
 namespace fathom::model::cuda {
 
-const CudaModelImpl::DecodeGraph* CudaModelImpl::find_graph(int32_t batch, int32_t max_context) const {
-  const DecodeGraph* best = nullptr;
-  for (const DecodeGraph& graph : graphs_) {
-    if (graph.batch < batch || graph.max_context < max_context) continue;
-    if (!best || graph.batch < best->batch || (graph.batch == best->batch && graph.max_context < best->max_context)) best = &graph;
+std::vector<const DeviceLinear*> CudaModelImpl::dense_linears() const {
+  std::vector<const DeviceLinear*> linears;
+  for (const DeviceLayer& layer : weights_.layers) {
+    const DeviceAttention& attention = layer.attention;
+    for (const std::optional<DeviceLinear>* linear : {&attention.q_a_proj, &attention.q_b_proj, &attention.q_proj}) {
+      if (*linear) linears.push_back(&**linear);
+    }
+    for (const DeviceLinear* linear : {&attention.kv_a_proj_with_mqa, &attention.kv_b_proj, &attention.o_proj}) {
+      linears.push_back(linear);
+    }
+    for (const DeviceMlp* mlp : {layer.dense_mlp ? &*layer.dense_mlp : nullptr,
+                                 layer.moe && layer.moe->shared ? &*layer.moe->shared : nullptr}) {
+      if (mlp) {
+        linears.push_back(&mlp->gate_up);
+        linears.push_back(&mlp->down);
+      }
+    }
+  }
+  return linears;
+}
+
+const CudaModelImpl::DecodeShape* CudaModelImpl::find_decode_shape(int32_t batch, int32_t max_context) const {
+  const DecodeShape* best = nullptr;
+  for (const DecodeShape& shape : decode_shapes_) {
+    if (shape.batch < batch || shape.max_context < max_context) continue;
+    if (!best || shape.batch < best->batch || (shape.batch == best->batch && shape.max_context < best->max_context)) best = &shape;
   }
   return best;
 }
 
-BatchLayout CudaModelImpl::graph_layout(const DecodeGraph& graph) const {
+BatchLayout CudaModelImpl::static_decode_layout(const DecodeShape& shape) const {
   BatchLayout layout;
   layout.token_ids = graph_token_ids_.data();
   layout.positions = graph_positions_.data();
   layout.slots = graph_slots_.data();
   layout.page_table = graph_page_table_.data();
   layout.seq_lens = graph_seq_lens_.data();
-  layout.num_tokens = graph.batch;
-  layout.num_sequences = graph.batch;
+  layout.num_tokens = shape.batch;
+  layout.num_sequences = shape.batch;
   layout.decode = true;
   layout.max_pages = graph_page_stride_;
   layout.max_q_len = 1;
-  layout.decode_plan = kc::mla_decode_plan(num_sms_, graph.batch, static_cast<int32_t>(config_.num_attention_heads),
-                                           graph.max_context);
+  layout.decode_plan = decode_plan(shape.batch, shape.max_context);
   layout.mla_workspace = graph_mla_workspace_.data();
   layout.mla_workspace_bytes = graph_mla_workspace_.bytes();
   return layout;
 }
 
-std::vector<float> CudaModelImpl::forward_with_graph(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
-                                                     const DecodeGraph& graph) {
+ForwardResult CudaModelImpl::forward_padded_decode(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
+                                                   const std::vector<int64_t>& sample_rows,
+                                                   const std::vector<sampling::DeviceSamplingRow>& sampling, const DecodeShape& shape) {
   validate_batch(batch, true);
   const int32_t actual = static_cast<int32_t>(batch.sequences.size());
-  for (int64_t row : logit_rows) FATHOM_CHECK(row >= 0 && row < actual, "CUDA backend: logit row " << row << " of " << actual << " tokens");
+  for (const std::vector<int64_t>* rows : {&logit_rows, &sample_rows}) {
+    for (int64_t row : *rows) FATHOM_CHECK(row >= 0 && row < actual, "CUDA backend: logit row " << row << " of " << actual << " tokens");
+  }
   // Padded entries decode token 0 at position 0 into the padding slot (their results are discarded).
-  std::vector<int32_t> token_ids(static_cast<size_t>(graph.batch), 0), positions(static_cast<size_t>(graph.batch), 0);
-  std::vector<int32_t> slots(static_cast<size_t>(graph.batch), padding_slot_), seq_lens(static_cast<size_t>(graph.batch), 1);
+  std::vector<int32_t> token_ids(static_cast<size_t>(shape.batch), 0), positions(static_cast<size_t>(shape.batch), 0);
+  std::vector<int32_t> slots(static_cast<size_t>(shape.batch), padding_slot_), seq_lens(static_cast<size_t>(shape.batch), 1);
   int32_t width = 1;
   for (const SequenceChunk& chunk : batch.sequences) width = std::max<int32_t>(width, static_cast<int32_t>(chunk.num_cached + 1));
-  std::vector<int32_t> pages(static_cast<size_t>(graph.batch) * width, padding_slot_);  // [batch, width]
+  std::vector<int32_t> pages(static_cast<size_t>(shape.batch) * width, padding_slot_);  // [batch, width]
   for (int32_t s = 0; s < actual; ++s) {
     const SequenceChunk& chunk = batch.sequences[static_cast<size_t>(s)];
     token_ids[s] = batch.token_ids[static_cast<size_t>(chunk.token_begin)];
@@ -64,20 +88,27 @@ std::vector<float> CudaModelImpl::forward_with_graph(const ForwardBatch& batch, 
   copy(graph_seq_lens_.data(), seq_lens);
   FATHOM_CUDA_CHECK(cudaMemcpy2DAsync(graph_page_table_.data(), static_cast<size_t>(graph_page_stride_) * sizeof(int32_t),
                                       pages.data(), static_cast<size_t>(width) * sizeof(int32_t),
-                                      static_cast<size_t>(width) * sizeof(int32_t), static_cast<size_t>(graph.batch),
+                                      static_cast<size_t>(width) * sizeof(int32_t), static_cast<size_t>(shape.batch),
                                       cudaMemcpyHostToDevice, stream_));
-  FATHOM_CUDA_CHECK(cudaGraphLaunch(graph.exec, stream_));
-  const int64_t vocab = config_.vocab_size;
-  float* all = host_logits_.ensure(static_cast<size_t>(actual) * vocab);  // [actual, V] pinned
-  FATHOM_CUDA_CHECK(cudaMemcpyAsync(all, graph_logits_.data(), static_cast<size_t>(actual) * vocab * sizeof(float),
-                                    cudaMemcpyDeviceToHost, stream_));
-  FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  ++stats_.graph_forwards;
-  std::vector<float> selected(logit_rows.size() * static_cast<size_t>(vocab));
-  for (size_t i = 0; i < logit_rows.size(); ++i) {
-    std::copy_n(all + logit_rows[i] * vocab, vocab, selected.begin() + static_cast<int64_t>(i) * vocab);
+  const int64_t forward_start_us = trace_ ? trace_->now_us() : 0;
+  if (shape.exec && !trace_) {
+    FATHOM_CUDA_CHECK(cudaGraphLaunch(shape.exec, stream_));
+    ++stats_.graph_forwards;
+  } else {
+    // The same kernels with the same arguments as the captured graph (--disable-cuda-graph, or --profile spans).
+    if (trace_) {
+      if (!forward_begin_) FATHOM_CUDA_CHECK(cudaEventCreate(&forward_begin_));
+      FATHOM_CUDA_CHECK(cudaEventRecord(forward_begin_, stream_));
+    }
+    run_layers(static_decode_layout(shape));
+    const size_t lm_head_span = begin_span("lm_head", 0);
+    cublas_rows_gemm(*lm_head_gemm_, normed_.buffer.data(), shape.batch, weights_.lm_head.data(), graph_logits_.data());
+    end_span(lm_head_span);
+    ++stats_.eager_forwards;
   }
-  return selected;
+  ForwardResult result = collect_results(graph_logits_.data(), actual, logit_rows, sample_rows, sampling);
+  if (trace_) flush_spans(forward_start_us);
+  return result;
 }
 
 void CudaModelImpl::warm_up_buffers() {
@@ -88,22 +119,8 @@ void CudaModelImpl::warm_up_buffers() {
   // The small-M split-K workspace depends on the weight, not on the tokens: size it for every FP8 linear (kv_b_proj
   // runs only in prefill and needs the most; the warm-up's row counts may never take the small-M path).
   size_t split_bytes = 0;
-  auto cover = [&](const DeviceLinear& linear) {
-    split_bytes = std::max(split_bytes, fp8_gemm_->small_m_workspace_bytes(linear.rows, linear.cols));
-  };
-  for (const DeviceLayer& layer : weights_.layers) {
-    const DeviceAttention& attention = layer.attention;
-    for (const std::optional<DeviceLinear>* linear : {&attention.q_a_proj, &attention.q_b_proj, &attention.q_proj}) {
-      if (*linear) cover(**linear);
-    }
-    for (const DeviceLinear* linear : {&attention.kv_a_proj_with_mqa, &attention.kv_b_proj, &attention.o_proj}) cover(*linear);
-    for (const DeviceMlp* mlp : {layer.dense_mlp ? &*layer.dense_mlp : nullptr,
-                                 layer.moe && layer.moe->shared ? &*layer.moe->shared : nullptr}) {
-      if (mlp) {
-        cover(mlp->gate_up);
-        cover(mlp->down);
-      }
-    }
+  for (const DeviceLinear* linear : dense_linears()) {
+    split_bytes = std::max(split_bytes, fp8_gemm_->small_m_workspace_bytes(linear->rows, linear->cols));
   }
   if (split_bytes) split_partials_.ensure(split_bytes / sizeof(float), stream_);
   std::vector<int32_t> padding_slots(static_cast<size_t>(context), padding_slot_);
@@ -174,13 +191,10 @@ void CudaModelImpl::freeze_graph_buffers() {
   }
 }
 
-void CudaModelImpl::capture_decode_graphs() {
-  // Only batches the small-M GEMM serves (<= 64) are captured: larger ones (cuBLASLt inside the graph) have not been
-  // verified on the GPU yet.
+void CudaModelImpl::prepare_decode_shapes() {
   std::vector<int32_t> sizes;
   for (int32_t size : options_.cuda_graph_batch_sizes) {
-    if (size >= 1 && size <= options_.max_decode_batch && size <= kc::Fp8Gemm::kSmallMMaxTokens &&
-        std::find(sizes.begin(), sizes.end(), size) == sizes.end()) {
+    if (size >= 1 && size <= options_.max_decode_batch && std::find(sizes.begin(), sizes.end(), size) == sizes.end()) {
       sizes.push_back(size);
     }
   }
@@ -191,8 +205,12 @@ void CudaModelImpl::capture_decode_graphs() {
   FATHOM_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
   warm_up_buffers();
   // Context buckets: the MLA split plan is made for the bucket's bound, so short contexts do not pay long ones' splits.
+  // Deterministic inference pads only up to 4096 tokens (its fixed-size splits would need a workspace of batch x
+  // the longest context's splits); longer decode batches run eagerly with the same plan, so the bits are the same.
   std::vector<int32_t> buckets;
-  for (int64_t bound : {int64_t{4096}, max_context_tokens_}) {
+  const std::vector<int64_t> bounds = options_.deterministic ? std::vector<int64_t>{4096}
+                                                             : std::vector<int64_t>{4096, max_context_tokens_};
+  for (int64_t bound : bounds) {
     const int32_t bucket = static_cast<int32_t>(std::min(bound, max_context_tokens_));
     if (std::find(buckets.begin(), buckets.end(), bucket) == buckets.end()) buckets.push_back(bucket);
   }
@@ -207,8 +225,13 @@ void CudaModelImpl::capture_decode_graphs() {
   graph_logits_ = kc::DeviceBuffer<float>(static_cast<size_t>(graph_max_batch_ * vocab));
   size_t workspace = 16;
   for (int32_t bucket : buckets) {
-    workspace = std::max(workspace, kc::mla_decode_max_workspace_bytes(num_sms_, graph_max_batch_, static_cast<int32_t>(heads),
-                                                                      static_cast<int32_t>(config_.kv_lora_rank), bucket));
+    const size_t bucket_bytes =
+        options_.deterministic
+            ? kc::mla_decode_workspace_bytes(decode_plan(graph_max_batch_, bucket), graph_max_batch_, static_cast<int32_t>(heads),
+                                             static_cast<int32_t>(config_.kv_lora_rank))
+            : kc::mla_decode_max_workspace_bytes(num_sms_, graph_max_batch_, static_cast<int32_t>(heads),
+                                                 static_cast<int32_t>(config_.kv_lora_rank), bucket);
+    workspace = std::max(workspace, bucket_bytes);
   }
   graph_mla_workspace_ = kc::DeviceBuffer<uint8_t>(workspace);
   // Padded contents for the captures (and a valid state for any replay): every entry decodes into the padding slot.
@@ -222,16 +245,20 @@ void CudaModelImpl::capture_decode_graphs() {
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());  // the uploads above ran on the legacy default stream
   for (int32_t bucket : buckets) {
     for (auto size = sizes.rbegin(); size != sizes.rend(); ++size) {
-      DecodeGraph graph;
+      DecodeShape graph;
       graph.batch = *size;
       graph.max_context = bucket;
-      const BatchLayout layout = graph_layout(graph);
+      const BatchLayout layout = static_decode_layout(graph);
       auto body = [&] {
         run_layers(layout);
-        lm_head_gemm_->run(normed_.buffer.data(), graph.batch, weights_.lm_head.data(), graph_logits_.data(), stream_);
+        cublas_rows_gemm(*lm_head_gemm_, normed_.buffer.data(), graph.batch, weights_.lm_head.data(), graph_logits_.data());
       };
       body();  // eager once: cuBLASLt plans for this size are made outside the capture
       FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      if (!options_.capture_cuda_graphs) {
+        decode_shapes_.push_back(graph);
+        continue;
+      }
       cudaGraph_t captured = nullptr;
       FATHOM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
       try {
@@ -244,13 +271,13 @@ void CudaModelImpl::capture_decode_graphs() {
       FATHOM_CUDA_CHECK(cudaStreamEndCapture(stream_, &captured));
       FATHOM_CUDA_CHECK(cudaGraphInstantiate(&graph.exec, captured, 0));
       FATHOM_CUDA_CHECK(cudaGraphDestroy(captured));
-      graphs_.push_back(graph);
+      decode_shapes_.push_back(graph);
     }
   }
   FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  freeze_graph_buffers();
+  if (options_.capture_cuda_graphs) freeze_graph_buffers();
   FATHOM_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
-  stats_.num_cuda_graphs = static_cast<int64_t>(graphs_.size());
+  stats_.num_cuda_graphs = options_.capture_cuda_graphs ? static_cast<int64_t>(decode_shapes_.size()) : 0;
   stats_.graph_capture_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats_.graph_memory_bytes = free_before > free_after ? free_before - free_after : 0;
 }

@@ -42,7 +42,7 @@ void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out)
   const int64_t padded = weights.experts.padded_intermediate, hidden_groups = kc::ceil_div(hidden, 128);
   // Routing: fp32 router logits [n, E] -> expert ids / weights [n, k].
   float* router_logits = router_logits_.ensure(static_cast<size_t>(n * experts), stream_);
-  router_gemm_->run(normed_f32_.buffer.data(), n, weights.router.data(), router_logits, stream_);
+  cublas_rows_gemm(*router_gemm_, normed_f32_.buffer.data(), n, weights.router.data(), router_logits);
   int32_t* expert_ids = expert_ids_.ensure(static_cast<size_t>(n * top_k), stream_);
   float* expert_weights = expert_weights_.ensure(static_cast<size_t>(n * top_k), stream_);
   kc::moe_route(router_logits, n, weights.correction_bias.size() ? weights.correction_bias.data() : nullptr, routing_,
@@ -77,6 +77,8 @@ void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out)
   gate_up_args.rows = 2 * padded;
   gate_up_args.cols = hidden;
   gate_up_args.max_rows_per_expert = static_cast<int32_t>(n);  // a token picks an expert at most once
+  // Prefill-sized batches: 128-row tiles that share each expert's weight tile (same bits as the small-M kernel).
+  gate_up_args.tiled = n > kc::Fp8Gemm::kSmallMMaxTokens;
   kc::fp8_grouped_gemm(gate_up_args, expert_gate_up, stream_);
   uint8_t* act_values = expert_act_values_.ensure(static_cast<size_t>(max_rows * padded), stream_);     // [rows, Ip]
   float* act_scales = expert_act_scales_.ensure(static_cast<size_t>(max_rows * (padded / 128)), stream_);  // [rows, Ip/128]

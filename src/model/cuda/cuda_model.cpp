@@ -8,6 +8,7 @@
 #include "kernels/cuda/fp8_gemm/act_quant.h"
 #include "kernels/cuda/mla/mla_decode.h"
 #include "kernels/cuda/norm/rms_norm.h"
+#include "kernels/cuda/sampling/sampling.h"
 #include "model/cuda/cuda_model_impl.h"
 #include "model/rotary_embedding.h"
 
@@ -60,6 +61,14 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
   stats_.weight_bytes = weights_.total_bytes;
   stats_.upload_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fp8_gemm_ = std::make_unique<kc::Fp8Gemm>(num_sms_);
+  size_t counter_bytes = 0;
+  for (const DeviceLinear* linear : dense_linears()) {
+    counter_bytes = std::max(counter_bytes, fp8_gemm_->small_m_counter_bytes(linear->rows, linear->cols));
+  }
+  if (counter_bytes) {
+    split_counters_ = kc::DeviceBuffer<uint32_t>(counter_bytes / sizeof(uint32_t));
+    split_counters_.fill_bytes(0);  // synchronized with the device below, before any forward
+  }
   lm_head_gemm_ = std::make_unique<kc::Bf16Gemm>(config.vocab_size, config.hidden_size, kc::Bf16GemmOutput::kFloat32);
   if (config.n_routed_experts > 0) {
     router_gemm_ = std::make_unique<kc::Bf16Gemm>(config.n_routed_experts, config.hidden_size, kc::Bf16GemmOutput::kFloat32,
@@ -71,6 +80,11 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
     routing_.normalize = config.norm_topk_prob;
     routing_.routed_scaling_factor = static_cast<float>(config.routed_scaling_factor);
     kc::validate_moe_routing_config(routing_);
+  }
+  if (options.deterministic) {
+    const int64_t max_k = config.hidden_size, max_n = std::max<int64_t>(config.vocab_size, config.n_routed_experts);
+    fixed_rows_in_ = kc::DeviceBuffer<uint8_t>(static_cast<size_t>(kFixedGemmRows * max_k) * sizeof(float));
+    fixed_rows_out_ = kc::DeviceBuffer<float>(static_cast<size_t>(kFixedGemmRows * max_n));
   }
   embedding_error_ = kc::DeviceBuffer<int32_t>(1);
   embedding_error_.fill_bytes(0);
@@ -104,11 +118,13 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
   stats_.kv_cache_bytes = kv_cache_.bytes();
   stats_.num_kv_slots = num_kv_slots_;
-  capture_decode_graphs();
+  prepare_decode_shapes();
 }
 
 CudaModelImpl::~CudaModelImpl() {
-  for (DecodeGraph& graph : graphs_) cudaGraphExecDestroy(graph.exec);
+  for (DecodeShape& shape : decode_shapes_) {
+    if (shape.exec) cudaGraphExecDestroy(shape.exec);
+  }
   if (stream_) {
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
@@ -234,9 +250,42 @@ const int32_t* CudaModelImpl::upload_ints(GrowableBuffer<int32_t>& device, const
   return target;
 }
 
+kc::MlaDecodePlan CudaModelImpl::decode_plan(int32_t batch, int32_t max_context) const {
+  const int32_t heads = static_cast<int32_t>(config_.num_attention_heads);
+  if (options_.deterministic) {
+    return kc::mla_decode_plan_batch_invariant(heads, max_context, static_cast<int32_t>(max_context_tokens_));
+  }
+  return kc::mla_decode_plan(num_sms_, batch, heads, max_context);
+}
+
+template <typename T>
+void CudaModelImpl::cublas_rows_gemm(kc::Bf16Gemm& gemm, const T* a, int64_t rows, const T* w, float* out) {
+  if (!options_.deterministic) {
+    gemm.run(a, rows, w, out, stream_);
+    return;
+  }
+  const int64_t k = gemm.k(), n = gemm.n();
+  for (int64_t begin = 0; begin < rows; begin += kFixedGemmRows) {
+    const int64_t count = std::min(kFixedGemmRows, rows - begin);
+    if (count == kFixedGemmRows) {
+      gemm.run(a + begin * k, kFixedGemmRows, w, out + begin * n, stream_);
+      continue;
+    }
+    // Rows past `count` hold whatever the last chunk left: a GEMM row's result does not depend on the others.
+    T* padded_in = reinterpret_cast<T*>(fixed_rows_in_.data());
+    FATHOM_CUDA_CHECK(cudaMemcpyAsync(padded_in, a + begin * k, static_cast<size_t>(count * k) * sizeof(T),
+                                      cudaMemcpyDeviceToDevice, stream_));
+    gemm.run(padded_in, kFixedGemmRows, w, fixed_rows_out_.data(), stream_);
+    FATHOM_CUDA_CHECK(cudaMemcpyAsync(out + begin * n, fixed_rows_out_.data(), static_cast<size_t>(count * n) * sizeof(float),
+                                      cudaMemcpyDeviceToDevice, stream_));
+  }
+}
+template void CudaModelImpl::cublas_rows_gemm<bf16>(kc::Bf16Gemm&, const bf16*, int64_t, const bf16*, float*);
+template void CudaModelImpl::cublas_rows_gemm<float>(kc::Bf16Gemm&, const float*, int64_t, const float*, float*);
+
 void CudaModelImpl::plan_decode(BatchLayout& layout, int32_t max_context) {
   const int32_t heads = static_cast<int32_t>(config_.num_attention_heads);
-  layout.decode_plan = kc::mla_decode_plan(num_sms_, layout.num_sequences, heads, max_context);
+  layout.decode_plan = decode_plan(layout.num_sequences, max_context);
   layout.mla_workspace_bytes = std::max<size_t>(
       16, kc::mla_decode_workspace_bytes(layout.decode_plan, layout.num_sequences, heads,
                                          static_cast<int32_t>(config_.kv_lora_rank)));
@@ -262,7 +311,12 @@ void CudaModelImpl::gemm(const Quantized& x, const kc::DeviceFp8Weight& w, bf16*
   kc::Fp8GemmWorkspace workspace;
   if (tokens > head) {
     const size_t bytes = fp8_gemm_->small_m_workspace_bytes(w.rows, w.cols);
-    if (bytes) workspace = {split_partials_.ensure(bytes / sizeof(float), stream_), bytes};
+    if (bytes) {
+      workspace.split_partials = split_partials_.ensure(bytes / sizeof(float), stream_);
+      workspace.split_partials_bytes = bytes;
+      workspace.split_counters = split_counters_.data();
+      workspace.split_counters_bytes = split_counters_.bytes();
+    }
   }
   if (head > 0) {
     kc::DeviceFp8Activations rows = x.activations;
@@ -313,16 +367,19 @@ void CudaModelImpl::run_layers(const BatchLayout& layout) {
   }
 }
 
-std::vector<float> CudaModelImpl::forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows) {
+ForwardResult CudaModelImpl::forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
+                                     const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling) {
+  FATHOM_CHECK(sample_rows.size() == sampling.size(),
+               "CUDA backend: " << sample_rows.size() << " sampled rows with " << sampling.size() << " sampling entries");
   const bool decode = batch.attention_form == AttentionForm::kAbsorbed ||
                       (batch.attention_form == AttentionForm::kAuto && batch.is_pure_decode());
-  if (decode && !graphs_.empty() && !trace_ && batch.is_pure_decode()) {
+  if (decode && !decode_shapes_.empty() && batch.is_pure_decode()) {
     int32_t max_context = 0;
     for (const SequenceChunk& chunk : batch.sequences) {
       max_context = std::max<int32_t>(max_context, static_cast<int32_t>(chunk.num_cached + chunk.num_tokens));
     }
-    if (const DecodeGraph* graph = find_graph(static_cast<int32_t>(batch.sequences.size()), max_context)) {
-      return forward_with_graph(batch, logit_rows, *graph);
+    if (const DecodeShape* shape = find_decode_shape(static_cast<int32_t>(batch.sequences.size()), max_context)) {
+      return forward_padded_decode(batch, logit_rows, sample_rows, sampling, *shape);
     }
   }
   ++stats_.eager_forwards;
@@ -333,29 +390,107 @@ std::vector<float> CudaModelImpl::forward(const ForwardBatch& batch, const std::
     FATHOM_CUDA_CHECK(cudaEventRecord(forward_begin_, stream_));
   }
   const int64_t n = layout.num_tokens, hidden = config_.hidden_size, vocab = config_.vocab_size;
-  for (int64_t row : logit_rows) FATHOM_CHECK(row >= 0 && row < n, "CUDA backend: logit row " << row << " of " << n << " tokens");
+  // Rows whose logits are computed: the host rows, then the sampled rows.
+  std::vector<int32_t> row_ids;
+  for (const std::vector<int64_t>* rows : {&logit_rows, &sample_rows}) {
+    for (int64_t row : *rows) {
+      FATHOM_CHECK(row >= 0 && row < n, "CUDA backend: logit row " << row << " of " << n << " tokens");
+      row_ids.push_back(static_cast<int32_t>(row));
+    }
+  }
   run_layers(layout);
-  const int64_t rows = static_cast<int64_t>(logit_rows.size());
-  std::vector<float> host(static_cast<size_t>(rows * vocab));
+  const int64_t rows = static_cast<int64_t>(row_ids.size());
+  float* logits = nullptr;
   if (rows > 0) {
-    std::vector<int32_t> row_ids(logit_rows.begin(), logit_rows.end());
-    int32_t* row_ids_device = logit_rows_.ensure(row_ids.size(), stream_);
-    FATHOM_CUDA_CHECK(cudaMemcpyAsync(row_ids_device, row_ids.data(), row_ids.size() * sizeof(int32_t),
-                                      cudaMemcpyHostToDevice, stream_));
+    const int32_t* row_ids_device = upload_ints(logit_rows_, row_ids);
     bf16* selected = selected_hidden_.ensure(static_cast<size_t>(rows * hidden), stream_);  // [rows, H]
     kc::embedding_gather_bf16(normed_.buffer.data(), n, hidden, row_ids_device, rows, selected, nullptr, stream_);
-    float* logits = logits_.ensure(static_cast<size_t>(rows * vocab), stream_);  // [rows, V]
+    logits = logits_.ensure(static_cast<size_t>(rows * vocab), stream_);  // [rows, V]
     const size_t lm_head_span = begin_span("lm_head", 0);
-    lm_head_gemm_->run(selected, rows, weights_.lm_head.data(), logits, stream_);
+    cublas_rows_gemm(*lm_head_gemm_, selected, rows, weights_.lm_head.data(), logits);
     end_span(lm_head_span);
-    float* pinned = host_logits_.ensure(host.size());
-    FATHOM_CUDA_CHECK(cudaMemcpyAsync(pinned, logits, host.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-    FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    std::copy(pinned, pinned + host.size(), host.begin());
+  }
+  std::vector<int64_t> host_rows(logit_rows.size()), device_rows(sample_rows.size());
+  for (size_t i = 0; i < host_rows.size(); ++i) host_rows[i] = static_cast<int64_t>(i);
+  for (size_t i = 0; i < device_rows.size(); ++i) device_rows[i] = static_cast<int64_t>(logit_rows.size() + i);
+  ForwardResult result = collect_results(logits, rows, host_rows, device_rows, sampling);
+  if (trace_) flush_spans(forward_start_us);
+  return result;
+}
+
+ForwardResult CudaModelImpl::collect_results(const float* logits, int64_t num_rows, const std::vector<int64_t>& host_rows,
+                                             const std::vector<int64_t>& sample_rows,
+                                             const std::vector<sampling::DeviceSamplingRow>& sampling) {
+  const int64_t vocab = config_.vocab_size;
+  ForwardResult result;
+  const int64_t num_host = static_cast<int64_t>(host_rows.size()), num_samples = static_cast<int64_t>(sample_rows.size());
+  float* pinned_logits = host_logits_.ensure(static_cast<size_t>(std::max<int64_t>(1, num_host * vocab)));
+  // Consecutive rows go back in one copy.
+  for (int64_t i = 0; i < num_host;) {
+    int64_t run = 1;
+    while (i + run < num_host && host_rows[static_cast<size_t>(i + run)] == host_rows[static_cast<size_t>(i)] + run) ++run;
+    FATHOM_CUDA_CHECK(cudaMemcpyAsync(pinned_logits + i * vocab, logits + host_rows[static_cast<size_t>(i)] * vocab,
+                                      static_cast<size_t>(run * vocab) * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    i += run;
+  }
+  uint8_t* pinned_samples = nullptr;
+  if (num_samples > 0) {
+    // Every row is sampled (rows not asked for greedily, a few microseconds) so the kernel sees contiguous rows.
+    const size_t rows = static_cast<size_t>(num_rows);
+    const size_t bytes = rows * (2 * sizeof(uint64_t) + 3 * sizeof(float) + sizeof(int32_t));
+    uint8_t* host = host_sampling_.ensure(std::max(bytes, rows * (sizeof(int32_t) + sizeof(float))));
+    uint64_t* seed = reinterpret_cast<uint64_t*>(host);
+    uint64_t* step = seed + rows;
+    float* temperature = reinterpret_cast<float*>(step + rows);
+    float* top_p = temperature + rows;
+    float* min_p = top_p + rows;
+    int32_t* top_k = reinterpret_cast<int32_t*>(min_p + rows);
+    std::fill_n(seed, rows, 0);
+    std::fill_n(step, rows, 0);
+    std::fill_n(temperature, rows, 0.0f);
+    std::fill_n(top_p, rows, 1.0f);
+    std::fill_n(min_p, rows, 0.0f);
+    std::fill_n(top_k, rows, 0);
+    for (int64_t i = 0; i < num_samples; ++i) {
+      const int64_t row = sample_rows[static_cast<size_t>(i)];
+      FATHOM_CHECK(row >= 0 && row < num_rows, "CUDA backend: sampled row " << row << " of " << num_rows);
+      const sampling::DeviceSamplingRow& params = sampling[static_cast<size_t>(i)];
+      seed[row] = params.seed;
+      step[row] = params.step;
+      temperature[row] = params.temperature;
+      top_p[row] = params.top_p;
+      min_p[row] = params.min_p;
+      top_k[row] = params.top_k;
+    }
+    uint8_t* device = sampling_params_.ensure(bytes, stream_);
+    FATHOM_CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_));
+    kc::SamplingParams params;
+    params.seed = reinterpret_cast<const uint64_t*>(device);
+    params.step = params.seed + rows;
+    params.temperature = reinterpret_cast<const float*>(params.step + rows);
+    params.top_p = params.temperature + rows;
+    params.min_p = params.top_p + rows;
+    params.top_k = reinterpret_cast<const int32_t*>(params.min_p + rows);
+    int32_t* tokens = sampled_tokens_.ensure(rows, stream_);
+    float* logprobs = sampled_logprobs_.ensure(rows, stream_);
+    kc::sample_tokens(logits, num_rows, vocab, params, tokens, logprobs, stream_);
+    // The parameter upload above read `host` asynchronously; the results reuse it only after the kernel ran.
+    pinned_samples = host;
+    FATHOM_CUDA_CHECK(cudaMemcpyAsync(pinned_samples, tokens, rows * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+    FATHOM_CUDA_CHECK(cudaMemcpyAsync(pinned_samples + rows * sizeof(int32_t), logprobs, rows * sizeof(float),
+                                      cudaMemcpyDeviceToHost, stream_));
   }
   FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  if (trace_) flush_spans(forward_start_us);
-  return host;
+  result.logits.assign(pinned_logits, pinned_logits + num_host * vocab);
+  if (num_samples > 0) {
+    const int32_t* tokens = reinterpret_cast<const int32_t*>(pinned_samples);
+    const float* logprobs = reinterpret_cast<const float*>(pinned_samples + static_cast<size_t>(num_rows) * sizeof(int32_t));
+    for (int64_t row : sample_rows) {
+      result.tokens.push_back(tokens[row]);
+      result.logprobs.push_back(logprobs[row]);
+    }
+  }
+  return result;
 }
 
 CudaDeepseekV3Model::CudaDeepseekV3Model(const ModelConfig& config, const ModelWeights& weights,
@@ -366,7 +501,11 @@ const ModelConfig& CudaDeepseekV3Model::config() const { return impl_->config();
 const CudaModelStats& CudaDeepseekV3Model::stats() const { return impl_->stats(); }
 int64_t CudaDeepseekV3Model::num_kv_slots() const { return impl_->stats().num_kv_slots; }
 std::vector<float> CudaDeepseekV3Model::forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows) {
-  return impl_->forward(batch, logit_rows);
+  return impl_->forward(batch, logit_rows, {}, {}).logits;
+}
+ForwardResult CudaDeepseekV3Model::forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
+                                           const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling) {
+  return impl_->forward(batch, logit_rows, sample_rows, sampling);
 }
 void CudaDeepseekV3Model::set_trace(TraceRecorder* trace) { impl_->set_trace(trace); }
 

@@ -9,6 +9,7 @@
 #include "model/config.h"
 #include "model/forward_batch.h"
 #include "model/weights.h"
+#include "sampling/sampling_options.h"
 
 namespace fathom::model::cuda {
 
@@ -19,9 +20,23 @@ struct CudaModelOptions {
   int64_t max_batch_tokens = 8192;    // most new tokens in one forward (prefill chunks + decode tokens)
   int64_t max_decode_batch = 256;     // most sequences of a pure-decode forward
   int64_t max_context_tokens = 0;     // longest sequence (cached + new); 0 = the config's max_position_embeddings
-  // Decode batch sizes captured as CUDA graphs (a decode batch runs the smallest captured size >= its size, padded);
-  // empty = no graphs (--disable-cuda-graph).
+  // Padded decode batch sizes (--cuda-graph-bs): a decode batch of at most the largest runs as the smallest size >= its
+  // own, padded, with the MLA split plan of its context bucket, whether or not graphs are captured, so greedy output
+  // is the same with CUDA graphs on and off. Empty = decode batches run unpadded and eagerly.
   std::vector<int32_t> cuda_graph_batch_sizes;
+  bool capture_cuda_graphs = true;    // replay the padded sizes from captured CUDA graphs (--disable-cuda-graph: false)
+  // --enable-deterministic-inference: a token's results do not depend on the other rows of the forward (batch
+  // composition, chunking, prefix-cache hits). FP8 GEMMs use only our kernels (one arithmetic for every row count),
+  // the cuBLASLt bf16/fp32 GEMMs always see 64 rows, and MLA decode splits every sequence into fixed-size pieces.
+  // Costs prefill speed (no cuBLASLt FP8) and long-context decode parallelism.
+  bool deterministic = false;
+};
+
+// A forward's results: logits of the host rows and the tokens sampled on the device.
+struct ForwardResult {
+  std::vector<float> logits;        // [logit_rows, V] fp32
+  std::vector<int32_t> tokens;      // [sample_rows]
+  std::vector<float> logprobs;      // [sample_rows] log_softmax(raw logits)[token]
 };
 
 // What a constructed model reports at startup.
@@ -54,6 +69,10 @@ class CudaDeepseekV3Model {
   // and returns fp32 logits [logit_rows.size(), V] of the listed token rows (indices into batch.token_ids).
   // Pure-decode batches use absorbed attention, others expanded attention per chunk. Blocks until done.
   std::vector<float> forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows);
+  // The same forward; the rows in `sample_rows` (token rows, as logit_rows; disjoint from them) are sampled on the
+  // device with `sampling` [sample_rows] and only their tokens and log-probabilities come back to the host.
+  ForwardResult forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
+                        const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling);
 
   // Later forwards record per-layer / per-op GPU times (CUDA events) into `trace`; null turns it off.
   void set_trace(TraceRecorder* trace);

@@ -43,22 +43,26 @@ struct GrowableBuffer {
   }
 };
 
-// Page-locked host memory that grows (never shrinks): logits come back through it (faster than pageable copies).
+// Page-locked host memory that grows (never shrinks): results come back through it (faster than pageable copies).
+template <typename T>
 class PinnedHostBuffer {
  public:
+  PinnedHostBuffer() = default;
+  PinnedHostBuffer(const PinnedHostBuffer&) = delete;
+  PinnedHostBuffer& operator=(const PinnedHostBuffer&) = delete;
   ~PinnedHostBuffer() { if (data_) cudaFreeHost(data_); }
-  float* ensure(size_t count) {
+  T* ensure(size_t count) {
     if (count > count_) {
       if (data_) FATHOM_CUDA_CHECK(cudaFreeHost(data_));
       data_ = nullptr;
-      FATHOM_CUDA_CHECK(cudaMallocHost(&data_, count * sizeof(float)));
+      FATHOM_CUDA_CHECK(cudaMallocHost(&data_, count * sizeof(T)));
       count_ = count;
     }
     return data_;
   }
 
  private:
-  float* data_ = nullptr;
+  T* data_ = nullptr;
   size_t count_ = 0;
 };
 
@@ -95,7 +99,8 @@ class CudaModelImpl {
   CudaModelImpl(const ModelConfig& config, const ModelWeights& weights, const CudaModelOptions& options);
   ~CudaModelImpl();
 
-  std::vector<float> forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows);
+  ForwardResult forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
+                        const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling);
 
   const ModelConfig& config() const { return config_; }
   const CudaModelStats& stats() const { return stats_; }
@@ -112,19 +117,27 @@ class CudaModelImpl {
   // The layers of one forward over `layout` (token_ids -> final-normed rows in normed_): kernels only, no host
   // synchronization or allocation once the buffers have grown to the forward's size (graph-capturable).
   void run_layers(const BatchLayout& layout);
-  // CUDA graphs of pure-decode forwards (padded batch sizes x context buckets).
-  struct DecodeGraph {
+  // Padded pure-decode forwards (cuda_decode_graphs.cpp): one shape per (padded batch size, context bucket), replayed
+  // from a CUDA graph when captured, else run eagerly over the same static buffers (same kernels, same bits).
+  struct DecodeShape {
     int32_t batch = 0;
     int32_t max_context = 0;
-    cudaGraphExec_t exec = nullptr;
+    cudaGraphExec_t exec = nullptr;  // null: graphs off (or --profile): run_layers on the static layout
   };
-  void capture_decode_graphs();
+  void prepare_decode_shapes();
+  // Every FP8 linear outside the routed experts (sizes the small-M split-K workspace and counters).
+  std::vector<const DeviceLinear*> dense_linears() const;
   void warm_up_buffers();
   void freeze_graph_buffers();
-  const DecodeGraph* find_graph(int32_t batch, int32_t max_context) const;
-  BatchLayout graph_layout(const DecodeGraph& graph) const;
-  std::vector<float> forward_with_graph(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
-                                        const DecodeGraph& graph);
+  const DecodeShape* find_decode_shape(int32_t batch, int32_t max_context) const;
+  BatchLayout static_decode_layout(const DecodeShape& shape) const;
+  ForwardResult forward_padded_decode(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
+                                      const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling,
+                                      const DecodeShape& shape);
+  // Device logits [num_rows, V] -> host logits of `host_rows` and device-sampled tokens of `sample_rows` (both
+  // indices into the rows; `sampling` [sample_rows]). Synchronizes the stream.
+  ForwardResult collect_results(const float* logits, int64_t num_rows, const std::vector<int64_t>& host_rows,
+                                const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling);
   // GPU spans for --profile: events recorded on the stream, converted to trace events after the forward's sync.
   size_t begin_span(std::string name, int depth);
   void end_span(size_t span);
@@ -143,9 +156,18 @@ class CudaModelImpl {
   };
   // cuBLASLt's block-scaled FP8 rejects some row counts (e.g. 8191; measured) and its tiles are 128 rows: it gets the
   // largest multiple of 128, the small-M kernel the rest (64 rows per launch).
-  static int64_t cublas_rows(int64_t tokens) {
-    return tokens <= kc::Fp8Gemm::kSmallMMaxTokens ? 0 : tokens / 128 * 128;
+  // Deterministic inference: none (every row through our kernels, whose arithmetic does not depend on the row count).
+  int64_t cublas_rows(int64_t tokens) const {
+    return options_.deterministic || tokens <= kc::Fp8Gemm::kSmallMMaxTokens ? 0 : tokens / 128 * 128;
   }
+  // MLA decode plan for `batch` sequences of at most `max_context` tokens (batch-invariant when deterministic).
+  kc::MlaDecodePlan decode_plan(int32_t batch, int32_t max_context) const;
+  // out[rows, gemm.n()] fp32 = a[rows, k] . w[n, k]^T through cuBLASLt; deterministic inference runs it in calls of
+  // exactly kFixedGemmRows rows (a partial chunk padded through fixed_rows_in_/out_), so cuBLASLt's algorithm choice
+  // never depends on the batch.
+  template <typename T>
+  void cublas_rows_gemm(kc::Bf16Gemm& gemm, const T* a, int64_t rows, const T* w, float* out);
+  static constexpr int64_t kFixedGemmRows = 64;
   Quantized quantize(const bf16* x, int64_t tokens, int64_t cols, QuantizedActivations& into);
   // out[tokens, w.rows] = x · wᵀ with FP8 block scales (small-M kernel or cuBLASLt by token count).
   void gemm(const Quantized& x, const kc::DeviceFp8Weight& w, bf16* out);
@@ -190,14 +212,22 @@ class CudaModelImpl {
   GrowableBuffer<bf16> residual_, normed_, delta_, q_a_, q_, kv_a_, attn_, q_latent_, out_latent_, gate_up_, mlp_act_,
       mlp_out_, latent_rows_, kv_expanded_, k_nope_, values_, selected_hidden_;
   GrowableBuffer<float> logits_;
-  PinnedHostBuffer host_logits_;
+  kc::DeviceBuffer<uint8_t> fixed_rows_in_;  // [kFixedGemmRows, max k] operand rows of a padded chunk
+  kc::DeviceBuffer<float> fixed_rows_out_;   // [kFixedGemmRows, max n]
+  PinnedHostBuffer<float> host_logits_;
+  // Device sampling: per-row parameters packed [seed u64, step u64, temperature f32, top_p f32, min_p f32, top_k i32]
+  // x rows, and the sampled tokens / log-probabilities.
+  GrowableBuffer<uint8_t> sampling_params_;
+  GrowableBuffer<int32_t> sampled_tokens_;
+  GrowableBuffer<float> sampled_logprobs_;
+  PinnedHostBuffer<uint8_t> host_sampling_;
   GrowableBuffer<float> normed_f32_;  // [n, H] unrounded post-attention norm of MoE layers (router input)
   QuantizedActivations input_q_;   // the normed layer input, shared by the projections that read it
   QuantizedActivations scratch_q_;  // any other linear input of at most max_batch_tokens rows
   QuantizedActivations expand_q_;   // the kv_b expansion's input (rows = keys of a prefill, unbounded)
 
-  // Decode graphs and their static inputs / outputs (allocated once; never reallocated while graphs exist).
-  std::vector<DecodeGraph> graphs_;
+  // Padded decode shapes and their static inputs / outputs (allocated once; never reallocated while graphs exist).
+  std::vector<DecodeShape> decode_shapes_;
   int32_t graph_max_batch_ = 0;
   int32_t graph_page_stride_ = 0;  // page-table width of graph replays = the largest context bucket
   int32_t padding_slot_ = 0;       // KV slot written by padded batch entries (one extra slot past num_kv_slots_)
@@ -205,6 +235,7 @@ class CudaModelImpl {
   kc::DeviceBuffer<float> graph_logits_;     // [graph_max_batch, V]
   kc::DeviceBuffer<uint8_t> graph_mla_workspace_;
   GrowableBuffer<float> split_partials_;
+  kc::DeviceBuffer<uint32_t> split_counters_;  // fused split-K arrival counters, zero at rest (every GEMM leaves them so)
   GrowableBuffer<uint8_t> mla_workspace_;
 
   // MoE scratch.

@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "core/dtype.h"
 #include "cuda_test_util.h"
@@ -162,6 +164,104 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SmallMGemm,
                                            GemmShape{3, 17, 48}, GemmShape{8, 100, 96}, GemmShape{9, 130, 272},
                                            GemmShape{16, 7168, 2048}, GemmShape{33, 256, 512}, GemmShape{64, 4096, 7168},
                                            GemmShape{64, 129, 1040}, GemmShape{5, 32768, 512}));
+
+// Device-side random operands for the variant test (V3 weights are too large to generate on the CPU quickly).
+__global__ void fill_hash_fp8(uint8_t* values, size_t count, uint32_t seed) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    const uint8_t code = static_cast<uint8_t>(h);
+    values[i] = (code & 0x7f) == 0x7f ? 0x38 : code;  // every finite e4m3 code, both signs; no NaN
+  }
+}
+
+__global__ void fill_hash_scales(float* values, size_t count, uint32_t seed) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const uint32_t h = (static_cast<uint32_t>(i) + seed) * 2654435761u;
+    values[i] = ldexpf(1.0f + static_cast<float>(h >> 8) * 0x1p-24f, static_cast<int>(h % 7) - 12);
+  }
+}
+
+// One Output type's outputs of a weight under any small-M variant, in a poisoned (0xff) buffer.
+template <typename Output>
+std::vector<Output> run_small_m(Fp8Gemm& gemm, SmallMVariant variant, const TestActivations& a, int64_t tokens,
+                                const DeviceFp8Weight& w, const Fp8GemmWorkspace& ws, DeviceBuffer<Output>& out,
+                                Fp8GemmPath path = Fp8GemmPath::kSmallM) {
+  gemm.set_small_m_variant(variant);
+  DeviceFp8Activations x = a.view();
+  x.tokens = tokens;
+  out.fill_bytes(0xff);
+  gemm.run(x, nullptr, w, out.data(), ws, nullptr, path);
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<Output> all = out.download();
+  all.resize(static_cast<size_t>(tokens * w.rows));
+  return all;
+}
+
+template <typename Output>
+bool same_bits(const std::vector<Output>& got, const std::vector<Output>& reference) {
+  return got.size() <= reference.size() && std::memcmp(got.data(), reference.data(), got.size() * sizeof(Output)) == 0;
+}
+
+// Every small-M variant gives the reference kernel's bits for every M in 1..16, at every V3 decode shape and an odd
+// one, bf16 and fp32, twice in a row (the fused reduction's counters must reset), and each token's row equals its
+// row in a 64-token batch (batch invariance). 17, 33 and 64 tokens through the default dispatch too.
+template <typename Output>
+void check_variants(Fp8Gemm& gemm, const TestActivations& a, const DeviceFp8Weight& w, const Fp8GemmWorkspace& ws,
+                    const Fp8GemmWorkspace& ws_no_counters, const char* type) {
+  const std::string where = std::to_string(w.rows) + "x" + std::to_string(w.cols) + " " + type;
+  DeviceBuffer<Output> out(static_cast<size_t>(64 * w.rows));
+  const std::vector<Output> reference = run_small_m<Output>(gemm, SmallMVariant::kReference, a, 64, w, ws, out);
+  for (int v = 0; v < static_cast<int>(SmallMVariant::kCount); ++v) {
+    const SmallMVariant variant = static_cast<SmallMVariant>(v);
+    for (int64_t tokens = 1; tokens <= 16; ++tokens) {
+      for (int rep = 0; rep < 2; ++rep) {
+        ASSERT_TRUE(same_bits(run_small_m<Output>(gemm, variant, a, tokens, w, ws, out), reference))
+            << where << " variant " << small_m_variant_info(variant).name << " tokens " << tokens << " run " << rep;
+      }
+    }
+  }
+  // Fused variants without counters fall back to the two-kernel reduction: same bits.
+  for (int64_t tokens : {1, 5, 8, 16}) {
+    ASSERT_TRUE(same_bits(run_small_m<Output>(gemm, kSmallMDefaultVariant, a, tokens, w, ws_no_counters, out), reference))
+        << where << " default variant without counters, tokens " << tokens;
+  }
+  for (int64_t tokens : {17, 33, 64}) {
+    ASSERT_TRUE(same_bits(run_small_m<Output>(gemm, kSmallMDefaultVariant, a, tokens, w, ws, out, Fp8GemmPath::kAuto),
+                          reference))
+        << where << " default dispatch, tokens " << tokens;
+  }
+}
+
+TEST(SmallMVariants, BitIdenticalToReference) {
+  FATHOM_REQUIRE_GPU();
+  const std::pair<int64_t, int64_t> shapes[] = {{1536, 7168}, {24576, 1536}, {576, 7168},  {32768, 512}, {7168, 16384},
+                                                {36864, 7168}, {7168, 18432}, {4096, 7168}, {7168, 2048}, {200, 912}};
+  Fp8Gemm gemm(device_sm_count());
+  std::mt19937 rng(21);
+  uint32_t seed = 1;
+  for (auto [rows, cols] : shapes) {
+    DeviceBuffer<uint8_t> values(static_cast<size_t>(rows * cols));
+    DeviceBuffer<float> scales(static_cast<size_t>(ceil_div(rows, 128) * ceil_div(cols, 128)));
+    fill_hash_fp8<<<1024, 256>>>(values.data(), values.size(), seed++);
+    fill_hash_scales<<<64, 256>>>(scales.data(), scales.size(), seed++);
+    FATHOM_CUDA_CHECK_LAUNCH();
+    const DeviceFp8Weight w{values.data(), scales.data(), rows, cols};
+    TestActivations a = make_activations(rng, 64, cols);
+    DeviceBuffer<float> partials(gemm.small_m_workspace_bytes(rows, cols) / sizeof(float) + 1);
+    DeviceBuffer<uint32_t> counters(gemm.small_m_counter_bytes(rows, cols) / sizeof(uint32_t) + 1);
+    counters.fill_bytes(0);  // zero at rest
+    const Fp8GemmWorkspace ws{partials.data(), partials.bytes(), counters.data(), counters.bytes()};
+    const Fp8GemmWorkspace ws_no_counters{partials.data(), partials.bytes()};
+    check_variants<float>(gemm, a, w, ws, ws_no_counters, "fp32");
+    check_variants<__nv_bfloat16>(gemm, a, w, ws, ws_no_counters, "bf16");
+    for (uint32_t c : counters.download()) ASSERT_EQ(c, 0u) << rows << "x" << cols << ": a split-K counter left nonzero";
+  }
+}
 
 class CublasLtGemm : public ::testing::TestWithParam<GemmShape> {};
 

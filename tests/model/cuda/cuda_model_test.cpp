@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/error.h"
 #include "model/cuda/cuda_model.h"
 #include "model/deepseek_v3_model.h"
 #include "model/generation.h"
@@ -213,16 +214,21 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGoldenFixture, ::testing::ValuesIn(fixtur
                          });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CudaGoldenFixture);
 
-// Decode through captured CUDA graphs (batch 3 padded to the captured 4) against eager decode: same greedy tokens,
-// logits equal up to the split-KV plan's fp32 rounding; every graph-eligible step replays a graph.
+// Decode through captured CUDA graphs (batch 3 padded to the captured 4) against the same padded shapes run eagerly
+// (--disable-cuda-graph): bit-identical logits, so greedy output does not depend on graphs. Against unpadded eager
+// decode (no padded sizes at all): equal up to the split-KV plan's fp32 rounding, same greedy tokens.
 TEST_P(CudaGoldenFixture, CudaGraphDecodeMatchesEagerDecode) {
   REQUIRE_GPU();
   LoadedModel loaded = load_fixture(GetParam());
   cuda::CudaModelOptions graph_options = small_options(4096);
   graph_options.cuda_graph_batch_sizes = {1, 4};
-  cuda::CudaDeepseekV3Model eager(loaded.config, loaded.weights, small_options(4096));
+  cuda::CudaModelOptions padded_eager_options = graph_options;
+  padded_eager_options.capture_cuda_graphs = false;
+  cuda::CudaDeepseekV3Model unpadded(loaded.config, loaded.weights, small_options(4096));
+  cuda::CudaDeepseekV3Model eager(loaded.config, loaded.weights, padded_eager_options);
   cuda::CudaDeepseekV3Model graphed(loaded.config, loaded.weights, graph_options);
   EXPECT_GE(graphed.stats().num_cuda_graphs, 2);  // 2 sizes x 1 or 2 context buckets
+  EXPECT_EQ(eager.stats().num_cuda_graphs, 0);
   const int64_t vocab = loaded.config.vocab_size;
   std::vector<GoldenSequence> goldens = read_golden(GetParam());
   goldens.resize(std::min<size_t>(goldens.size(), 3));
@@ -233,6 +239,7 @@ TEST_P(CudaGoldenFixture, CudaGraphDecodeMatchesEagerDecode) {
     const std::vector<float> a = prefill_logits(eager, goldens[s].ids, slots.back(), 0);
     const std::vector<float> b = prefill_logits(graphed, goldens[s].ids, slots.back(), 0);
     ASSERT_EQ(a, b);  // prefill is eager in both
+    ASSERT_EQ(prefill_logits(unpadded, goldens[s].ids, slots.back(), 0), a);
     next.push_back(argmax(a.data() + a.size() - vocab, vocab));
   }
   for (int step = 0; step < 6; ++step) {
@@ -244,15 +251,148 @@ TEST_P(CudaGoldenFixture, CudaGraphDecodeMatchesEagerDecode) {
     }
     const std::vector<float> a = eager.forward(decode, rows);
     const std::vector<float> b = graphed.forward(decode, rows);
-    EXPECT_LE(relative_l2(b, a), 1e-3) << "step " << step;
+    const std::vector<float> c = unpadded.forward(decode, rows);
+    EXPECT_EQ(a, b) << "step " << step << ": graph replay and padded eager decode differ";
+    EXPECT_LE(relative_l2(c, a), 1e-3) << "step " << step;
     for (size_t s = 0; s < goldens.size(); ++s) {
       const int32_t token = argmax(a.data() + s * vocab, vocab);
-      EXPECT_EQ(argmax(b.data() + s * vocab, vocab), token) << "step " << step << " sequence " << s;
+      EXPECT_EQ(argmax(c.data() + s * vocab, vocab), token) << "step " << step << " sequence " << s;
       next[s] = token;
     }
   }
   EXPECT_EQ(graphed.stats().graph_forwards, 6);
   EXPECT_EQ(eager.stats().graph_forwards, 0);
+}
+
+double log_softmax_at(const float* logits, int64_t vocab, int32_t token) {
+  const float max_logit = *std::max_element(logits, logits + vocab);
+  double sum = 0;
+  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(double(logits[i]) - max_logit);
+  return double(logits[token]) - max_logit - std::log(sum);
+}
+
+// Device sampling (the serving path): greedy rows give the argmax of the logits the host would have received, the
+// log-probability is log_softmax(logits)[token], seeded rows draw the same token alone or batched, in graph replays
+// and in eager forwards, and rows sampled on the host and on the device can be mixed in one forward.
+TEST_P(CudaGoldenFixture, DeviceSamplingMatchesHostLogits) {
+  REQUIRE_GPU();
+  LoadedModel loaded = load_fixture(GetParam());
+  cuda::CudaModelOptions options = small_options(4096);
+  options.cuda_graph_batch_sizes = {1, 4};
+  cuda::CudaDeepseekV3Model model(loaded.config, loaded.weights, options);
+  const int64_t vocab = loaded.config.vocab_size;
+  std::vector<GoldenSequence> goldens = read_golden(GetParam());
+  goldens.resize(std::min<size_t>(goldens.size(), 3));
+  ASSERT_EQ(goldens.size(), 3u);
+  std::vector<std::vector<int32_t>> slots;
+  for (size_t s = 0; s < goldens.size(); ++s) {
+    slots.push_back(iota_slots(static_cast<int64_t>(goldens[s].ids.size()) + 8, static_cast<int32_t>(s * 512)));
+    prefill_logits(model, goldens[s].ids, slots.back(), 0);
+  }
+  auto decode_batch = [&](const std::vector<size_t>& members) {
+    ForwardBatch batch;
+    for (size_t s : members) batch.add_sequence({goldens[s].ids.back()}, static_cast<int64_t>(goldens[s].ids.size()), slots[s].data());
+    return batch;
+  };
+  sampling::DeviceSamplingRow greedy;
+  sampling::DeviceSamplingRow seeded;
+  seeded.temperature = 0.9f;
+  seeded.top_p = 0.95f;
+  seeded.top_k = 50;
+  seeded.seed = 1234;
+  seeded.step = 3;
+  const std::vector<float> host = model.forward(decode_batch({0, 1, 2}), {0, 1, 2});  // [3, V]
+  const cuda::ForwardResult all_greedy = model.forward(decode_batch({0, 1, 2}), {}, {0, 1, 2}, {greedy, greedy, greedy});
+  ASSERT_EQ(all_greedy.tokens.size(), 3u);
+  EXPECT_TRUE(all_greedy.logits.empty());
+  for (size_t s = 0; s < 3; ++s) {
+    EXPECT_EQ(all_greedy.tokens[s], argmax(host.data() + s * vocab, vocab)) << s;
+    EXPECT_NEAR(all_greedy.logprobs[s], log_softmax_at(host.data() + s * vocab, vocab, all_greedy.tokens[s]), 1e-4) << s;
+  }
+  // Sequence 1 seeded, alone (graph of 1) and in a batch of 3 (graph of 4) and eagerly (prefill form, one chunk).
+  const cuda::ForwardResult alone = model.forward(decode_batch({1}), {}, {0}, {seeded});
+  const cuda::ForwardResult batched = model.forward(decode_batch({0, 1, 2}), {0}, {1, 2}, {seeded, greedy});
+  ASSERT_EQ(alone.tokens.size(), 1u);
+  ASSERT_EQ(batched.tokens.size(), 2u);
+  EXPECT_EQ(batched.tokens[0], alone.tokens[0]);
+  EXPECT_EQ(batched.tokens[1], all_greedy.tokens[2]);
+  ASSERT_EQ(batched.logits.size(), static_cast<size_t>(vocab));
+  EXPECT_EQ(std::vector<float>(host.begin(), host.begin() + vocab), batched.logits);
+  EXPECT_NEAR(alone.logprobs[0], log_softmax_at(host.data() + vocab, vocab, alone.tokens[0]), 1e-4);
+  // Different steps of the same seed draw independently: over 64 steps, more than one distinct token (a high
+  // temperature: the fixtures' distributions are peaked, p(top) > 0.999 at temperature 1.5).
+  std::vector<int32_t> draws;
+  for (uint64_t step = 0; step < 64; ++step) {
+    sampling::DeviceSamplingRow row = seeded;
+    row.temperature = 100.0f;
+    row.top_k = 0;
+    row.top_p = 1.0f;
+    row.step = step;
+    draws.push_back(model.forward(decode_batch({1}), {}, {0}, {row}).tokens[0]);
+  }
+  std::sort(draws.begin(), draws.end());
+  EXPECT_GT(std::unique(draws.begin(), draws.end()) - draws.begin(), 1);
+  EXPECT_THROW(model.forward(decode_batch({0}), {}, {0, 1}, {greedy}), Error);  // one sampling entry per sampled row
+}
+
+// --enable-deterministic-inference: a token's logits are bit-identical whether its prompt runs in one chunk or in
+// chunks of 3, alone or batched with other prompts, or with all but its last token cached (a prefix-cache hit:
+// the last token runs alone, in prefill form); and decode results are bit-identical alone or batched.
+TEST_P(CudaGoldenFixture, DeterministicInferenceIsBatchInvariant) {
+  REQUIRE_GPU();
+  LoadedModel loaded = load_fixture(GetParam());
+  cuda::CudaModelOptions options = small_options(4096);
+  options.cuda_graph_batch_sizes = {1, 4};
+  options.deterministic = true;
+  cuda::CudaDeepseekV3Model model(loaded.config, loaded.weights, options);
+  const int64_t vocab = loaded.config.vocab_size;
+  std::vector<GoldenSequence> goldens = read_golden(GetParam());
+  goldens.resize(std::min<size_t>(goldens.size(), 3));
+  ASSERT_EQ(goldens.size(), 3u);
+  auto last_row = [&](const std::vector<float>& logits) { return std::vector<float>(logits.end() - vocab, logits.end()); };
+  std::vector<std::vector<float>> alone;
+  for (size_t s = 0; s < goldens.size(); ++s) {
+    const std::vector<int32_t>& ids = goldens[s].ids;
+    const std::vector<int32_t> slots = iota_slots(static_cast<int64_t>(ids.size()) + 8, static_cast<int32_t>(s * 512));
+    alone.push_back(last_row(prefill_logits(model, ids, slots, 0)));
+    EXPECT_EQ(last_row(prefill_logits(model, ids, slots, 3)), alone.back()) << "chunked prefill, sequence " << s;
+    ForwardBatch cached;  // everything but the last token is in the cache (written by the prefills above)
+    cached.add_sequence({ids.back()}, static_cast<int64_t>(ids.size()) - 1, slots.data());
+    cached.attention_form = AttentionForm::kExpanded;
+    EXPECT_EQ(model.forward(cached, {0}), alone.back()) << "prefix-cache hit, sequence " << s;
+  }
+  // All three prompts in one forward, at other slots.
+  ForwardBatch together;
+  std::vector<std::vector<int32_t>> slots;
+  std::vector<int64_t> rows;
+  for (size_t s = 0; s < goldens.size(); ++s) {
+    slots.push_back(iota_slots(static_cast<int64_t>(goldens[s].ids.size()) + 8, static_cast<int32_t>(2048 + s * 512)));
+    together.add_sequence(goldens[s].ids, 0, slots.back().data());
+    rows.push_back(together.num_tokens() - 1);
+  }
+  together.attention_form = AttentionForm::kExpanded;
+  const std::vector<float> batched = model.forward(together, rows);
+  for (size_t s = 0; s < goldens.size(); ++s) {
+    EXPECT_EQ(std::vector<float>(batched.begin() + static_cast<int64_t>(s) * vocab, batched.begin() + static_cast<int64_t>(s + 1) * vocab),
+              alone[s]) << "batched prefill, sequence " << s;
+  }
+  // Decode: each sequence alone (a graph of 1) and the three together (a graph of 4, padded).
+  std::vector<std::vector<float>> decoded_alone;
+  for (size_t s = 0; s < goldens.size(); ++s) {
+    ForwardBatch one;
+    one.add_sequence({argmax(alone[s].data(), vocab)}, static_cast<int64_t>(goldens[s].ids.size()), slots[s].data());
+    decoded_alone.push_back(model.forward(one, {0}));
+  }
+  ForwardBatch three;
+  for (size_t s = 0; s < goldens.size(); ++s) {
+    three.add_sequence({argmax(alone[s].data(), vocab)}, static_cast<int64_t>(goldens[s].ids.size()), slots[s].data());
+  }
+  const std::vector<float> decoded = model.forward(three, {0, 1, 2});
+  for (size_t s = 0; s < goldens.size(); ++s) {
+    EXPECT_EQ(std::vector<float>(decoded.begin() + static_cast<int64_t>(s) * vocab, decoded.begin() + static_cast<int64_t>(s + 1) * vocab),
+              decoded_alone[s]) << "batched decode, sequence " << s;
+  }
+  EXPECT_GE(model.stats().graph_forwards, 4);
 }
 
 // DeepSeek-V3's real per-layer dimensions (hidden 7168, 128 heads, q_lora 1536, kv_lora 512, expert width 2048,

@@ -3,7 +3,9 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/fp8_gemm/cublaslt_fp8_gemm.h"
 #include "kernels/cuda/fp8_gemm/fp8_gemm_heuristics.h"
+#include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_gemv.cuh"
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_small_m.cuh"
+#include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_tiled.cuh"
 
 namespace fathom::kernels::cuda {
 
@@ -19,6 +21,35 @@ __global__ void reduce_splits_kernel(const float* __restrict__ partial,  // [spl
   float sum = 0.0f;
   for (int s = 0; s < splits; ++s) sum += partial[s * count + i];
   out[i] = static_cast<Output>(sum);
+}
+
+// fp8_gemm_gemv_kernel instantiations of one output type share this signature (token tiles, warps, depth and
+// fusion are template arguments).
+template <typename Output>
+using GemvKernel = void (*)(const uint8_t*, const float*, const uint8_t*, const float*, int, int64_t, int64_t, int, int,
+                            int, Output*, float*, uint32_t*);
+
+template <int kWarps, int kDepth, typename Output>
+GemvKernel<Output> gemv_instance(int token_tiles, bool fused) {
+  if (token_tiles == 1) {
+    return fused ? sm90::fp8_gemm_gemv_kernel<1, kWarps, kDepth, true, Output>
+                 : sm90::fp8_gemm_gemv_kernel<1, kWarps, kDepth, false, Output>;
+  }
+  return fused ? sm90::fp8_gemm_gemv_kernel<2, kWarps, kDepth, true, Output>
+               : sm90::fp8_gemm_gemv_kernel<2, kWarps, kDepth, false, Output>;
+}
+
+// The gemv kernel for a variant's (warps, depth); token_tiles is 1 (<= 8 tokens) or 2 (<= 16).
+template <typename Output>
+GemvKernel<Output> gemv_kernel_for(const SmallMVariantInfo& info, int token_tiles, bool fused) {
+  if (info.warps == 4 && info.depth == 2) return gemv_instance<4, 2, Output>(token_tiles, fused);
+  if (info.warps == 4 && info.depth == 3) return gemv_instance<4, 3, Output>(token_tiles, fused);
+  if (info.warps == 4 && info.depth == 4) return gemv_instance<4, 4, Output>(token_tiles, fused);
+  if (info.warps == 8 && info.depth == 2) return gemv_instance<8, 2, Output>(token_tiles, fused);
+  if (info.warps == 8 && info.depth == 3) return gemv_instance<8, 3, Output>(token_tiles, fused);
+  if (info.warps == 8 && info.depth == 4) return gemv_instance<8, 4, Output>(token_tiles, fused);
+  FATHOM_CHECK(false, "fp8_gemm: no gemv kernel for variant " << info.name);
+  return nullptr;
 }
 
 template <typename Output>
@@ -40,6 +71,12 @@ size_t Fp8Gemm::small_m_workspace_bytes(int64_t rows, int64_t cols) const {
   return splits > 1 ? static_cast<size_t>(splits) * kSmallMMaxTokens * rows * sizeof(float) : 0;
 }
 
+size_t Fp8Gemm::small_m_counter_bytes(int64_t rows, int64_t cols) const {
+  // One counter per 16-row warp tile: covers every variant's row block (a multiple of 16 rows).
+  return small_m_splits(rows, cols) > 1 ? static_cast<size_t>(ceil_div(rows, sm90::kSmallMRowsPerWarp)) * sizeof(uint32_t)
+                                        : 0;
+}
+
 template <typename Output>
 void Fp8Gemm::run_small_m(const DeviceFp8Activations& x, const DeviceFp8Weight& w, Output* out,
                           const Fp8GemmWorkspace& workspace, cudaStream_t stream) {
@@ -55,25 +92,70 @@ void Fp8Gemm::run_small_m(const DeviceFp8Activations& x, const DeviceFp8Weight& 
                  "fp8_gemm: split-K workspace of " << workspace.split_partials_bytes << " bytes, need " << needed);
     partial = workspace.split_partials;
   }
-  const dim3 grid(static_cast<unsigned>(ceil_div(w.rows, sm90::kSmallMRowsPerWarp * sm90::kSmallMWarpsPerBlock)),
-                  static_cast<unsigned>(used_splits));
-  const dim3 block(sm90::kSmallMWarpsPerBlock * 32);
-  auto launch = [&](auto kernel) {
-    kernel<<<grid, block, 0, stream>>>(x.values, x.scales, w.values, w.scales, tokens, w.rows, w.cols, k_blocks,
-                                       k_blocks_per_split, out, partial);
-  };
-  // One K block per step: measured faster than two (fewer registers, more resident warps, more loads in flight).
-  if (tokens <= 8) launch(sm90::fp8_gemm_small_m_kernel<1, 1, Output>);
-  else if (tokens <= 16) launch(sm90::fp8_gemm_small_m_kernel<2, 1, Output>);
-  else if (tokens <= 32) launch(sm90::fp8_gemm_small_m_kernel<4, 1, Output>);
-  else launch(sm90::fp8_gemm_small_m_kernel<8, 1, Output>);
-  FATHOM_CUDA_CHECK_LAUNCH();
-  if (partial) {
+  bool fused = false;  // the GEMM kernel itself sums the split partials (no reduce launch)
+  if (tokens <= 16 && small_m_variant_ != SmallMVariant::kReference) {
+    // 1..16 tokens: the gemv kernel (bit-identical to the reference kernel below, faster data movement).
+    const SmallMVariantInfo& info = small_m_variant_info(small_m_variant_);
+    FATHOM_CHECK(w.cols * 16 <= INT32_MAX, "fp8_gemm: gemv kernel takes K <= 2^27, got " << w.cols);  // int offsets
+    const int64_t row_block = static_cast<int64_t>(info.warps) * sm90::kSmallMRowsPerWarp;
+    const int64_t row_blocks = ceil_div(w.rows, row_block);
+    uint32_t* counters = nullptr;
+    if (partial && info.fused && workspace.split_counters && used_splits <= sm90::kGemvReduceCapacity) {
+      const size_t needed = static_cast<size_t>(row_blocks) * sizeof(uint32_t);
+      FATHOM_CHECK(workspace.split_counters_bytes >= needed,
+                   "fp8_gemm: split-K counters of " << workspace.split_counters_bytes << " bytes, need " << needed);
+      counters = workspace.split_counters;
+      fused = true;
+    }
+    GemvKernel<Output> kernel = gemv_kernel_for<Output>(info, tokens <= 8 ? 1 : 2, fused);
+    kernel<<<dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(used_splits)), info.warps * 32, 0, stream>>>(
+        x.values, x.scales, w.values, w.scales, tokens, w.rows, w.cols, k_blocks, k_blocks_per_split, used_splits, out,
+        partial, counters);
+    FATHOM_CUDA_CHECK_LAUNCH();
+  } else {
+    const dim3 grid(static_cast<unsigned>(ceil_div(w.rows, sm90::kSmallMRowsPerWarp * sm90::kSmallMWarpsPerBlock)),
+                    static_cast<unsigned>(used_splits));
+    const dim3 block(sm90::kSmallMWarpsPerBlock * 32);
+    auto launch = [&](auto kernel) {
+      kernel<<<grid, block, 0, stream>>>(x.values, x.scales, w.values, w.scales, tokens, w.rows, w.cols, k_blocks,
+                                         k_blocks_per_split, out, partial);
+    };
+    // One K block per step: measured faster than two (fewer registers, more resident warps, more loads in flight).
+    if (tokens <= 8) launch(sm90::fp8_gemm_small_m_kernel<1, 1, Output>);
+    else if (tokens <= 16) launch(sm90::fp8_gemm_small_m_kernel<2, 1, Output>);
+    else if (tokens <= 32) launch(sm90::fp8_gemm_small_m_kernel<4, 1, Output>);
+    else launch(sm90::fp8_gemm_small_m_kernel<8, 1, Output>);
+    FATHOM_CUDA_CHECK_LAUNCH();
+  }
+  if (partial && !fused) {
     const int64_t count = static_cast<int64_t>(tokens) * w.rows;
     reduce_splits_kernel<Output><<<static_cast<unsigned>(ceil_div(count, 256)), 256, 0, stream>>>(partial, used_splits,
                                                                                                  count, out);
     FATHOM_CUDA_CHECK_LAUNCH();
   }
+}
+
+// The tiled kernel: the whole K range per CTA (no split-K), so no workspace and no reduction pass.
+template <typename Output>
+void Fp8Gemm::run_tiled(const DeviceFp8Activations& x, const DeviceFp8Weight& w, Output* out, cudaStream_t stream) {
+  FATHOM_CHECK(x.tokens <= INT32_MAX, "fp8_gemm: tiled path takes at most " << INT32_MAX << " tokens, got " << x.tokens);
+  FATHOM_CHECK(w.rows > 0, "fp8_gemm: tiled path needs a weight with rows, got " << w.rows);
+  FATHOM_CHECK(x.values && x.scales && w.values && w.scales && out, "fp8_gemm: tiled path got a null pointer");
+  // cp.async copies 16-byte chunks; cols % 16 == 0 keeps every row start aligned given an aligned base.
+  FATHOM_CHECK(reinterpret_cast<uintptr_t>(x.values) % 16 == 0 && reinterpret_cast<uintptr_t>(w.values) % 16 == 0,
+               "fp8_gemm: tiled path needs 16-byte aligned activation and weight values");
+  const int k_blocks = static_cast<int>(ceil_div(w.cols, kFp8ScaleBlock));
+  const int64_t row_blocks = ceil_div(w.rows, sm90::kTiledRows);
+  const int64_t token_tiles = ceil_div(x.tokens, sm90::kTiledTokens);
+  const int64_t ctas = row_blocks * token_tiles;
+  FATHOM_CHECK(ctas <= INT32_MAX, "fp8_gemm: tiled grid of " << ctas << " CTAs is too large");
+  auto kernel = sm90::fp8_gemm_tiled_kernel<Output>;
+  // Above the 48 KB default; a per-function attribute (not a stream operation), so safe under graph capture.
+  FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, sm90::kTiledSmemBytes));
+  kernel<<<static_cast<unsigned>(ctas), sm90::kTiledThreads, sm90::kTiledSmemBytes, stream>>>(
+      x.values, x.scales, w.values, w.scales, static_cast<int>(x.tokens), w.rows, w.cols, k_blocks, row_blocks,
+      token_tiles, out);
+  FATHOM_CUDA_CHECK_LAUNCH();
 }
 
 template <typename Output>
@@ -83,6 +165,10 @@ void Fp8Gemm::run_impl(const DeviceFp8Activations& x, const float* x_scales_bloc
   FATHOM_CHECK(w.cols % 16 == 0, "fp8_gemm: K = " << w.cols << " must be a multiple of 16");
   if (x.tokens == 0) return;
   if (path == Fp8GemmPath::kAuto) path = x.tokens <= kSmallMMaxTokens ? Fp8GemmPath::kSmallM : Fp8GemmPath::kCublasLt;
+  if (path == Fp8GemmPath::kTiled) {
+    run_tiled(x, w, out, stream);
+    return;
+  }
   if (path == Fp8GemmPath::kSmallM) {
     FATHOM_CHECK(x.tokens <= kSmallMMaxTokens, "fp8_gemm: small-M path takes at most " << kSmallMMaxTokens << " tokens");
     run_small_m(x, w, out, workspace, stream);

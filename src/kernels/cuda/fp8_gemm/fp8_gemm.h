@@ -4,19 +4,28 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <memory>
 
+#include "kernels/cuda/fp8_gemm/fp8_gemm_heuristics.h"
 #include "kernels/cuda/fp8_gemm/fp8_types.h"
 
 namespace fathom::kernels::cuda {
 
 class CublasLtFp8Gemm;  // cublaslt_fp8_gemm.h
 
-enum class Fp8GemmPath { kAuto, kSmallM, kCublasLt };
+// kTiled: our tiled tensor-core kernel for any number of tokens, with per-element arithmetic bitwise identical to
+// the small-M kernel run without split-K (deterministic / batch-invariant mode; never picked by kAuto).
+enum class Fp8GemmPath { kAuto, kSmallM, kCublasLt, kTiled };
 
 struct Fp8GemmWorkspace {
   float* split_partials = nullptr;   // [max_splits, max_tokens_small_m, max_rows] fp32 for the small-M split-K path
   size_t split_partials_bytes = 0;
+  // [ceil(rows/16)] arrival counters of the fused split-K reduction (small_m_counter_bytes). Zero at rest: zero them
+  // once when allocated; every GEMM leaves them zero. Optional: without them the partials are summed by a second
+  // kernel (same bits). One GEMM at a time may use them (one stream).
+  uint32_t* split_counters = nullptr;
+  size_t split_counters_bytes = 0;
 };
 
 class Fp8Gemm {
@@ -33,6 +42,12 @@ class Fp8Gemm {
   int small_m_splits(int64_t rows, int64_t cols) const;
   // Workspace bytes the small-M path needs for this weight at kSmallMMaxTokens.
   size_t small_m_workspace_bytes(int64_t rows, int64_t cols) const;
+  // Counter bytes (Fp8GemmWorkspace::split_counters) the fused split-K reduction needs for this weight; 0 if none.
+  size_t small_m_counter_bytes(int64_t rows, int64_t cols) const;
+
+  // Kernel variant for 1..16 tokens (benchmarks and tests compare them; all give the same bits).
+  void set_small_m_variant(SmallMVariant variant) { small_m_variant_ = variant; }
+  SmallMVariant small_m_variant() const { return small_m_variant_; }
 
   // x.scales must be token-major [tokens, k_blocks]; the cuBLASLt path also needs x_scales_block_major
   // ([k_blocks, tokens], written by quantize_activations_fp8) and reads w.scales in checkpoint layout.
@@ -51,8 +66,11 @@ class Fp8Gemm {
   template <typename Output>
   void run_small_m(const DeviceFp8Activations& x, const DeviceFp8Weight& w, Output* out,
                    const Fp8GemmWorkspace& workspace, cudaStream_t stream);
+  template <typename Output>
+  void run_tiled(const DeviceFp8Activations& x, const DeviceFp8Weight& w, Output* out, cudaStream_t stream);
 
   int num_sms_;
+  SmallMVariant small_m_variant_ = kSmallMDefaultVariant;
   std::unique_ptr<CublasLtFp8Gemm> cublaslt_;
 };
 

@@ -1,7 +1,9 @@
 #pragma once
 // Launch-shape heuristics for the FP8 GEMMs, kept apart from the kernels.
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 
 namespace fathom::kernels::cuda {
 
@@ -18,5 +20,34 @@ inline int small_m_split_count(int64_t rows, int64_t cols, int num_sms) {
   const int64_t max_splits = std::max<int64_t>(1, k_blocks / 2);
   return static_cast<int>(std::clamp<int64_t>(wanted, 1, max_splits));
 }
+
+// Kernel variants of the small-M path for 1..16 tokens. All are bit-identical (same per-element arithmetic, same
+// split count and split ranges); they differ only in data movement. kReference: fp8_gemm_small_m_kernel (8 warps,
+// activations staged in shared memory, one K block prefetched, split-K summed by a second kernel). kW<w>D<d>[F]:
+// fp8_gemm_gemv_kernel with w warps per CTA, d K blocks of loads in flight per warp, F = split-K reduction fused
+// into the GEMM (needs Fp8GemmWorkspace::split_counters; without them the F variants run unfused).
+enum class SmallMVariant { kReference, kW4D2, kW4D4, kW8D2, kW8D4, kW4D2F, kW4D3F, kW4D4F, kW8D2F, kW8D3F, kW8D4F, kCount };
+
+struct SmallMVariantInfo {
+  const char* name;
+  int warps, depth;  // depth 1 with warps 8: the reference kernel
+  bool fused;
+};
+
+inline constexpr SmallMVariantInfo kSmallMVariants[] = {
+    {"reference", 8, 1, false}, {"w4d2", 4, 2, false},  {"w4d4", 4, 4, false},  {"w8d2", 8, 2, false},
+    {"w8d4", 8, 4, false},      {"w4d2f", 4, 2, true},  {"w4d3f", 4, 3, true},  {"w4d4f", 4, 4, true},
+    {"w8d2f", 8, 2, true},      {"w8d3f", 8, 3, true},  {"w8d4f", 8, 4, true},
+};
+static_assert(std::size(kSmallMVariants) == static_cast<size_t>(SmallMVariant::kCount));
+
+constexpr const SmallMVariantInfo& small_m_variant_info(SmallMVariant v) { return kSmallMVariants[static_cast<int>(v)]; }
+
+// The variant Fp8Gemm runs for 1..16 tokens (more tokens always take the reference kernel). Switch it to the
+// variant that bench_fp8_gemm's "best" lines name; tests/kernels/cuda/fp8_gemm_test.cu checks every variant.
+// w4d2 (4 warps, 2 K blocks in flight, separate split-K reduce): fastest summed over M = 1..16 on 6 of the 9 V3
+// decode weights on an H200 and 8 of 9 on an H100 (bench/RESULTS.md); the fused reduction (w4d2f) wins only on
+// dense gate_up (one split) and loses 10-30% on the many-split small weights (q_a, kv_a).
+constexpr SmallMVariant kSmallMDefaultVariant = SmallMVariant::kW4D2;
 
 }  // namespace fathom::kernels::cuda

@@ -3,8 +3,35 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/fp8_gemm/fp8_types.h"
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_small_m.cuh"
+#include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_tiled.cuh"
 
 namespace fathom::kernels::cuda {
+
+namespace {
+
+// Grid: (weight row blocks, 128-row tiles of the largest expert, experts); max_rows_per_expert must bound every
+// count (the kernel traps otherwise rather than leave rows unwritten).
+void launch_tiled(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bfloat16* out, cudaStream_t stream) {
+  FATHOM_CHECK(reinterpret_cast<uintptr_t>(args.x_values) % 16 == 0 && reinterpret_cast<uintptr_t>(args.w_values) % 16 == 0,
+               "fp8_grouped_gemm: the tiled kernel needs 16-byte aligned activation and weight values");
+  const int64_t row_blocks = ceil_div(args.rows, sm90::kTiledRows);
+  const int64_t token_tiles = ceil_div(args.max_rows_per_expert, sm90::kTiledTokens);
+  FATHOM_CHECK(row_blocks <= INT32_MAX && token_tiles <= 65535,
+               "fp8_grouped_gemm: tiled grid of " << row_blocks << " row blocks x " << token_tiles
+                                                  << " token tiles is too large (rows " << args.rows
+                                                  << ", max_rows_per_expert " << args.max_rows_per_expert << ")");
+  const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(token_tiles),
+                  static_cast<unsigned>(args.num_experts));
+  auto kernel = sm90::fp8_gemm_grouped_tiled_kernel<__nv_bfloat16>;
+  // Above the 48 KB default; a per-function attribute (not a stream operation), so safe under graph capture.
+  FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, sm90::kTiledSmemBytes));
+  kernel<<<grid, sm90::kTiledThreads, sm90::kTiledSmemBytes, stream>>>(
+      args.x_values, args.x_scales, args.expert_offsets, args.expert_counts, args.w_values, args.w_scales, args.rows,
+      args.cols, k_blocks, out);
+  FATHOM_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
 
 void fp8_grouped_gemm(const Fp8GroupedGemmArgs& args, __nv_bfloat16* out, cudaStream_t stream) {
   FATHOM_CHECK(args.num_experts >= 1 && args.num_experts <= 65535, "fp8_grouped_gemm: " << args.num_experts << " experts");
@@ -16,6 +43,10 @@ void fp8_grouped_gemm(const Fp8GroupedGemmArgs& args, __nv_bfloat16* out, cudaSt
                    args.w_scales && out,
                "fp8_grouped_gemm: null pointer argument");
   const int k_blocks = static_cast<int>(ceil_div(args.cols, kFp8ScaleBlock));
+  if (args.tiled) {
+    launch_tiled(args, k_blocks, out, stream);
+    return;
+  }
   const dim3 grid(static_cast<unsigned>(ceil_div(args.rows, sm90::kSmallMRowsPerWarp * sm90::kSmallMWarpsPerBlock)), 1,
                   static_cast<unsigned>(args.num_experts));
   const dim3 block(sm90::kSmallMWarpsPerBlock * 32);

@@ -21,6 +21,11 @@ struct Fp8GroupedGemmArgs {
   int64_t rows = 0;                         // output features per expert
   int64_t cols = 0;                         // input features, a multiple of 16
   int32_t max_rows_per_expert = 0;          // host upper bound of any expert's count (picks the row tile)
+  // false: the small-M kernel (decode: each expert's weight streamed once per 64 rows). true: the tiled kernel
+  // (prefill: each weight tile reused by 128 rows; max_rows_per_expert sizes its grid and must bound every count,
+  // else the kernel traps). Both compute every element with the same arithmetic, so the choice never changes a
+  // bit and may differ from batch to batch.
+  bool tiled = false;
 };
 
 // out: [max_rows, rows] bf16; rows of each expert's segment written, others untouched. No sync, no allocation.

@@ -87,6 +87,7 @@ void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* work
   params.page_size = cache.page_size_tokens;
   params.max_pages_per_seq = batch.max_pages_per_seq;
   params.num_splits = plan.num_splits;
+  params.tiles_per_split = plan.tiles_per_split;
   params.scale_log2 = args.softmax_scale * static_cast<float>(M_LOG2E);
   params.vector_loads = cache.kv_lora_dim == latent_pad && cache.rope_dim == rope_pad && aligned16(args.q_latent) &&
                         aligned16(args.q_pe) && args.q_pe_head_stride % 8 == 0 && aligned16(cache.pool);

@@ -45,6 +45,20 @@ MlaDecodePlan mla_decode_plan(int32_t num_sms, int32_t batch, int32_t num_heads,
   return plan;
 }
 
+MlaDecodePlan mla_decode_plan_batch_invariant(int32_t num_heads, int32_t max_context_tokens,
+                                              int32_t max_model_context_tokens) {
+  FATHOM_CHECK(max_context_tokens >= 0 && max_model_context_tokens >= max_context_tokens,
+               "mla decode plan: context " << max_context_tokens << " above the model's " << max_model_context_tokens);
+  MlaDecodePlan plan;
+  plan.head_group = mla_decode_head_group(num_heads);
+  // 16 tiles (1024 tokens) per split, more when the longest context would need over kMlaDecodeMaxSplits splits.
+  const int64_t model_tiles = std::max<int64_t>(1, ceil_div(max_model_context_tokens, kMlaDecodeTileTokens));
+  plan.tiles_per_split = static_cast<int32_t>(std::max<int64_t>(16, ceil_div(model_tiles, kMlaDecodeMaxSplits)));
+  const int64_t tiles = std::max<int64_t>(1, ceil_div(max_context_tokens, kMlaDecodeTileTokens));
+  plan.num_splits = static_cast<int32_t>(ceil_div(tiles, plan.tiles_per_split));
+  return plan;
+}
+
 size_t mla_decode_workspace_bytes(const MlaDecodePlan& plan, int32_t batch, int32_t num_heads, int32_t kv_lora_dim) {
   if (plan.num_splits <= 1) return 0;
   // partial_out [batch, splits, heads, kv_lora] fp32, then partial_lse [batch, splits, heads] fp32.

@@ -10,6 +10,10 @@ namespace fathom::kernels::cuda {
 struct MlaDecodePlan {
   int32_t head_group = 64;  // 16, 32 or 64 heads per CTA
   int32_t num_splits = 1;   // CTAs along the sequence per (sequence, head group); 1 = no combine pass
+  // > 0: every sequence is cut into splits of this many 64-token tiles (num_splits covers the longest), so its
+  // result does not depend on the batch or on the context bound (batch-invariant plans); 0: each sequence's tiles
+  // are divided evenly among num_splits.
+  int32_t tiles_per_split = 0;
   bool score_wgmma = true;  // head_group 64: scores with wgmma from shared memory (else ldmatrix + mma.sync)
   bool value_wgmma = true;  // head_group 64, kv_lora 512 (padded), with score_wgmma: P·V with wgmma too
 };
@@ -24,6 +28,11 @@ int32_t mla_decode_head_group(int32_t num_heads);
 // num_sms: the device's multiprocessor count; max_context_tokens: an upper bound of the batch's seq_lens
 // (the plan is made on the host, so a captured graph replays it for any seq_lens up to that bound).
 MlaDecodePlan mla_decode_plan(int32_t num_sms, int32_t batch, int32_t num_heads, int32_t max_context_tokens);
+
+// Batch-invariant plan: splits of a fixed tile count that depends only on the model's longest context
+// (max_model_context_tokens), never on the batch, so a sequence's attention output is the same in any batch.
+MlaDecodePlan mla_decode_plan_batch_invariant(int32_t num_heads, int32_t max_context_tokens,
+                                              int32_t max_model_context_tokens);
 
 // Workspace one decode call with this plan needs (fp32 partial outputs and LSEs; 0 when num_splits == 1).
 size_t mla_decode_workspace_bytes(const MlaDecodePlan& plan, int32_t batch, int32_t num_heads, int32_t kv_lora_dim);

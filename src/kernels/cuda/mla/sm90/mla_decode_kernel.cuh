@@ -45,6 +45,7 @@ struct DecodeKernelParams {
   int32_t page_size;              // tokens per page
   int32_t max_pages_per_seq;
   int32_t num_splits;
+  int32_t tiles_per_split;        // > 0: split s covers tiles [s * tiles_per_split, ...); 0: even division
   float scale_log2;               // softmax_scale * log2(e)
   int32_t vector_loads;           // 1: kv_lora == kLatentPad, rope == kRopePad and 16-byte aligned rows
 };
@@ -128,7 +129,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
 
   const int seq_len = p.seq_lens[b];
   const int total_tiles = ceil_div_int(seq_len, kDecodeTileTokens);
-  const int tiles_per_split = ceil_div_int(total_tiles, p.num_splits);
+  const int tiles_per_split = p.tiles_per_split > 0 ? p.tiles_per_split : ceil_div_int(total_tiles, p.num_splits);
   const int tile_begin = split * tiles_per_split;
   const int tile_end = min(total_tiles, tile_begin + tiles_per_split);
 

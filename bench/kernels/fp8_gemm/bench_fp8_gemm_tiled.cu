@@ -1,0 +1,167 @@
+// The tiled (batch-invariant) FP8 GEMM against cuBLASLt block-scaled FP8 at DeepSeek-V3 prefill shapes, and the
+// grouped tiled kernel against the grouped small-M kernel on a routed MoE batch. Same inputs, same run.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernels/common/gpu_timer.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/fp8_gemm/cublaslt_fp8_gemm.h"
+#include "kernels/cuda/fp8_gemm/fp8_gemm.h"
+#include "kernels/cuda/fp8_gemm/fp8_grouped_gemm.h"
+
+using namespace fathom::kernels::cuda;
+
+namespace {
+
+struct WeightShape { const char* name; int64_t rows, cols; };
+
+// V3 linear layers (rows = out features, cols = in features).
+const WeightShape kShapes[] = {
+    {"q_a_proj", 1536, 7168},  {"q_b_proj", 24576, 1536}, {"kv_a_proj", 576, 7168}, {"kv_b_proj", 32768, 512},
+    {"o_proj", 7168, 16384},   {"expert_gate_up", 4096, 7168}, {"expert_down", 7168, 2048},
+};
+
+// Finite e4m3 codes from a hash (no NaN: 0x7f / 0xff never produced).
+__global__ void fill_random_fp8(uint8_t* values, size_t count, uint32_t seed) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    values[i] = static_cast<uint8_t>((h & 0x7f) == 0x7f ? 0x3f : (h & 0xff) & 0xf7);
+  }
+}
+
+__global__ void fill_value(float* values, size_t count, float value) {
+  const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  if (i < count) values[i] = value;
+}
+
+void fill_scales(DeviceBuffer<float>& buffer, float value) {
+  fill_value<<<static_cast<unsigned>(ceil_div(static_cast<int64_t>(buffer.size()), 256)), 256>>>(buffer.data(),
+                                                                                                buffer.size(), value);
+  FATHOM_CUDA_CHECK_LAUNCH();
+}
+
+constexpr int kWarmup = 3, kRuns = 20;
+
+void dense_tiled_vs_cublaslt(Fp8Gemm& gemm) {
+  std::printf("\n## dense: tiled (kTiled) vs cuBLASLt block-scaled FP8, bf16 out; median of %d runs\n", kRuns);
+  std::printf("%-16s %6s %6s %6s %10s %9s %10s %9s %8s\n", "weight", "rows", "cols", "tokens", "tiled_us", "TFLOP/s",
+              "cublas_us", "TFLOP/s", "ratio");
+  for (const WeightShape& shape : kShapes) {
+    const int64_t k_blocks = ceil_div(shape.cols, 128);
+    DeviceBuffer<uint8_t> weights(static_cast<size_t>(shape.rows * shape.cols));
+    fill_random_fp8<<<1024, 256>>>(weights.data(), weights.size(), 9);
+    DeviceBuffer<float> w_scales(static_cast<size_t>(ceil_div(shape.rows, 128) * k_blocks));
+    fill_scales(w_scales, 1e-3f);
+    const DeviceFp8Weight w{weights.data(), w_scales.data(), shape.rows, shape.cols};
+    for (int64_t tokens : {128, 512, 1024, 4096, 8192}) {
+      DeviceBuffer<uint8_t> x(static_cast<size_t>(tokens * shape.cols));
+      fill_random_fp8<<<1024, 256>>>(x.data(), x.size(), 5);
+      // Constant scales: token-major and block-major layouts hold the same values.
+      DeviceBuffer<float> x_scales(static_cast<size_t>(tokens * k_blocks));
+      fill_scales(x_scales, 1e-2f);
+      DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(tokens * shape.rows));
+      FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+      const DeviceFp8Activations xa{x.data(), x_scales.data(), tokens, shape.cols};
+      const double flop = 2.0 * tokens * shape.rows * shape.cols;
+      const double tiled_ms = fathom::bench::median_ms(
+          [&](int) { gemm.run(xa, nullptr, w, out.data(), Fp8GemmWorkspace{}, nullptr, Fp8GemmPath::kTiled); },
+          kWarmup, kRuns);
+      std::printf("%-16s %6lld %6lld %6lld %10.1f %9.1f", shape.name, (long long)shape.rows, (long long)shape.cols,
+                  (long long)tokens, tiled_ms * 1e3, flop / (tiled_ms * 1e-3) / 1e12);
+      if (!gemm.cublaslt().supports(tokens, shape.rows, shape.cols, CUDA_R_16BF)) {
+        std::printf("   cuBLASLt: no algorithm\n");
+        continue;
+      }
+      const double cublas_ms = fathom::bench::median_ms(
+          [&](int) { gemm.run(xa, x_scales.data(), w, out.data(), Fp8GemmWorkspace{}, nullptr, Fp8GemmPath::kCublasLt); },
+          kWarmup, kRuns);
+      std::printf(" %10.1f %9.1f %7.2fx\n", cublas_ms * 1e3, flop / (cublas_ms * 1e-3) / 1e12, tiled_ms / cublas_ms);
+    }
+  }
+  std::printf("(ratio = tiled time / cuBLASLt time; > 1 means the tiled kernel is slower)\n");
+}
+
+// 256 experts, top-8 routing of `tokens` tokens (random, each token's 8 experts distinct).
+std::vector<int32_t> routed_counts(int64_t tokens, int experts, int top_k, std::mt19937& rng) {
+  std::vector<int32_t> counts(static_cast<size_t>(experts), 0), ids(static_cast<size_t>(experts));
+  std::iota(ids.begin(), ids.end(), 0);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int k = 0; k < top_k; ++k) {
+      std::uniform_int_distribution<int> pick(k, experts - 1);
+      std::swap(ids[k], ids[pick(rng)]);
+      ++counts[ids[k]];
+    }
+  }
+  return counts;
+}
+
+void grouped_tiled_vs_small_m() {
+  constexpr int kExperts = 256, kTopK = 8;
+  constexpr int64_t kTokens = 4096;
+  std::mt19937 rng(7);
+  const std::vector<int32_t> counts = routed_counts(kTokens, kExperts, kTopK, rng);
+  std::vector<int32_t> offsets(kExperts + 1, 0);
+  for (int e = 0; e < kExperts; ++e) offsets[e + 1] = offsets[e] + counts[e];
+  const int32_t total = offsets.back(), max_count = *std::max_element(counts.begin(), counts.end());
+  std::printf("\n## grouped (MoE): %d experts, top-%d of %lld tokens = %d rows, largest expert %d rows; bf16 out\n",
+              kExperts, kTopK, (long long)kTokens, total, max_count);
+  std::printf("%-16s %6s %6s %10s %9s %10s %9s %8s\n", "weight", "rows", "cols", "tiled_us", "TFLOP/s", "small_m_us",
+              "TFLOP/s", "ratio");
+  DeviceBuffer<int32_t> offsets_device(offsets), counts_device(counts);
+  for (const WeightShape shape : {WeightShape{"expert_gate_up", 4096, 7168}, WeightShape{"expert_down", 7168, 2048}}) {
+    const int64_t k_blocks = ceil_div(shape.cols, 128);
+    DeviceBuffer<uint8_t> weights(static_cast<size_t>(kExperts * shape.rows * shape.cols));
+    fill_random_fp8<<<4096, 256>>>(weights.data(), weights.size(), 11);
+    DeviceBuffer<float> w_scales(static_cast<size_t>(kExperts * ceil_div(shape.rows, 128) * k_blocks));
+    fill_scales(w_scales, 1e-3f);
+    DeviceBuffer<uint8_t> x(static_cast<size_t>(total * shape.cols));
+    fill_random_fp8<<<1024, 256>>>(x.data(), x.size(), 13);
+    DeviceBuffer<float> x_scales(static_cast<size_t>(total * k_blocks));
+    fill_scales(x_scales, 1e-2f);
+    DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(total * shape.rows));
+    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+    Fp8GroupedGemmArgs args;
+    args.x_values = x.data();
+    args.x_scales = x_scales.data();
+    args.expert_offsets = offsets_device.data();
+    args.expert_counts = counts_device.data();
+    args.w_values = weights.data();
+    args.w_scales = w_scales.data();
+    args.num_experts = kExperts;
+    args.rows = shape.rows;
+    args.cols = shape.cols;
+    args.max_rows_per_expert = max_count;
+    const double flop = 2.0 * total * shape.rows * shape.cols;
+    args.tiled = true;
+    const double tiled_ms = fathom::bench::median_ms([&](int) { fp8_grouped_gemm(args, out.data(), nullptr); },
+                                                     kWarmup, kRuns);
+    args.tiled = false;
+    const double small_ms = fathom::bench::median_ms([&](int) { fp8_grouped_gemm(args, out.data(), nullptr); },
+                                                     kWarmup, kRuns);
+    std::printf("%-16s %6lld %6lld %10.1f %9.1f %10.1f %9.1f %7.2fx\n", shape.name, (long long)shape.rows,
+                (long long)shape.cols, tiled_ms * 1e3, flop / (tiled_ms * 1e-3) / 1e12, small_ms * 1e3,
+                flop / (small_ms * 1e-3) / 1e12, tiled_ms / small_ms);
+  }
+  std::printf("(ratio = tiled time / small-M time; < 1 means the tiled kernel is faster)\n");
+}
+
+}  // namespace
+
+int main() {
+  cudaDeviceProp prop{};
+  FATHOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  Fp8Gemm gemm(prop.multiProcessorCount);
+  dense_tiled_vs_cublaslt(gemm);
+  grouped_tiled_vs_small_m();
+  return 0;
+}

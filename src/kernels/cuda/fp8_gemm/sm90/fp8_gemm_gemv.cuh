@@ -1,0 +1,226 @@
+#pragma once
+// Decode FP8 block-scaled GEMM for 1..16 tokens (one or two 8-token tiles), tuned for streaming the weight.
+//
+// Bit-identical to fp8_gemm_small_m_kernel (fp8_gemm_small_m.cuh) for every token, M and shape: each warp owns the
+// same 16 weight rows and 8-token tiles, loads the same 4-byte words into the same fragment registers (same K
+// permutation), issues the same four m16n8k32 MMAs per K block into a fresh fragment, promotes it by
+// w_scale * x_scale into the running accumulator in increasing K-block order, and split-K partials are summed in
+// split order starting from 0.0f. Only the data movement differs:
+//  - activations are read straight from global memory (L1/L2 hits: every warp of the CTA reads the same bytes)
+//    instead of being staged in shared memory behind a barrier per K block;
+//  - each warp keeps kDepth K blocks of loads (weights, activations, scales) in flight in registers, a rolling
+//    ring: K block i is consumed, then slot i is refilled with K block i + kDepth;
+//  - kWarps warps (16 rows each) per CTA; the weight scale block (128 rows) is looked up per warp;
+//  - kFused: the split-K reduction runs inside the GEMM. Every CTA writes its fp32 partials, then arrives on a
+//    per-row-block counter; the last CTA to arrive sums the partials in split order and writes the output, then
+//    resets the counter to zero (so counters are zero at rest and a CUDA graph replays safely).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_small_m.cuh"  // mma_e4m3_16x8x32, word_of, kSmallMRowsPerWarp
+
+namespace fathom::kernels::cuda::sm90 {
+
+// Shared-memory floats of the fused reduction's staging buffer; the fused path needs splits <= this.
+constexpr int kGemvReduceCapacity = 4096;
+
+// One K block of one thread's operands (registers).
+template <int kTokenTiles>
+struct GemvStage {
+  uint4 w_lo[2], w_hi[2];          // weight rows row0+group, row0+group+8: bytes [lane_in_group*32, +32) of the block
+  uint4 x[kTokenTiles][2];         // token t*8+group: the same 32 bytes
+  float w_scale;                   // scale of (row0 / 128, kb)
+  float x_scale[kTokenTiles][2];   // tokens t*8 + 2*lane_in_group + {0,1}
+};
+
+// Per-thread row and token addressing of one warp (fixed for the whole K loop). Rows past the last row and tokens
+// past the last token are clamped to valid memory instead of zeroed: an MMA output element depends only on its own
+// row and token, and those elements are never written. Bytes past `cols` (a partial last K block) are zeroed in
+// both operands, as in the reference kernel, so they contribute exact zeros.
+template <int kTokenTiles>
+struct GemvOperands {
+  const uint8_t* w_lo;               // row row0+group (clamped), at byte lane_in_group*32
+  const uint8_t* w_hi;               // row row0+group+8 (clamped), at byte lane_in_group*32
+  const float* w_scale_row;          // [k_blocks] of row block (row0 / 128)
+  int x_offset[kTokenTiles];         // token t*8+group (clamped) * cols + lane_in_group*32
+  int x_scale_offset[kTokenTiles][2];  // token t*8 + 2*lane_in_group + j (clamped) * k_blocks
+  int k_limit;                       // cols - lane_in_group*32: this thread's bytes of a block at k exist if k+16 <= it
+};
+
+// 16 bytes at p + k if k + 16 <= limit (p 16-byte aligned), else zero.
+__device__ __forceinline__ uint4 gemv_load_16(const uint8_t* __restrict__ p, int k, int limit) {
+  return k + 16 <= limit ? __ldg(reinterpret_cast<const uint4*>(p + k)) : make_uint4(0, 0, 0, 0);
+}
+
+template <int kTokenTiles>
+__device__ __forceinline__ void gemv_load(const GemvOperands<kTokenTiles>& op, const uint8_t* __restrict__ x,
+                                          const float* __restrict__ x_scales, int kb, GemvStage<kTokenTiles>& s) {
+  const int k = kb * 128;  // cols < 2^31 (int k_blocks)
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    s.w_lo[i] = gemv_load_16(op.w_lo, k + i * 16, op.k_limit);
+    s.w_hi[i] = gemv_load_16(op.w_hi, k + i * 16, op.k_limit);
+#pragma unroll
+    for (int t = 0; t < kTokenTiles; ++t) s.x[t][i] = gemv_load_16(x + op.x_offset[t], k + i * 16, op.k_limit);
+  }
+  s.w_scale = op.w_scale_row[kb];
+#pragma unroll
+  for (int t = 0; t < kTokenTiles; ++t) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) s.x_scale[t][j] = x_scales[op.x_scale_offset[t][j] + kb];
+  }
+}
+
+// The per-K-block arithmetic, written exactly as in fp8_gemm_small_m_block (same expressions, so the same FFMA
+// contraction): block = 4 MMAs from zero; acc += block * (w_scale * x_scale).
+template <int kTokenTiles>
+__device__ __forceinline__ void gemv_compute(const GemvStage<kTokenTiles>& s, float (&acc)[kTokenTiles][4]) {
+#pragma unroll
+  for (int t = 0; t < kTokenTiles; ++t) {
+    float block[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int step = 0; step < 4; ++step) {
+      const uint32_t a[4] = {word_of(s.w_lo, 2 * step), word_of(s.w_hi, 2 * step), word_of(s.w_lo, 2 * step + 1),
+                             word_of(s.w_hi, 2 * step + 1)};
+      const uint32_t b[2] = {word_of(s.x[t], 2 * step), word_of(s.x[t], 2 * step + 1)};
+      mma_e4m3_16x8x32(block, a, b);
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const float scale = s.w_scale * s.x_scale[t][j];
+      acc[t][j] += block[j] * scale;
+      acc[t][2 + j] += block[2 + j] * scale;
+    }
+  }
+}
+
+// The last-arriving CTA of a row block sums the splits' partials in split order and writes the output rows
+// [block_row0, block_row0 + block_rows). Partials are read through L2 (__ldcg: other CTAs wrote them), staged in
+// shared memory `chunk` elements x splits at a time so all loads of a chunk are in flight together.
+template <typename Output>
+__device__ __forceinline__ void gemv_reduce_splits(const float* __restrict__ partial,  // [splits, tokens, rows]
+                                                   int splits, int tokens, int64_t rows, int64_t block_row0,
+                                                   int block_rows, float* stage,  // [kGemvReduceCapacity] shared
+                                                   Output* __restrict__ out) {    // [tokens, rows]
+  const int elements = tokens * block_rows;  // element e = token * block_rows + row
+  const int per_pass = kGemvReduceCapacity / splits;
+  for (int e0 = 0; e0 < elements; e0 += per_pass) {
+    const int count = min(per_pass, elements - e0);
+    for (int i = threadIdx.x; i < count * splits; i += blockDim.x) {
+      const int s = i / count, e = e0 + i % count;
+      const int token = e / block_rows, row = e % block_rows;
+      stage[i] = __ldcg(&partial[(static_cast<int64_t>(s) * tokens + token) * rows + block_row0 + row]);
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < count; e += blockDim.x) {
+      float sum = 0.0f;  // as reduce_splits_kernel: from 0.0f, splits in order
+      for (int s = 0; s < splits; ++s) sum += stage[s * count + e];
+      const int token = (e0 + e) / block_rows, row = (e0 + e) % block_rows;
+      out[static_cast<int64_t>(token) * rows + block_row0 + row] = static_cast<Output>(sum);
+    }
+    __syncthreads();  // the stage is reused by the next pass
+  }
+}
+
+// grid = (ceil(rows / (kWarps * 16)), used_splits); block = kWarps * 32 threads.
+// splits == 1: writes out directly. splits > 1 and !kFused: writes partial (summed by reduce_splits_kernel).
+// splits > 1 and kFused: writes partial, and the last CTA per row block writes out; counters[blockIdx.x] must be
+// zero on entry and is zero again on exit; needs splits <= kGemvReduceCapacity.
+template <int kTokenTiles, int kWarps, int kDepth, bool kFused, typename Output>
+__global__ void __launch_bounds__(kWarps * 32)
+fp8_gemm_gemv_kernel(const uint8_t* __restrict__ x,         // [tokens, cols] e4m3
+                     const float* __restrict__ x_scales,    // [tokens, k_blocks]
+                     const uint8_t* __restrict__ w,         // [rows, cols] e4m3
+                     const float* __restrict__ w_scales,    // [ceil(rows/128), k_blocks]
+                     int tokens, int64_t rows, int64_t cols, int k_blocks, int k_blocks_per_split, int splits,
+                     Output* __restrict__ out,              // [tokens, rows]
+                     float* __restrict__ partial,           // [splits, tokens, rows] when splits > 1
+                     uint32_t* __restrict__ counters) {     // [gridDim.x] when kFused and splits > 1
+  static_assert(kTokenTiles >= 1 && kTokenTiles <= 2 && kDepth >= 1 && kWarps >= 1 && kWarps <= 32);
+  const int lane = threadIdx.x % 32;
+  const int group = lane / 4;
+  const int lane_in_group = lane % 4;
+  const int64_t block_row0 = static_cast<int64_t>(blockIdx.x) * (kWarps * kSmallMRowsPerWarp);
+  const int64_t row0 = block_row0 + (threadIdx.x / 32) * kSmallMRowsPerWarp;
+  const int split = blockIdx.y;
+  const int kb_begin = split * k_blocks_per_split;
+  const int kb_end = min(k_blocks, kb_begin + k_blocks_per_split);
+  const int n = row0 < rows ? kb_end - kb_begin : 0;  // warps past the last row load nothing
+
+  GemvOperands<kTokenTiles> op;
+  const int64_t row_lo = row0 + group, row_hi = row0 + group + 8;
+  op.w_lo = w + min(row_lo, rows - 1) * cols + lane_in_group * 32;
+  op.w_hi = w + min(row_hi, rows - 1) * cols + lane_in_group * 32;
+  op.w_scale_row = w_scales + (min(row0, rows - 1) / 128) * k_blocks;
+#pragma unroll
+  for (int t = 0; t < kTokenTiles; ++t) {
+    op.x_offset[t] = min(t * 8 + group, tokens - 1) * static_cast<int>(cols) + lane_in_group * 32;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) op.x_scale_offset[t][j] = min(t * 8 + 2 * lane_in_group + j, tokens - 1) * k_blocks;
+  }
+  op.k_limit = static_cast<int>(cols) - lane_in_group * 32;
+
+  float acc[kTokenTiles][4];
+#pragma unroll
+  for (int t = 0; t < kTokenTiles; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+
+  // Rolling register ring: slot i holds K block base+i; after computing it, it is refilled with base+i+kDepth,
+  // so kDepth - 1 K blocks stay in flight while one is consumed. All slot indices are compile-time constants.
+  GemvStage<kTokenTiles> ring[kDepth];
+#pragma unroll
+  for (int i = 0; i < kDepth; ++i) {
+    if (i < n) gemv_load(op, x, x_scales, kb_begin + i, ring[i]);
+  }
+#pragma unroll 1
+  for (int base = 0; base < n; base += kDepth) {
+#pragma unroll
+    for (int i = 0; i < kDepth; ++i) {
+      if (base + i < n) {
+        gemv_compute(ring[i], acc);
+        if (base + i + kDepth < n) gemv_load(op, x, x_scales, kb_begin + base + i + kDepth, ring[i]);
+      }
+    }
+  }
+
+  // Fragment: acc[t][0..1] -> row_lo, tokens t*8 + 2*lane_in_group + {0,1}; acc[t][2..3] -> row_hi.
+  const bool to_partial = splits > 1;
+  if (n > 0) {
+#pragma unroll
+    for (int t = 0; t < kTokenTiles; ++t) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int token = t * 8 + 2 * lane_in_group + (i % 2);
+        const int64_t row = i < 2 ? row_lo : row_hi;
+        if (token >= tokens || row >= rows) continue;
+        if (to_partial) {
+          partial[(static_cast<int64_t>(split) * tokens + token) * rows + row] = acc[t][i];
+        } else {
+          out[static_cast<int64_t>(token) * rows + row] = static_cast<Output>(acc[t][i]);
+        }
+      }
+    }
+  }
+
+  if constexpr (kFused) {
+    if (!to_partial) return;
+    __shared__ float stage[kGemvReduceCapacity];
+    __shared__ bool is_last;
+    __threadfence();  // this thread's partials are visible device-wide before the CTA arrives
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const uint32_t arrived = atomicAdd(&counters[blockIdx.x], 1u) + 1;
+      is_last = arrived == static_cast<uint32_t>(splits);
+      if (is_last) {
+        counters[blockIdx.x] = 0;  // every split has arrived: nobody else touches it in this launch
+        __threadfence();           // the other CTAs' partials are visible to this CTA's reads below
+      }
+    }
+    __syncthreads();
+    if (!is_last) return;
+    const int block_rows = static_cast<int>(min(static_cast<int64_t>(kWarps * kSmallMRowsPerWarp), rows - block_row0));
+    gemv_reduce_splits(partial, splits, tokens, rows, block_row0, block_rows, stage, out);
+  }
+}
+
+}  // namespace fathom::kernels::cuda::sm90
