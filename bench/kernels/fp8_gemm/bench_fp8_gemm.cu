@@ -71,6 +71,47 @@ double decode_bytes(const WeightShape& shape, int64_t tokens) {
          tokens * shape.rows * 2.0;
 }
 
+// A decode weight in enough random copies that cycling them keeps every run out of L2, its scales, and the
+// small-M workspace (split-K partials, zeroed fused-reduction counters).
+struct RotatingWeight {
+  WeightShape shape;
+  size_t weight_bytes = 0;
+  int copies = 0;
+  DeviceBuffer<uint8_t> values;   // [copies, rows, cols] e4m3
+  DeviceBuffer<float> scales;     // [ceil(rows/128), ceil(cols/128)]
+  DeviceBuffer<float> partials;
+  DeviceBuffer<uint32_t> counters;
+  RotatingWeight(Fp8Gemm& gemm, const WeightShape& weight_shape, size_t rotate_bytes) : shape(weight_shape) {
+    weight_bytes = static_cast<size_t>(shape.rows * shape.cols);
+    copies = static_cast<int>(std::max<size_t>(2, rotate_bytes / weight_bytes + 1));
+    values = DeviceBuffer<uint8_t>(weight_bytes * copies);
+    fill_random_fp8<<<1024, 256>>>(values.data(), values.size(), 7);
+    const int64_t scale_count = ceil_div(shape.rows, 128) * ceil_div(shape.cols, 128);
+    scales = DeviceBuffer<float>(static_cast<size_t>(scale_count));
+    fill_value<<<static_cast<unsigned>(ceil_div(scale_count, 256)), 256>>>(scales.data(), scales.size(), 1e-3f);
+    partials = DeviceBuffer<float>(gemm.small_m_workspace_bytes(shape.rows, shape.cols) / sizeof(float) + 1);
+    counters = DeviceBuffer<uint32_t>(gemm.small_m_counter_bytes(shape.rows, shape.cols) / sizeof(uint32_t) + 1);
+    counters.fill_bytes(0);  // zero at rest; every GEMM leaves them zero
+  }
+  DeviceFp8Weight copy(int run) const {
+    return {values.data() + (run % copies) * weight_bytes, scales.data(), shape.rows, shape.cols};
+  }
+  Fp8GemmWorkspace workspace() { return {partials.data(), partials.bytes(), counters.data(), counters.bytes()}; }
+};
+
+// Random e4m3 activations [tokens, cols] with token-major scales.
+struct RandomActivations {
+  DeviceBuffer<uint8_t> values;
+  DeviceBuffer<float> scales;
+  DeviceFp8Activations view;
+  RandomActivations(int64_t tokens, int64_t cols, unsigned seed)
+      : values(static_cast<size_t>(tokens * cols)), scales(static_cast<size_t>(tokens * ceil_div(cols, 128))) {
+    fill_random_fp8<<<256, 256>>>(values.data(), values.size(), seed);
+    fill_value<<<static_cast<unsigned>(ceil_div(scales.size(), 256)), 256>>>(scales.data(), scales.size(), 1e-2f);
+    view = {values.data(), scales.data(), tokens, cols};
+  }
+};
+
 // Every small-M kernel variant (fp8_gemm_heuristics.h: all bit-identical) at 1..16 tokens: one row per
 // (shape, tokens, variant), then per shape the variant with the least total time over the token counts.
 void bench_small_m_variants(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes) {
@@ -80,24 +121,12 @@ void bench_small_m_variants(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes
   std::printf("%-16s %6s %-10s %9s %8s %8s\n", "weight", "tokens", "variant", "graph_us", "of_copy", "vs_ref");
   std::vector<std::string> best_lines;
   for (const WeightShape& shape : kShapes) {
-    const size_t weight_bytes = static_cast<size_t>(shape.rows * shape.cols);
-    const int copies = static_cast<int>(std::max<size_t>(2, rotate_bytes / weight_bytes + 1));
-    DeviceBuffer<uint8_t> weights(weight_bytes * copies);
-    fill_random_fp8<<<1024, 256>>>(weights.data(), weights.size(), 7);
-    const int64_t scale_count = ceil_div(shape.rows, 128) * ceil_div(shape.cols, 128);
-    DeviceBuffer<float> scales(static_cast<size_t>(scale_count));
-    fill_value<<<static_cast<unsigned>(ceil_div(scale_count, 256)), 256>>>(scales.data(), scales.size(), 1e-3f);
-    DeviceBuffer<float> partials(gemm.small_m_workspace_bytes(shape.rows, shape.cols) / sizeof(float) + 1);
-    DeviceBuffer<uint32_t> counters(gemm.small_m_counter_bytes(shape.rows, shape.cols) / sizeof(uint32_t) + 1);
-    counters.fill_bytes(0);  // zero at rest; every GEMM leaves them zero
-    const Fp8GemmWorkspace ws{partials.data(), partials.bytes(), counters.data(), counters.bytes()};
+    RotatingWeight weight(gemm, shape, rotate_bytes);
+    const Fp8GemmWorkspace ws = weight.workspace();
     double total_ms[kVariants] = {};
     std::string per_tokens;
     for (int64_t tokens : {1, 2, 4, 8, 16}) {
-      DeviceBuffer<uint8_t> x(static_cast<size_t>(tokens * shape.cols));
-      fill_random_fp8<<<256, 256>>>(x.data(), x.size(), 3);
-      DeviceBuffer<float> x_scales(static_cast<size_t>(tokens * ceil_div(shape.cols, 128)));
-      fill_value<<<static_cast<unsigned>(ceil_div(x_scales.size(), 256)), 256>>>(x_scales.data(), x_scales.size(), 1e-2f);
+      RandomActivations input(tokens, shape.cols, 3);
       DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(tokens * shape.rows));
       FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
       double reference_ms = 0, best_ms = 0;
@@ -105,8 +134,8 @@ void bench_small_m_variants(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes
       for (int v = 0; v < kVariants; ++v) {
         gemm.set_small_m_variant(static_cast<SmallMVariant>(v));
         const double ms = graph_ms_per_gemm([&](int run, cudaStream_t stream) {
-          DeviceFp8Weight w{weights.data() + (run % copies) * weight_bytes, scales.data(), shape.rows, shape.cols};
-          gemm.run({x.data(), x_scales.data(), tokens, shape.cols}, nullptr, w, out.data(), ws, stream,
+          const DeviceFp8Weight w = weight.copy(run);
+          gemm.run(input.view, nullptr, w, out.data(), ws, stream,
                    Fp8GemmPath::kSmallM);
         });
         if (v == 0) reference_ms = ms;
@@ -153,27 +182,15 @@ int main() {
   std::printf("%-16s %6s %6s %6s %7s %10s %10s %10s %8s\n", "weight", "rows", "cols", "tokens", "splits", "single_us",
               "graph_us", "GB/s", "of_copy");
   for (const WeightShape& shape : kShapes) {
-    const size_t weight_bytes = static_cast<size_t>(shape.rows * shape.cols);
-    const int copies = static_cast<int>(std::max<size_t>(2, kRotateBytes / weight_bytes + 1));
-    DeviceBuffer<uint8_t> weights(weight_bytes * copies);
-    fill_random_fp8<<<1024, 256>>>(weights.data(), weights.size(), 7);
-    const int64_t scale_count = ceil_div(shape.rows, 128) * ceil_div(shape.cols, 128);
-    DeviceBuffer<float> scales(static_cast<size_t>(scale_count));
-    fill_value<<<static_cast<unsigned>(ceil_div(scale_count, 256)), 256>>>(scales.data(), scales.size(), 1e-3f);
-    DeviceBuffer<float> workspace(gemm.small_m_workspace_bytes(shape.rows, shape.cols) / sizeof(float) + 1);
-    DeviceBuffer<uint32_t> counters(gemm.small_m_counter_bytes(shape.rows, shape.cols) / sizeof(uint32_t) + 1);
-    counters.fill_bytes(0);  // zero at rest (the fused split-K reduction's arrival counters)
-    Fp8GemmWorkspace ws{workspace.data(), workspace.bytes(), counters.data(), counters.bytes()};
+    RotatingWeight weight(gemm, shape, kRotateBytes);
+    const Fp8GemmWorkspace ws = weight.workspace();
     for (int64_t tokens : {1, 2, 4, 8, 16, 32, 64}) {
-      DeviceBuffer<uint8_t> x(static_cast<size_t>(tokens * shape.cols));
-      fill_random_fp8<<<256, 256>>>(x.data(), x.size(), 3);
-      DeviceBuffer<float> x_scales(static_cast<size_t>(tokens * ceil_div(shape.cols, 128)));
-      fill_value<<<static_cast<unsigned>(ceil_div(x_scales.size(), 256)), 256>>>(x_scales.data(), x_scales.size(), 1e-2f);
+      RandomActivations input(tokens, shape.cols, 3);
       DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(tokens * shape.rows));
       FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
       auto one_gemm = [&](int run, cudaStream_t stream) {
-        DeviceFp8Weight w{weights.data() + (run % copies) * weight_bytes, scales.data(), shape.rows, shape.cols};
-        gemm.run({x.data(), x_scales.data(), tokens, shape.cols}, nullptr, w, out.data(), ws, stream,
+        const DeviceFp8Weight w = weight.copy(run);
+        gemm.run(input.view, nullptr, w, out.data(), ws, stream,
                  Fp8GemmPath::kSmallM);
       };
       const double ms_single = fathom::bench::median_ms([&](int run) { one_gemm(run, nullptr); });

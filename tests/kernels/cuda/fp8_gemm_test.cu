@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"
 #include "cuda_test_util.h"
+#include "fp8_test_util.h"
 #include "kernels/cpu/activation_quant.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cuda/fp8_gemm/act_quant.h"
@@ -19,30 +20,6 @@ namespace fathom::kernels::cuda {
 namespace {
 
 using fathom::testing::relative_l2_error;
-
-int device_sm_count() {
-  cudaDeviceProp prop{};
-  FATHOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  return prop.multiProcessorCount;
-}
-
-// A random weight on both sides: CPU WeightMatrix and device copies (checkpoint layout).
-struct TestWeight {
-  WeightMatrix cpu;
-  DeviceBuffer<uint8_t> values;
-  DeviceBuffer<float> scales;
-  DeviceFp8Weight view() const { return {values.data(), scales.data(), cpu.rows, cpu.cols}; }
-};
-
-TestWeight make_weight(std::mt19937& rng, int64_t rows, int64_t cols) {
-  TestWeight w;
-  w.cpu = fathom::testing::random_fp8_weight(rng, rows, cols);
-  std::vector<uint8_t> codes(w.cpu.weight.data<uint8_t>(), w.cpu.weight.data<uint8_t>() + rows * cols);
-  std::vector<float> scales(w.cpu.scale_inv.data<float>(), w.cpu.scale_inv.data<float>() + w.cpu.scale_inv.numel());
-  w.values = DeviceBuffer<uint8_t>(codes);
-  w.scales = DeviceBuffer<float>(scales);
-  return w;
-}
 
 // Activations: bf16 on the device; the CPU sees the same (bf16-rounded) values.
 struct TestActivations {

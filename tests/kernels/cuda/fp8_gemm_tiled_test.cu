@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "cuda_test_util.h"
+#include "fp8_test_util.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cuda/fp8_gemm/act_quant.h"
 #include "kernels/cuda/fp8_gemm/fp8_gemm.h"
@@ -20,30 +21,6 @@ namespace fathom::kernels::cuda {
 namespace {
 
 using fathom::testing::relative_l2_error;
-
-int device_sm_count() {
-  cudaDeviceProp prop{};
-  FATHOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  return prop.multiProcessorCount;
-}
-
-// A random weight on both sides: CPU WeightMatrix and device copies (checkpoint layout).
-struct TestWeight {
-  WeightMatrix cpu;
-  DeviceBuffer<uint8_t> values;  // [rows, cols] e4m3
-  DeviceBuffer<float> scales;    // [ceil(rows/128), ceil(cols/128)]
-  DeviceFp8Weight view() const { return {values.data(), scales.data(), cpu.rows, cpu.cols}; }
-};
-
-TestWeight make_weight(std::mt19937& rng, int64_t rows, int64_t cols) {
-  TestWeight w;
-  w.cpu = fathom::testing::random_fp8_weight(rng, rows, cols);
-  const uint8_t* codes = w.cpu.weight.data<uint8_t>();
-  const float* scales = w.cpu.scale_inv.data<float>();
-  w.values = DeviceBuffer<uint8_t>(std::vector<uint8_t>(codes, codes + rows * cols));
-  w.scales = DeviceBuffer<float>(std::vector<float>(scales, scales + w.cpu.scale_inv.numel()));
-  return w;
-}
 
 // Activations quantized on the device from bf16; the CPU sees the same bf16 values.
 struct TestActivations {

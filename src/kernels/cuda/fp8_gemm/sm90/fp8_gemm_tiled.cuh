@@ -22,6 +22,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_small_m.cuh"  // mma_e4m3_16x8x32, word_of: the same MMA and words
+
 namespace fathom::kernels::cuda::sm90 {
 
 constexpr int kTiledRows = 128;       // weight rows per CTA = one 128-row scale block
@@ -42,26 +44,6 @@ constexpr int kTiledSmemBytes = kTiledStages * kTiledStageBytes;
 static_assert(kTiledStageBytes % 16 == 0, "stages must stay 16-byte aligned for cp.async");
 
 namespace tiled_detail {
-
-// Same instruction as the small-M kernel's MMA (the accumulator is read and written in place).
-__device__ __forceinline__ void mma_e4m3_16x8x32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// Word `word` (0..7) of 32 bytes held as two 16-byte chunks.
-__device__ __forceinline__ uint32_t word_of(const uint4 (&chunk)[2], int word) {
-  const uint4& v = chunk[word / 4];
-  switch (word % 4) {
-    case 0: return v.x;
-    case 1: return v.y;
-    case 2: return v.z;
-    default: return v.w;
-  }
-}
 
 // 16-byte shared load the compiler may neither merge nor keep alive across uses: each warp reloads B per A
 // fragment instead of holding all 8 token tiles in registers (e4m3 mma.sync needs many temporaries on sm_90).
@@ -215,10 +197,10 @@ __device__ __forceinline__ void fp8_gemm_tiled_block(
         float block[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
         for (int step = 0; step < 4; ++step) {
-          const uint32_t av[4] = {td::word_of(a[0], 2 * step), td::word_of(a[1], 2 * step),
-                                  td::word_of(a[0], 2 * step + 1), td::word_of(a[1], 2 * step + 1)};
-          const uint32_t bv[2] = {td::word_of(b_chunk, 2 * step), td::word_of(b_chunk, 2 * step + 1)};
-          td::mma_e4m3_16x8x32(block, av, bv);
+          const uint32_t av[4] = {word_of(a[0], 2 * step), word_of(a[1], 2 * step),
+                                  word_of(a[0], 2 * step + 1), word_of(a[1], 2 * step + 1)};
+          const uint32_t bv[2] = {word_of(b_chunk, 2 * step), word_of(b_chunk, 2 * step + 1)};
+          mma_e4m3_16x8x32(block, av, bv);
         }
         // Fragment: block[0..1] -> row lo, tokens token + 2*lane_in_group + {0,1}; block[2..3] -> row hi.
 #pragma unroll
