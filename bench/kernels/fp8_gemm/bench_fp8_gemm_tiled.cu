@@ -1,5 +1,6 @@
-// The tiled (batch-invariant) FP8 GEMM against cuBLASLt block-scaled FP8 at DeepSeek-V3 prefill shapes, and the
-// grouped tiled kernel against the grouped small-M kernel on a routed MoE batch. Same inputs, same run.
+// The tiled (batch-invariant) FP8 GEMM against cuBLASLt block-scaled FP8 at DeepSeek-V3 prefill shapes, the
+// grouped tiled kernel against the grouped small-M kernel on a routed MoE batch, and the decode grouped GEMMs
+// (grid over all experts vs over the active ones) against the bytes of the touched experts. Same inputs, same run.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -154,6 +155,64 @@ void grouped_tiled_vs_small_m() {
   std::printf("(ratio = tiled time / small-M time; < 1 means the tiled kernel is faster)\n");
 }
 
+// Decode-sized MoE batches (1..64 tokens, top-8 of 256): the grouped small-M kernel (grid over all 256 experts)
+// against the grouped gemv kernel (grid over the active experts), as a fraction of the copy bandwidth on the bytes
+// that must move: every touched expert's weight and scales once, the permuted activations, the bf16 output.
+void grouped_decode(double copy_gbps) {
+  constexpr int kExperts = 256, kTopK = 8;
+  std::printf("\n## grouped decode (MoE): %d experts, top-%d; median of %d runs; of_copy = bytes / time / %.0f GB/s\n",
+              kExperts, kTopK, kRuns, copy_gbps);
+  std::printf("%-16s %6s %7s %9s %11s %8s %9s %8s %8s\n", "weight", "tokens", "experts", "MB", "small_m_us", "of_copy",
+              "gemv_us", "of_copy", "speedup");
+  for (const WeightShape shape : {WeightShape{"expert_gate_up", 4096, 7168}, WeightShape{"expert_down", 7168, 2048}}) {
+    const int64_t k_blocks = ceil_div(shape.cols, 128);
+    DeviceBuffer<uint8_t> weights(static_cast<size_t>(kExperts * shape.rows * shape.cols));
+    fill_random_fp8<<<4096, 256>>>(weights.data(), weights.size(), 11);
+    DeviceBuffer<float> w_scales(static_cast<size_t>(kExperts * ceil_div(shape.rows, 128) * k_blocks));
+    fill_scales(w_scales, 1e-3f);
+    for (int64_t tokens : {1, 2, 4, 8, 16, 32, 64}) {
+      std::mt19937 rng(static_cast<uint32_t>(tokens));
+      const std::vector<int32_t> counts = routed_counts(tokens, kExperts, kTopK, rng);
+      std::vector<int32_t> offsets(kExperts + 1, 0), active;
+      for (int e = 0; e < kExperts; ++e) {
+        offsets[e + 1] = offsets[e] + counts[e];
+        if (counts[e] > 0) active.push_back(e);
+      }
+      const int32_t total = offsets.back(), touched = static_cast<int32_t>(active.size());
+      active.resize(kExperts, -1);
+      DeviceBuffer<int32_t> offsets_device(offsets), counts_device(counts), active_device(active);
+      DeviceBuffer<uint8_t> x(static_cast<size_t>(total * shape.cols));
+      fill_random_fp8<<<1024, 256>>>(x.data(), x.size(), 13);
+      DeviceBuffer<float> x_scales(static_cast<size_t>(total * k_blocks));
+      fill_scales(x_scales, 1e-2f);
+      DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(total * shape.rows));
+      FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+      Fp8GroupedGemmArgs args;
+      args.x_values = x.data();
+      args.x_scales = x_scales.data();
+      args.expert_offsets = offsets_device.data();
+      args.expert_counts = counts_device.data();
+      args.w_values = weights.data();
+      args.w_scales = w_scales.data();
+      args.num_experts = kExperts;
+      args.rows = shape.rows;
+      args.cols = shape.cols;
+      args.max_rows_per_expert = static_cast<int32_t>(tokens);  // the model's bound: a token picks an expert once
+      const double small_ms = fathom::bench::median_ms([&](int) { fp8_grouped_gemm(args, out.data(), nullptr); },
+                                                       kWarmup, kRuns);
+      args.active_experts = active_device.data();
+      args.max_active_experts = static_cast<int32_t>(std::min<int64_t>(kExperts, tokens * kTopK));
+      const double gemv_ms = fathom::bench::median_ms([&](int) { fp8_grouped_gemm(args, out.data(), nullptr); },
+                                                      kWarmup, kRuns);
+      const double bytes = static_cast<double>(touched) * (shape.rows * shape.cols + 4.0 * ceil_div(shape.rows, 128) * k_blocks) +
+                           static_cast<double>(total) * (shape.cols + 4.0 * k_blocks + 2.0 * shape.rows);
+      auto of_copy = [&](double ms) { return 100.0 * bytes / (ms * 1e-3) / 1e9 / copy_gbps; };
+      std::printf("%-16s %6lld %7d %9.1f %11.1f %7.1f%% %9.1f %7.1f%% %7.2fx\n", shape.name, (long long)tokens, touched,
+                  bytes / 1e6, small_ms * 1e3, of_copy(small_ms), gemv_ms * 1e3, of_copy(gemv_ms), small_ms / gemv_ms);
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -163,5 +222,6 @@ int main() {
   Fp8Gemm gemm(prop.multiProcessorCount);
   dense_tiled_vs_cublaslt(gemm);
   grouped_tiled_vs_small_m();
+  grouped_decode(fathom::bench::copy_bandwidth_gbps());
   return 0;
 }

@@ -1,7 +1,8 @@
 // MLA kernel benchmark at DeepSeek-V3 dims (128 heads, kv_lora 512, rope 64, nope 128, v 128):
 //   copy   : device-to-device copy bandwidth (bytes read + written), the memory ceiling of this run
 //   decode : batch {1,16,64,128} x context {1k,4k,16k}, bandwidth on KV + q + out bytes vs the copy
-//   absorb : W_UK / W_UV products (bf16 and fp8 weights), bandwidth on weight + activation bytes
+//   absorb : W_UK / W_UV products (bf16 and fp8 weights), bandwidth on weight + activation bytes; then the
+//            decode kernel (the default <= 64 tokens) vs the tiled reference kernels at tokens {1,8,32,64,128}
 //   prefill: one 4096-token causal sequence (and 4 x 1024), TFLOP/s
 // Every timed run is preceded by an L2 flush (a 256 MiB memset); times are medians of CUDA-event timings.
 // Usage: mla_bench [--reps N] [--only copy|decode|absorb|prefill] [--batch B] [--context C]
@@ -192,6 +193,62 @@ void bench_absorb(Timer& timer, int reps, double copy_gbps) {
     }
 }
 
+// The entry points (decode kernel up to 64 tokens) against the *_reference tiled kernels; floor = the weight slice
+// alone / copy bandwidth, %floor = floor / time.
+void bench_absorb_decode(Timer& timer, int reps, double copy_gbps) {
+  const int max_tokens = 128;
+  const size_t w_elems = static_cast<size_t>(kHeads) * (kNope + kV) * kLora;
+  DeviceBuffer<__nv_bfloat16> w_bf16(w_elems);
+  fill_random(w_bf16.data(), w_elems, 41, 0.05f);
+  DeviceBuffer<uint8_t> w_fp8(w_elems);
+  fill_random_bytes_kernel<<<1024, 256>>>(w_fp8.data(), w_elems, 42);
+  FATHOM_CUDA_CHECK_LAUNCH();
+  const size_t scale_count = static_cast<size_t>(kHeads) * (kNope + kV) / 128 * (kLora / 128);
+  DeviceBuffer<float> scales(std::vector<float>(scale_count, 1e-3f));
+  DeviceBuffer<__nv_bfloat16> q(static_cast<size_t>(max_tokens) * kHeads * (kNope + kRope)),
+      latent(static_cast<size_t>(max_tokens) * kHeads * kLora),
+      q_latent(static_cast<size_t>(max_tokens) * kHeads * kLora), out(static_cast<size_t>(max_tokens) * kHeads * kV);
+  fill_random(q.data(), q.size(), 43);
+  fill_random(latent.data(), latent.size(), 44);
+  std::printf("\nabsorption bmm, decode kernel vs tiled reference (%d heads); floor = weight slice / copy bandwidth\n",
+              kHeads);
+  std::printf("%-8s %-14s %6s %7s %10s %10s %10s %8s %8s %8s\n", "weights", "op", "tokens", "path", "new_us", "ref_us",
+              "floor_us", "%floor", "%ref_fl", "speedup");
+  for (int fp8 = 1; fp8 >= 0; --fp8)
+    for (int op = 0; op < 2; ++op)
+      for (int tokens : {1, 8, 32, 64, 128}) {
+        kc::MlaKvBWeights w;
+        w.weight = fp8 ? static_cast<const void*>(w_fp8.data()) : static_cast<const void*>(w_bf16.data());
+        w.scale_inv = fp8 ? scales.data() : nullptr;
+        w.is_fp8 = fp8 == 1;
+        w.num_heads = kHeads;
+        w.nope_dim = kNope;
+        w.v_dim = kV;
+        w.kv_lora_dim = kLora;
+        std::function<void()> run_new, run_ref;
+        bool decode = false;
+        if (op == 0) {
+          run_new = [&] { kc::mla_absorb_query(q.data(), kNope + kRope, tokens, w, q_latent.data(), nullptr); };
+          run_ref = [&] {
+            kc::mla_absorb_query_reference(q.data(), kNope + kRope, tokens, w, q_latent.data(), nullptr);
+          };
+          decode = kc::mla_absorb_query_uses_decode_kernel(q.data(), kNope + kRope, tokens, w, q_latent.data());
+        } else {
+          run_new = [&] { kc::mla_project_values(latent.data(), tokens, w, out.data(), nullptr); };
+          run_ref = [&] { kc::mla_project_values_reference(latent.data(), tokens, w, out.data(), nullptr); };
+          decode = kc::mla_project_values_uses_decode_kernel(latent.data(), tokens, w, out.data());
+        }
+        const double ms_new = timer.median_ms(reps, run_new);
+        const double ms_ref = timer.median_ms(reps, run_ref);
+        const double w_bytes = static_cast<double>(kHeads) * (op == 0 ? kNope : kV) * kLora * (fp8 ? 1 : 2);
+        const double floor_ms = w_bytes / (copy_gbps * 1e9) * 1e3;
+        std::printf("%-8s %-14s %6d %7s %10.2f %10.2f %10.2f %7.1f%% %7.1f%% %7.2fx\n", fp8 ? "fp8" : "bf16",
+                    op == 0 ? "absorb_query" : "project_values", tokens, decode ? "decode" : "tiled", ms_new * 1e3,
+                    ms_ref * 1e3, floor_ms * 1e3, 100.0 * floor_ms / ms_new, 100.0 * floor_ms / ms_ref,
+                    ms_ref / ms_new);
+      }
+}
+
 void bench_prefill(Timer& timer, int reps) {
   std::printf("\nprefill (expanded, causal, %d heads, qk %d, v %d); FLOPs = 2 * heads * visible pairs * (qk + v)\n",
               kHeads, kNope + kRope, kV);
@@ -257,7 +314,10 @@ int main(int argc, char** argv) {
     Timer timer;
     const double copy_gbps = bench_copy(timer, reps);
     if (only.empty() || only == "decode") bench_decode(timer, reps, copy_gbps, num_sms, only_batch, only_ctx);
-    if (only.empty() || only == "absorb") bench_absorb(timer, reps, copy_gbps);
+    if (only.empty() || only == "absorb") {
+      bench_absorb(timer, reps, copy_gbps);
+      bench_absorb_decode(timer, reps, copy_gbps);
+    }
     if (only.empty() || only == "prefill") bench_prefill(timer, std::max(5, reps / 3));
     FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
   } catch (const std::exception& error) {

@@ -22,6 +22,8 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/embedding/embedding.h"
+#include "kernels/cuda/mla/mla_kv_cache_write.h"
+#include "kernels/cuda/mla/mla_prepare.h"
 #include "kernels/cuda/moe/moe_combine.h"
 #include "kernels/cuda/moe/moe_gather.h"
 #include "kernels/cuda/moe/moe_permutation.h"
@@ -206,6 +208,43 @@ void run(int64_t tokens, const DeviceBuffer<__nv_bfloat16>& table, Timer& timer,
   };
   print_row({"add_rms_norm", tokens, timer.cold(add_norm), timer.warm(add_norm),
              double(4 * tokens * kHidden * 2 + kHidden * 2)}, bandwidth);
+  // The same norms with the next GEMM's e4m3 input fused in (replacing a quantize_activations_fp8 launch), and the
+  // q_a norm (1536 columns, in place) with and without it.
+  DeviceBuffer<uint8_t> normed_fp8(static_cast<size_t>(tokens * kHidden));
+  DeviceBuffer<float> normed_scales(static_cast<size_t>(tokens * kHidden / 128));
+  DeviceBuffer<float> normed_f32(static_cast<size_t>(tokens * kHidden));
+  const Fp8RowsOut fp8{normed_fp8.data(), normed_scales.data()};
+  const double fp8_bytes = double(tokens * kHidden + tokens * kHidden / 128 * 4);
+  auto norm_fp8 = [&] {
+    rms_norm_bf16(hidden.data(), kHidden, tokens, kHidden, norm_weight.data(), 1e-6f, normed.data(), kHidden, &fp8,
+                  stream);
+  };
+  print_row({"rms_norm+fp8", tokens, timer.cold(norm_fp8), timer.warm(norm_fp8),
+             double(2 * tokens * kHidden * 2 + kHidden * 2) + fp8_bytes}, bandwidth);
+  auto add_norm_fp8 = [&] {
+    add_rms_norm_bf16(hidden.data(), residual.data(), tokens, kHidden, norm_weight.data(), 1e-6f, normed.data(),
+                      nullptr, &fp8, stream);
+  };
+  print_row({"add_rms_norm+fp8", tokens, timer.cold(add_norm_fp8), timer.warm(add_norm_fp8),
+             double(4 * tokens * kHidden * 2 + kHidden * 2) + fp8_bytes}, bandwidth);
+  auto add_norm_f32_fp8 = [&] {
+    add_rms_norm_bf16(hidden.data(), residual.data(), tokens, kHidden, norm_weight.data(), 1e-6f, normed.data(),
+                      normed_f32.data(), &fp8, stream);
+  };
+  print_row({"add_rms_norm+f32+fp8", tokens, timer.cold(add_norm_f32_fp8), timer.warm(add_norm_f32_fp8),
+             double(4 * tokens * kHidden * 2 + kHidden * 2 + tokens * kHidden * 4) + fp8_bytes}, bandwidth);
+  constexpr int64_t kQLora = 1536;
+  auto q_norm = [&] {
+    rms_norm_bf16(normed.data(), kQLora, tokens, kQLora, norm_weight.data(), 1e-6f, normed.data(), kQLora, stream);
+  };
+  print_row({"rms_norm_q_a", tokens, timer.cold(q_norm), timer.warm(q_norm),
+             double(2 * tokens * kQLora * 2 + kQLora * 2)}, bandwidth);
+  auto q_norm_fp8 = [&] {
+    rms_norm_bf16(normed.data(), kQLora, tokens, kQLora, norm_weight.data(), 1e-6f, normed.data(), kQLora, &fp8,
+                  stream);
+  };
+  print_row({"rms_norm_q_a+fp8", tokens, timer.cold(q_norm_fp8), timer.warm(q_norm_fp8),
+             double(2 * tokens * kQLora * 2 + kQLora * 2 + tokens * kQLora + tokens * kQLora / 128 * 4)}, bandwidth);
 
   // RoPE on q (128 heads x 192, rope 64 at offset 128) and k_pe (rope 64 at offset 512 of 576).
   DeviceBuffer<__nv_bfloat16> q(random_bf16(static_cast<size_t>(tokens * 128 * 192), 1.0f, 9));
@@ -262,6 +301,60 @@ void run(int64_t tokens, const DeviceBuffer<__nv_bfloat16>& table, Timer& timer,
   print_row({"sample_k_p_minp(B)", batch, timer.cold(sample_full), timer.warm(sample_full), sample_bytes}, bandwidth);
 }
 
+// MLA's per-token preparation at DeepSeek-V3 dims (128 heads x (128 nope + 64 rope), kv_lora 512, page 64): the
+// unfused latent norm + rope (cos/sin computed) + cache write, rope alone with the cos/sin table, and the fused
+// kernel with the table. Floor: q's rope parts read and written, kv_a rows read and written, cache rows written.
+void run_mla_prepare(int64_t tokens, Timer& timer, double bandwidth, cudaStream_t stream) {
+  constexpr int32_t kHeads = 128, kNope = 128, kRope = 64, kLora = 512, kPage = 64, kMaxPositions = 163840;
+  constexpr int64_t kQk = kNope + kRope, kRow = kLora + kRope;
+  DeviceBuffer<__nv_bfloat16> q(random_bf16(static_cast<size_t>(tokens * kHeads * kQk), 1.0f, 20));
+  DeviceBuffer<__nv_bfloat16> kv_a(random_bf16(static_cast<size_t>(tokens * kRow), 1.0f, 21));
+  DeviceBuffer<__nv_bfloat16> norm_weight(random_bf16(kLora, 0.2f, 22));
+  std::vector<int32_t> position_values(static_cast<size_t>(tokens)), slot_values(static_cast<size_t>(tokens));
+  for (int64_t t = 0; t < tokens; ++t) {
+    position_values[t] = static_cast<int32_t>(1000 + t);
+    slot_values[t] = static_cast<int32_t>(t);
+  }
+  DeviceBuffer<int32_t> positions(position_values), slots(slot_values);
+  const int32_t pages = static_cast<int32_t>((tokens + kPage - 1) / kPage);
+  DeviceBuffer<__nv_bfloat16> pool(static_cast<size_t>(pages) * kPage * kRow);
+  const LatentCacheView cache{pool.data(), pages, kPage, kLora, kRope};
+  std::vector<float> inv_freq_values(kRope / 2);
+  for (int i = 0; i < kRope / 2; ++i) inv_freq_values[i] = std::pow(10000.0f, -2.0f * i / kRope);
+  DeviceBuffer<float> inv_freq(inv_freq_values);
+  const RopeParams computed{inv_freq.data(), kRope, 1.0f, true};
+  DeviceBuffer<float> cos_sin(static_cast<size_t>(kMaxPositions) * kRope);
+  rope_build_cos_sin_table(computed, kMaxPositions, cos_sin.data(), stream);
+  RopeParams tabled = computed;
+  tabled.cos_sin = cos_sin.data();
+  tabled.max_positions = kMaxPositions;
+
+  const RopeTarget targets[2] = {{q.data() + kNope, kHeads, kQk}, {kv_a.data() + kLora, 1, kRow}};
+  const MlaKvCacheWriteArgs write{kv_a.data(), kRow, kv_a.data() + kLora, kRow, slots.data(),
+                                  static_cast<int32_t>(tokens)};
+  auto unfused = [&] {
+    rms_norm_bf16(kv_a.data(), kRow, tokens, kLora, norm_weight.data(), 1e-6f, kv_a.data(), kRow, stream);
+    apply_rope_bf16(targets, 2, tokens, positions.data(), computed, stream);
+    mla_write_kv_cache(write, cache, stream);
+  };
+  auto rope_table = [&] { apply_rope_bf16(targets, 2, tokens, positions.data(), tabled, stream); };
+  MlaPrepareArgs args;
+  args.q_pe = targets[0];
+  args.kv_a = kv_a.data();
+  args.kv_a_token_stride = kRow;
+  args.latent_norm_weight = norm_weight.data();
+  args.eps = 1e-6f;
+  args.positions = positions.data();
+  args.slots = slots.data();
+  args.num_tokens = static_cast<int32_t>(tokens);
+  auto fused = [&] { mla_prepare_qkv(args, tabled, cache, stream); };
+  const double rope_bytes = double(2 * tokens * (kHeads + 1) * kRope * 2);
+  const double bytes = double(2 * tokens * kHeads * kRope * 2 + 3 * tokens * kRow * 2 + kLora * 2 + tokens * 8);
+  print_row({"mla_prep_unfused", tokens, timer.cold(unfused), timer.warm(unfused), bytes}, bandwidth);
+  print_row({"rope_q_kpe_table", tokens, timer.cold(rope_table), timer.warm(rope_table), rope_bytes}, bandwidth);
+  print_row({"mla_prepare_qkv", tokens, timer.cold(fused), timer.warm(fused), bytes}, bandwidth);
+}
+
 }  // namespace
 }  // namespace fathom::kernels::cuda
 
@@ -285,7 +378,10 @@ int main(int argc, char** argv) {
     const DeviceBuffer<__nv_bfloat16> table(random_bf16(static_cast<size_t>(kVocab * kHidden), 1.0f, 11));
     const std::vector<int64_t> sizes = profile ? std::vector<int64_t>{std::stoll(argv[2])}
                                                : std::vector<int64_t>{1, 32, 256, 4096};
-    for (int64_t tokens : sizes) run(tokens, table, timer, bandwidth, stream);
+    for (int64_t tokens : sizes) {
+      run(tokens, table, timer, bandwidth, stream);
+      run_mla_prepare(tokens, timer, bandwidth, stream);
+    }
     FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
     FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
   } catch (const std::exception& e) {

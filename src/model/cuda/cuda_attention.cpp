@@ -3,10 +3,9 @@
 #include "kernels/cuda/mla/mla_absorb.h"
 #include "kernels/cuda/mla/mla_decode.h"
 #include "kernels/cuda/mla/mla_gather_latent.h"
-#include "kernels/cuda/mla/mla_kv_cache_write.h"
+#include "kernels/cuda/mla/mla_prepare.h"
 #include "kernels/cuda/mla/mla_prefill.h"
 #include "kernels/cuda/norm/rms_norm.h"
-#include "kernels/cuda/rope/rope.h"
 #include "model/cuda/cuda_model_impl.h"
 
 namespace fathom::model::cuda {
@@ -15,30 +14,46 @@ void CudaModelImpl::attention(int64_t layer, const BatchLayout& layout) {
   const DeviceAttention& w = weights_.layers[static_cast<size_t>(layer)].attention;
   const int64_t n = layout.num_tokens, hidden = config_.hidden_size, heads = config_.num_attention_heads;
   const int64_t nope = config_.qk_nope_head_dim, rope = config_.qk_rope_head_dim, v_dim = config_.v_head_dim;
-  const int64_t lora = config_.kv_lora_rank, qk = nope + rope, latent_row = lora + rope;
+  const int64_t lora = config_.kv_lora_rank, qk = nope + rope;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const float softmax_scale = static_cast<float>(config_.attention_softmax_scale());
 
-  const Quantized x = quantize(normed_.buffer.data(), n, hidden, input_q_);
+  const Quantized x = quantized_input(n, hidden);
   bf16* q = q_.ensure(static_cast<size_t>(n * heads * qk), stream_);  // [n, heads, nope + rope]
-  if (w.q_a_proj) {
-    const int64_t q_lora = w.q_a_proj->rows;
-    bf16* q_compressed = q_a_.ensure(static_cast<size_t>(n * q_lora), stream_);  // [n, q_lora]
-    gemm(x, w.q_a_proj->view(), q_compressed);
-    kc::rms_norm_bf16(q_compressed, q_lora, n, q_lora, w.q_a_layernorm.data(), eps, q_compressed, q_lora, stream_);
-    linear(q_compressed, n, *w.q_b_proj, q, scratch_q_);
+  const int64_t qkv_a_cols = w.qkv_a.rows;
+  bf16* qkv_a = qkv_a_.ensure(static_cast<size_t>(n * qkv_a_cols), stream_);  // [n, kv_a_row + lora + rope]
+  gemm(x, w.qkv_a.view(), qkv_a);
+  if (w.q_lora) {
+    bf16* q_compressed = q_a_.ensure(static_cast<size_t>(n * w.q_lora), stream_);  // [n, q_lora]
+    if (cublas_rows(n) > 0) {
+      kc::rms_norm_bf16(qkv_a, qkv_a_cols, n, w.q_lora, w.q_a_layernorm.data(), eps, q_compressed, w.q_lora, stream_);
+      linear(q_compressed, n, *w.q_b_proj, q, scratch_q_);
+    } else {
+      // Decode-sized: the norm also writes q_b_proj's e4m3 input (same bits as quantizing q_compressed after it).
+      kc::Fp8RowsOut fp8{scratch_q_.values.ensure(static_cast<size_t>(n * w.q_lora), stream_),
+                         scratch_q_.scales.ensure(static_cast<size_t>(n * kc::ceil_div(w.q_lora, 128)), stream_)};
+      kc::rms_norm_bf16(qkv_a, qkv_a_cols, n, w.q_lora, w.q_a_layernorm.data(), eps, q_compressed, w.q_lora, &fp8, stream_);
+      Quantized q_input;
+      q_input.activations = {fp8.values, fp8.scales, n, w.q_lora};
+      gemm(q_input, w.q_b_proj->view(), q);
+    }
   } else {
     gemm(x, w.q_proj->view(), q);
   }
-  bf16* kv_a = kv_a_.ensure(static_cast<size_t>(n * latent_row), stream_);  // [n, lora + rope] = [latent ; k_pe]
-  gemm(x, w.kv_a_proj_with_mqa.view(), kv_a);
-  kc::rms_norm_bf16(kv_a, latent_row, n, lora, w.kv_a_layernorm.data(), eps, kv_a, latent_row, stream_);
-  const kc::RopeTarget targets[2] = {{q + nope, heads, qk}, {kv_a + lora, 1, latent_row}};
-  kc::RopeParams rope_params{rope_inv_freq(), static_cast<int32_t>(rope), rope_.attention_factor, rope_.interleaved};
-  kc::apply_rope_bf16(targets, 2, n, layout.positions, rope_params, stream_);
+  bf16* kv_a = qkv_a + w.kv_a_row;  // [n, lora + rope] = [latent ; k_pe] at row stride qkv_a_cols
+  const int64_t latent_row = qkv_a_cols;
+  // Latent norm, RoPE of q_pe and k_pe (cos/sin from the table built at load), latent-cache write: one launch.
   const kc::LatentCacheView cache = cache_view(layer);
-  kc::MlaKvCacheWriteArgs write{kv_a, latent_row, kv_a + lora, latent_row, layout.slots, static_cast<int32_t>(n)};
-  kc::mla_write_kv_cache(write, cache, stream_);
+  kc::MlaPrepareArgs prepare;
+  prepare.q_pe = {q + nope, heads, qk};
+  prepare.kv_a = kv_a;
+  prepare.kv_a_token_stride = latent_row;
+  prepare.latent_norm_weight = w.kv_a_layernorm.data();
+  prepare.eps = eps;
+  prepare.positions = layout.positions;
+  prepare.slots = layout.slots;
+  prepare.num_tokens = static_cast<int32_t>(n);
+  kc::mla_prepare_qkv(prepare, rope_params(), cache, stream_);
 
   bf16* attn = attn_.ensure(static_cast<size_t>(n * heads * v_dim), stream_);  // [n, heads, v]
   if (layout.decode) {

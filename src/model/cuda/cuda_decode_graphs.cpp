@@ -13,10 +13,10 @@ std::vector<const DeviceLinear*> CudaModelImpl::dense_linears() const {
   std::vector<const DeviceLinear*> linears;
   for (const DeviceLayer& layer : weights_.layers) {
     const DeviceAttention& attention = layer.attention;
-    for (const std::optional<DeviceLinear>* linear : {&attention.q_a_proj, &attention.q_b_proj, &attention.q_proj}) {
+    for (const std::optional<DeviceLinear>* linear : {&attention.q_b_proj, &attention.q_proj}) {
       if (*linear) linears.push_back(&**linear);
     }
-    for (const DeviceLinear* linear : {&attention.kv_a_proj_with_mqa, &attention.kv_b_proj, &attention.o_proj}) {
+    for (const DeviceLinear* linear : {&attention.qkv_a, &attention.kv_b_proj, &attention.o_proj}) {
       linears.push_back(linear);
     }
     for (const DeviceMlp* mlp : {layer.dense_mlp ? &*layer.dense_mlp : nullptr,
@@ -171,7 +171,7 @@ void CudaModelImpl::warm_up_buffers() {
 
 void CudaModelImpl::freeze_graph_buffers() {
   // Every buffer a decode graph body touches (run_layers + lm_head); prefill-only and eager-only ones stay growable.
-  for (GrowableBuffer<bf16>* buffer : {&residual_, &normed_, &delta_, &q_a_, &q_, &kv_a_, &attn_, &q_latent_, &out_latent_,
+  for (GrowableBuffer<bf16>* buffer : {&residual_, &normed_, &delta_, &q_a_, &q_, &qkv_a_, &attn_, &q_latent_, &out_latent_,
                                        &gate_up_, &mlp_act_, &expert_gate_up_, &expert_out_, &shared_out_}) {
     buffer->frozen = true;
   }
@@ -180,7 +180,7 @@ void CudaModelImpl::freeze_graph_buffers() {
     buffer->frozen = true;
   }
   for (GrowableBuffer<int32_t>* buffer : {&expert_ids_, &expert_offsets_, &expert_counts_, &row_token_slot_, &row_expert_,
-                                          &token_slot_row_}) {
+                                          &token_slot_row_, &active_experts_}) {
     buffer->frozen = true;
   }
   for (GrowableBuffer<uint8_t>* buffer : {&permutation_workspace_, &permuted_values_, &expert_act_values_}) buffer->frozen = true;

@@ -1,5 +1,7 @@
 // The feed-forward half of a layer on the GPU: dense SwiGLU MLP, or DeepSeekMoE (routing, permutation, grouped
 // expert GEMMs, shared expert, weighted combine).
+#include <algorithm>
+
 #include "core/error.h"
 #include "kernels/cuda/fp8_gemm/fp8_grouped_gemm.h"
 #include "kernels/cuda/moe/moe_combine.h"
@@ -11,7 +13,7 @@ namespace fathom::model::cuda {
 
 void CudaModelImpl::feed_forward(int64_t layer, const BatchLayout& layout) {
   const DeviceLayer& weights = weights_.layers[static_cast<size_t>(layer)];
-  const Quantized x = quantize(normed_.buffer.data(), layout.num_tokens, config_.hidden_size, input_q_);
+  const Quantized x = quantized_input(layout.num_tokens, config_.hidden_size);
   if (weights.moe) moe(*weights.moe, x, delta_.buffer.data());
   else mlp(*weights.dense_mlp, x, delta_.buffer.data());
 }
@@ -40,6 +42,19 @@ void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out)
   const int64_t n = x.activations.tokens, hidden = config_.hidden_size;
   const int32_t experts = routing_.num_experts, top_k = routing_.top_k;
   const int64_t padded = weights.experts.padded_intermediate, hidden_groups = kc::ceil_div(hidden, 128);
+  // The shared expert depends only on x: it runs on the side stream, overlapping the latency-bound routing,
+  // permutation and gathers (and the grouped GEMMs) of the routed experts; joined before the combine.
+  bf16* shared_out = nullptr;
+  if (weights.shared) {
+    shared_out = shared_out_.ensure(static_cast<size_t>(n * hidden), stream_);  // [n, H]
+    FATHOM_CUDA_CHECK(cudaEventRecord(shared_fork_, stream_));
+    FATHOM_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, shared_fork_, 0));
+    {
+      const OnStream side(*this, side_stream_);
+      mlp(*weights.shared, x, shared_out);
+    }
+    FATHOM_CUDA_CHECK(cudaEventRecord(shared_join_, side_stream_));
+  }
   // Routing: fp32 router logits [n, E] -> expert ids / weights [n, k].
   float* router_logits = router_logits_.ensure(static_cast<size_t>(n * experts), stream_);
   cublas_rows_gemm(*router_gemm_, normed_f32_.buffer.data(), n, weights.router.data(), router_logits);
@@ -56,6 +71,7 @@ void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out)
   permutation.row_token_slot = row_token_slot_.ensure(static_cast<size_t>(max_rows), stream_);
   permutation.row_expert = row_expert_.ensure(static_cast<size_t>(max_rows), stream_);
   permutation.token_slot_row = token_slot_row_.ensure(static_cast<size_t>(n * top_k), stream_);
+  permutation.active_experts = active_experts_.ensure(static_cast<size_t>(experts), stream_);
   const size_t permutation_bytes = kc::moe_permutation_workspace_bytes(shape);
   uint8_t* permutation_workspace = permutation_workspace_.ensure(std::max<size_t>(permutation_bytes, 16), stream_);
   kc::moe_build_permutation(expert_ids, shape, permutation_workspace, permutation_bytes, permutation, stream_);
@@ -79,6 +95,11 @@ void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out)
   gate_up_args.max_rows_per_expert = static_cast<int32_t>(n);  // a token picks an expert at most once
   // Prefill-sized batches: 128-row tiles that share each expert's weight tile (same bits as the small-M kernel).
   gate_up_args.tiled = n > kc::Fp8Gemm::kSmallMMaxTokens;
+  if (!gate_up_args.tiled) {
+    // Decode: a grid over the (at most n * top_k) experts with rows, not over all E.
+    gate_up_args.active_experts = permutation.active_experts;
+    gate_up_args.max_active_experts = static_cast<int32_t>(std::min<int64_t>(experts, n * top_k));
+  }
   kc::fp8_grouped_gemm(gate_up_args, expert_gate_up, stream_);
   uint8_t* act_values = expert_act_values_.ensure(static_cast<size_t>(max_rows * padded), stream_);     // [rows, Ip]
   float* act_scales = expert_act_scales_.ensure(static_cast<size_t>(max_rows * (padded / 128)), stream_);  // [rows, Ip/128]
@@ -93,11 +114,7 @@ void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out)
   down_args.rows = hidden;
   down_args.cols = padded;
   kc::fp8_grouped_gemm(down_args, expert_out, stream_);
-  bf16* shared_out = nullptr;
-  if (weights.shared) {
-    shared_out = shared_out_.ensure(static_cast<size_t>(n * hidden), stream_);  // [n, H]
-    mlp(*weights.shared, x, shared_out);
-  }
+  if (weights.shared) FATHOM_CUDA_CHECK(cudaStreamWaitEvent(stream_, shared_join_, 0));
   kc::moe_combine(expert_out, expert_weights, permutation.token_slot_row, shared_out, n, top_k, hidden, out, stream_);
 }
 

@@ -55,11 +55,19 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
                                              << " exceed the MLA kernels' limits (512 / 64)");
   max_context_tokens_ = options.max_context_tokens > 0 ? options.max_context_tokens : config.max_position_embeddings;
   FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
+  FATHOM_CUDA_CHECK(cudaEventCreateWithFlags(&shared_fork_, cudaEventDisableTiming));
+  FATHOM_CUDA_CHECK(cudaEventCreateWithFlags(&shared_join_, cudaEventDisableTiming));
 
   const auto start = std::chrono::steady_clock::now();
   weights_ = upload_model_weights(config, weights);
   stats_.weight_bytes = weights_.total_bytes;
   stats_.upload_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const int32_t table_positions = static_cast<int32_t>(std::min<int64_t>(max_context_tokens_, INT32_MAX));
+  rope_cos_sin_ = kc::DeviceBuffer<float>(static_cast<size_t>(table_positions) * config.qk_rope_head_dim);
+  kc::RopeParams table_params = rope_params();
+  table_params.cos_sin = nullptr;
+  kc::rope_build_cos_sin_table(table_params, table_positions, rope_cos_sin_.data(), stream_);
   fp8_gemm_ = std::make_unique<kc::Fp8Gemm>(num_sms_);
   size_t counter_bytes = 0;
   for (const DeviceLinear* linear : dense_linears()) {
@@ -129,6 +137,12 @@ CudaModelImpl::~CudaModelImpl() {
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
   }
+  if (side_stream_) {
+    cudaStreamSynchronize(side_stream_);
+    cudaStreamDestroy(side_stream_);
+  }
+  if (shared_fork_) cudaEventDestroy(shared_fork_);
+  if (shared_join_) cudaEventDestroy(shared_join_);
   for (GpuSpan& span : spans_) {
     cudaEventDestroy(span.begin);
     cudaEventDestroy(span.end);
@@ -163,6 +177,14 @@ void CudaModelImpl::flush_spans(int64_t forward_start_us) {
     cudaEventDestroy(span.end);
   }
   spans_.clear();
+}
+
+kc::RopeParams CudaModelImpl::rope_params() const {
+  kc::RopeParams params{weights_.rope_inv_freq.data(), static_cast<int32_t>(config_.qk_rope_head_dim),
+                        rope_.attention_factor, rope_.interleaved};
+  params.cos_sin = rope_cos_sin_.data();
+  params.max_positions = static_cast<int32_t>(rope_cos_sin_.size() / static_cast<size_t>(config_.qk_rope_head_dim));
+  return params;
 }
 
 kc::LatentCacheView CudaModelImpl::cache_view(int64_t layer) const {
@@ -306,6 +328,20 @@ CudaModelImpl::Quantized CudaModelImpl::quantize(const bf16* x, int64_t tokens, 
   return q;
 }
 
+const kc::Fp8RowsOut* CudaModelImpl::fused_input_fp8(int64_t tokens, int64_t cols, kc::Fp8RowsOut& storage) {
+  if (cublas_rows(tokens) > 0) return nullptr;
+  storage.values = input_q_.values.ensure(static_cast<size_t>(tokens * cols), stream_);
+  storage.scales = input_q_.scales.ensure(static_cast<size_t>(tokens * kc::ceil_div(cols, 128)), stream_);
+  return &storage;
+}
+
+CudaModelImpl::Quantized CudaModelImpl::quantized_input(int64_t tokens, int64_t cols) {
+  if (cublas_rows(tokens) > 0) return quantize(normed_.buffer.data(), tokens, cols, input_q_);
+  Quantized q;  // written by the norm that produced normed_ (fused_input_fp8)
+  q.activations = {input_q_.values.buffer.data(), input_q_.scales.buffer.data(), tokens, cols};
+  return q;
+}
+
 void CudaModelImpl::gemm(const Quantized& x, const kc::DeviceFp8Weight& w, bf16* out) {
   const int64_t tokens = x.activations.tokens, head = x.cublas_tokens;
   kc::Fp8GemmWorkspace workspace;
@@ -346,7 +382,9 @@ void CudaModelImpl::run_layers(const BatchLayout& layout) {
   const size_t embed_span = begin_span("embed_tokens", 0);
   kc::embedding_gather_bf16(weights_.embed_tokens.data(), vocab, hidden, layout.token_ids, n, residual,
                             embedding_error_.data(), stream_);
-  kc::rms_norm_bf16(residual, hidden, n, hidden, weights_.layers.front().input_layernorm.data(), eps, normed, hidden, stream_);
+  kc::Fp8RowsOut fp8_storage;
+  kc::rms_norm_bf16(residual, hidden, n, hidden, weights_.layers.front().input_layernorm.data(), eps, normed, hidden,
+                    fused_input_fp8(n, hidden, fp8_storage), stream_);
   end_span(embed_span);
   for (int64_t layer = 0; layer < static_cast<int64_t>(weights_.layers.size()); ++layer) {
     const DeviceLayer& weights = weights_.layers[static_cast<size_t>(layer)];
@@ -354,14 +392,16 @@ void CudaModelImpl::run_layers(const BatchLayout& layout) {
     const size_t attention_span = begin_span("self_attn", 1);
     attention(layer, layout);  // normed -> delta
     float* normed_f32 = weights.moe ? normed_f32_.ensure(static_cast<size_t>(n * hidden), stream_) : nullptr;
-    kc::add_rms_norm_bf16(delta, residual, n, hidden, weights.post_attention_layernorm.data(), eps, normed, normed_f32, stream_);
+    kc::add_rms_norm_bf16(delta, residual, n, hidden, weights.post_attention_layernorm.data(), eps, normed, normed_f32,
+                          fused_input_fp8(n, hidden, fp8_storage), stream_);
     end_span(attention_span);
     const size_t ffn_span = begin_span(weights.moe ? "moe" : "mlp", 1);
     feed_forward(layer, layout);  // normed -> delta
-    const bf16* next_norm = layer + 1 < static_cast<int64_t>(weights_.layers.size())
-                                ? weights_.layers[static_cast<size_t>(layer + 1)].input_layernorm.data()
-                                : weights_.norm.data();
-    kc::add_rms_norm_bf16(delta, residual, n, hidden, next_norm, eps, normed, stream_);
+    const bool last = layer + 1 == static_cast<int64_t>(weights_.layers.size());
+    const bf16* next_norm = last ? weights_.norm.data() : weights_.layers[static_cast<size_t>(layer + 1)].input_layernorm.data();
+    // The final norm feeds the bf16 lm_head: no fp8 copy.
+    kc::add_rms_norm_bf16(delta, residual, n, hidden, next_norm, eps, normed, nullptr,
+                          last ? nullptr : fused_input_fp8(n, hidden, fp8_storage), stream_);
     end_span(ffn_span);
     end_span(layer_span);
   }

@@ -1,7 +1,8 @@
 #pragma once
 // Internals of CudaDeepseekV3Model: device weights, KV cache, activation buffers, kernel helper objects, and the
 // per-layer pieces of the forward (cuda_model.cpp: batch metadata and the layer loop; cuda_attention.cpp: MLA;
-// cuda_feed_forward.cpp: dense MLP and MoE; cuda_decode_graphs.cpp: CUDA graphs). Everything runs on one stream.
+// cuda_feed_forward.cpp: dense MLP and MoE; cuda_decode_graphs.cpp: CUDA graphs). Everything runs on one stream but
+// the shared expert, which overlaps the routed experts on a side stream.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -17,6 +18,8 @@
 #include "kernels/cuda/moe/moe_permutation.h"
 #include "kernels/cuda/moe/moe_routing.h"
 #include "kernels/cuda/norm/bf16_gemm.h"
+#include "kernels/cuda/norm/rms_norm.h"
+#include "kernels/cuda/rope/rope.h"
 #include "model/cuda/cuda_model.h"
 #include "model/cuda/device_weights.h"
 
@@ -143,7 +146,8 @@ class CudaModelImpl {
   void end_span(size_t span);
   void flush_spans(int64_t forward_start_us);
   kc::LatentCacheView cache_view(int64_t layer) const;
-  const float* rope_inv_freq() const { return weights_.rope_inv_freq.data(); }
+  // RoPE parameters with the cos/sin table of positions [0, max_context_tokens_) (built once at load).
+  kc::RopeParams rope_params() const;
 
   // normed_ -> delta_ for layer `layer` (cuda_attention.cpp / cuda_feed_forward.cpp).
   void attention(int64_t layer, const BatchLayout& layout);
@@ -169,6 +173,11 @@ class CudaModelImpl {
   void cublas_rows_gemm(kc::Bf16Gemm& gemm, const T* a, int64_t rows, const T* w, float* out);
   static constexpr int64_t kFixedGemmRows = 64;
   Quantized quantize(const bf16* x, int64_t tokens, int64_t cols, QuantizedActivations& into);
+  // The norms that write normed_ also write its e4m3 copy into input_q_ (one launch instead of two) when no row of
+  // the next GEMMs goes to cuBLASLt (which needs block-major scales too): fused_input_fp8 returns the norm's fp8
+  // output (null when not fused) and quantized_input the layer input normed_ as the projections read it.
+  const kc::Fp8RowsOut* fused_input_fp8(int64_t tokens, int64_t cols, kc::Fp8RowsOut& storage);
+  Quantized quantized_input(int64_t tokens, int64_t cols);
   // out[tokens, w.rows] = x · wᵀ with FP8 block scales (small-M kernel or cuBLASLt by token count).
   void gemm(const Quantized& x, const kc::DeviceFp8Weight& w, bf16* out);
   // quantize + gemm, with `scratch` holding the quantized x.
@@ -183,6 +192,19 @@ class CudaModelImpl {
     cudaEvent_t begin = nullptr, end = nullptr;
   };
 
+  // Enqueues the model's kernels on `stream` instead of stream_ while in scope (the helpers all launch on stream_).
+  class OnStream {
+   public:
+    OnStream(CudaModelImpl& model, cudaStream_t stream) : model_(model), saved_(model.stream_) { model.stream_ = stream; }
+    ~OnStream() { model_.stream_ = saved_; }
+    OnStream(const OnStream&) = delete;
+    OnStream& operator=(const OnStream&) = delete;
+
+   private:
+    CudaModelImpl& model_;
+    cudaStream_t saved_;
+  };
+
   const ModelConfig& config_;
   CudaModelOptions options_;
   TraceRecorder* trace_ = nullptr;
@@ -193,7 +215,12 @@ class CudaModelImpl {
   kernels::cpu::RopeFrequencies rope_;
   int64_t max_context_tokens_ = 0;
   cudaStream_t stream_ = nullptr;
+  // Work that overlaps the main stream inside one forward (the shared expert), forked and joined by events, so a
+  // captured graph holds it as a parallel branch. Its kernels must not share scratch buffers with the main stream's.
+  cudaStream_t side_stream_ = nullptr;
+  cudaEvent_t shared_fork_ = nullptr, shared_join_ = nullptr;
   DeviceModelWeights weights_;
+  kc::DeviceBuffer<float> rope_cos_sin_;  // [max_context_tokens_, rope_dim]: cos then sin of each position
   std::unique_ptr<kc::Fp8Gemm> fp8_gemm_;
   std::unique_ptr<kc::Bf16Gemm> lm_head_gemm_;   // [V, H] -> fp32 logits
   std::unique_ptr<kc::Bf16Gemm> router_gemm_;    // [E, H] -> fp32 router logits (MoE models)
@@ -209,7 +236,7 @@ class CudaModelImpl {
   kc::DeviceBuffer<int32_t> embedding_error_;  // [1] set when a token id is out of range
 
   // Activations, [num_tokens, ...] bf16.
-  GrowableBuffer<bf16> residual_, normed_, delta_, q_a_, q_, kv_a_, attn_, q_latent_, out_latent_, gate_up_, mlp_act_,
+  GrowableBuffer<bf16> residual_, normed_, delta_, q_a_, q_, qkv_a_, attn_, q_latent_, out_latent_, gate_up_, mlp_act_,
       mlp_out_, latent_rows_, kv_expanded_, k_nope_, values_, selected_hidden_;
   GrowableBuffer<float> logits_;
   kc::DeviceBuffer<uint8_t> fixed_rows_in_;  // [kFixedGemmRows, max k] operand rows of a padded chunk
@@ -240,7 +267,8 @@ class CudaModelImpl {
 
   // MoE scratch.
   GrowableBuffer<float> router_logits_, expert_weights_;
-  GrowableBuffer<int32_t> expert_ids_, expert_offsets_, expert_counts_, row_token_slot_, row_expert_, token_slot_row_;
+  GrowableBuffer<int32_t> expert_ids_, expert_offsets_, expert_counts_, row_token_slot_, row_expert_, token_slot_row_,
+      active_experts_;
   GrowableBuffer<uint8_t> permutation_workspace_, permuted_values_, expert_act_values_;
   GrowableBuffer<float> permuted_scales_, expert_act_scales_;
   GrowableBuffer<bf16> expert_gate_up_, expert_out_, shared_out_;

@@ -112,14 +112,25 @@ DeviceMlp upload_mlps(const std::string& name, const std::vector<const MlpWeight
 
 DeviceAttention upload_attention(const AttentionWeights& weights, size_t& total_bytes) {
   DeviceAttention attention;
+  const WeightMatrix& kv_a = weights.kv_a_proj_with_mqa;
   if (weights.q_a_proj) {
-    attention.q_a_proj = upload_linear(*weights.q_a_proj, total_bytes);
+    const WeightMatrix& q_a = *weights.q_a_proj;
+    require_fp8(q_a);
+    require_fp8(kv_a);
+    FATHOM_CHECK(q_a.cols == kv_a.cols, "CUDA backend: " << q_a.name << " and " << kv_a.name << " read inputs of "
+                                                         << q_a.cols << " and " << kv_a.cols << " features");
+    attention.q_lora = q_a.rows;
+    attention.kv_a_row = round_up_128(q_a.rows);
+    attention.qkv_a = allocate_linear(q_a.name + "+kv_a_proj_with_mqa", attention.kv_a_row + kv_a.rows, q_a.cols, 1);
+    place_weight(attention.qkv_a, 0, 0, q_a);
+    place_weight(attention.qkv_a, 0, attention.kv_a_row, kv_a);
+    total_bytes += attention.qkv_a.values.bytes() + attention.qkv_a.scales.bytes();
     attention.q_a_layernorm = upload_bf16(weights.q_a_layernorm, total_bytes);
     attention.q_b_proj = upload_linear(*weights.q_b_proj, total_bytes);
   } else {
     attention.q_proj = upload_linear(*weights.q_proj, total_bytes);
+    attention.qkv_a = upload_linear(kv_a, total_bytes);
   }
-  attention.kv_a_proj_with_mqa = upload_linear(weights.kv_a_proj_with_mqa, total_bytes);
   attention.kv_a_layernorm = upload_bf16(weights.kv_a_layernorm, total_bytes);
   attention.kv_b_proj = upload_linear(weights.kv_b_proj, total_bytes);
   attention.o_proj = upload_linear(weights.o_proj, total_bytes);

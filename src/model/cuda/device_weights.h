@@ -50,11 +50,15 @@ struct DeviceMoe {
 };
 
 struct DeviceAttention {
-  std::optional<DeviceLinear> q_a_proj;    // [q_lora, H]
+  // q_a_proj and kv_a_proj_with_mqa read the same normed input, so they are one GEMM: rows [0, q_lora) are q_a_proj
+  // (with q_lora), rows [kv_a_row, kv_a_row + kv_lora + rope) are kv_a_proj_with_mqa; kv_a_row is q_lora rounded up
+  // to 128 (zero rows between keep every scale block whole), 0 without q_lora.
+  DeviceLinear qkv_a;                      // [kv_a_row + kv_lora + rope, H]
+  int64_t q_lora = 0;
+  int64_t kv_a_row = 0;
   kc::DeviceBuffer<__nv_bfloat16> q_a_layernorm;
   std::optional<DeviceLinear> q_b_proj;    // [heads * qk_head_dim, q_lora]
   std::optional<DeviceLinear> q_proj;      // [heads * qk_head_dim, H] without q_lora
-  DeviceLinear kv_a_proj_with_mqa;         // [kv_lora + rope, H]
   kc::DeviceBuffer<__nv_bfloat16> kv_a_layernorm;  // [kv_lora]
   DeviceLinear kv_b_proj;                  // [heads * (nope + v), kv_lora]
   DeviceLinear o_proj;                     // [H, heads * v]

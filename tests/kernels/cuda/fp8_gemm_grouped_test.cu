@@ -1,6 +1,7 @@
 // Grouped (per-expert) FP8 GEMM on the GPU against the CPU w8a8 linear, expert by expert.
 #include <cuda_bf16.h>
 
+#include <cstring>
 #include <numeric>
 
 #include "cuda_test_util.h"
@@ -67,6 +68,30 @@ TEST_P(GroupedGemm, MatchesCpuW8A8PerExpert) {
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<float> gpu = fathom::testing::bf16_to_float_vector(out.download());
 
+  // The decode path (grid over the active experts only, gemv kernel) gives the same bits, with the slot bound exact
+  // or loose (slots past the active experts read -1 and exit).
+  std::vector<int32_t> active;
+  for (int32_t e = 0; e < s.num_experts; ++e) {
+    if (s.counts[e] > 0) active.push_back(e);
+  }
+  const int32_t num_active = static_cast<int32_t>(active.size());
+  active.resize(static_cast<size_t>(s.num_experts), -1);
+  DeviceBuffer<int32_t> active_device(active);
+  for (int32_t bound : {num_active, s.num_experts}) {
+    Fp8GroupedGemmArgs gemv_args = args;
+    gemv_args.active_experts = active_device.data();
+    gemv_args.max_active_experts = bound;
+    DeviceBuffer<__nv_bfloat16> gemv_out(static_cast<size_t>(total_rows * s.rows));
+    gemv_out.fill_bytes(0xff);
+    fp8_grouped_gemm(gemv_args, gemv_out.data(), nullptr);
+    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> gemv = fathom::testing::bf16_to_float_vector(gemv_out.download());
+    for (size_t i = 0; i < gpu.size(); ++i) {
+      ASSERT_EQ(std::memcmp(&gemv[i], &gpu[i], sizeof(float)), 0)
+          << "gemv path differs at row " << i / s.rows << " col " << i % s.rows << " (slot bound " << bound << ")";
+    }
+  }
+
   ThreadPool pool;
   for (int32_t e = 0; e < s.num_experts; ++e) {
     if (s.counts[e] == 0) continue;
@@ -97,7 +122,9 @@ INSTANTIATE_TEST_SUITE_P(
                       GroupedShape{4, 4096, 7168, {1, 0, 0, 1}},            // V3 gate_up, decode
                       GroupedShape{4, 7168, 2048, {2, 1, 0, 3}},            // V3 down
                       GroupedShape{3, 200, 96, {70, 0, 9}},                             // odd dims, > 64 rows
-                      GroupedShape{16, 256, 160, {130, 5, 0, 0, 64, 65, 1, 0, 0, 0, 0, 0, 0, 0, 0, 8}}));
+                      GroupedShape{16, 256, 160, {130, 5, 0, 0, 64, 65, 1, 0, 0, 0, 0, 0, 0, 0, 0, 8}},
+                      GroupedShape{9, 4096, 7168, {1, 1, 0, 1, 9, 1, 1, 16, 1}},  // 9-16 rows: two token tiles
+                      GroupedShape{5, 200, 96, {0, 17, 0, 3, 0}}));               // odd rows, 17 rows: two passes
 
 }  // namespace
 }  // namespace fathom::kernels::cuda

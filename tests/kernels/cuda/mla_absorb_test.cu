@@ -5,10 +5,14 @@
 // Tolerances: bf16 paths relative L2 <= 1e-2 (fp32 accumulation; the error is the bf16 output rounding,
 // ~2e-3). fp8 path: vs the CPU on the dequantized weights <= 1e-2 (dequantized weights are rounded to bf16 in
 // shared memory, 2^-9 relative); vs the bf16 path on the unquantized weights cosine similarity >= 0.99.
+// MlaAbsorbDecodeBits: the decode kernel (<= 64 tokens) against the tiled kernels (the *_reference entry points),
+// bit for bit, for both products and both weight types, and batch invariance of every token's result.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -129,6 +133,131 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MlaAbsorbSweep,
                                            AbsorbCase{"odd_h5_nope16_v24_lora200", 5, 16, 8, 24, 200, 70},
                                            AbsorbCase{"odd_h2_nope130_v70_lora257", 2, 130, 64, 70, 257, 3}),
                          [](const ::testing::TestParamInfo<AbsorbCase>& info) { return info.param.name; });
+
+struct BitsCase {
+  std::string name;
+  int32_t heads, nope, rope, v, kv_lora;
+  bool decode_path;  // the decode kernel applies at <= 64 tokens (else both calls run the tiled kernels)
+};
+
+std::vector<uint16_t> bf16_bits(const std::vector<__nv_bfloat16>& values, size_t count) {
+  std::vector<uint16_t> bits(count);
+  std::memcpy(bits.data(), values.data(), count * sizeof(uint16_t));
+  return bits;
+}
+
+// Index of the first differing element of two equally long bit vectors, or -1.
+int64_t first_mismatch(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return static_cast<int64_t>(i);
+  return -1;
+}
+
+// Checks one product's outputs: the first `written` elements of `decode` and `reference` are the same bits and hold
+// no poison (0xffff, a NaN no product gives here), the rest of `decode` still holds poison; and the decode output
+// equals `full_batch` (the same tokens computed in a batch of the maximum size) on its written prefix.
+void expect_same_bits(const std::vector<__nv_bfloat16>& decode, const std::vector<__nv_bfloat16>& reference,
+                      const std::vector<__nv_bfloat16>& full_batch, size_t written, const std::string& what) {
+  const std::vector<uint16_t> all = bf16_bits(decode, decode.size());
+  const std::vector<uint16_t> got(all.begin(), all.begin() + static_cast<int64_t>(written));
+  const std::vector<uint16_t> want = bf16_bits(reference, written);
+  ASSERT_EQ(std::count(got.begin(), got.end(), uint16_t{0xffff}), 0) << what << ": unwritten outputs";
+  EXPECT_EQ(std::count(all.begin() + static_cast<int64_t>(written), all.end(), uint16_t{0xffff}),
+            static_cast<int64_t>(all.size() - written))
+      << what << ": wrote past the last token";
+  const int64_t diff = first_mismatch(got, want);
+  EXPECT_EQ(diff, -1) << what << ": decode vs tiled differ first at element " << diff << " (0x" << std::hex
+                      << (diff >= 0 ? got[diff] : 0) << " vs 0x" << (diff >= 0 ? want[diff] : 0) << std::dec << ")";
+  const int64_t batch_diff = first_mismatch(got, bf16_bits(full_batch, written));
+  EXPECT_EQ(batch_diff, -1) << what << ": differs from the same tokens in the full batch at element " << batch_diff;
+}
+
+class MlaAbsorbDecodeBits : public ::testing::TestWithParam<BitsCase> {};
+
+TEST_P(MlaAbsorbDecodeBits, DecodeKernelMatchesTiledKernelsBitForBit) {
+  FATHOM_REQUIRE_GPU();
+  const BitsCase& c = GetParam();
+  constexpr int32_t kTokenCounts[] = {1, 2, 3, 8, 16, 17, 64, 200};
+  constexpr int32_t kMaxTokens = 200;
+  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>{}(c.name + "/bits")));
+  const int64_t rows = static_cast<int64_t>(c.heads) * (c.nope + c.v);
+  const int64_t q_stride = c.nope + c.rope;
+  const std::vector<float> kv_b = round_to_bf16(random_normal(rng, static_cast<size_t>(rows * c.kv_lora), 0.05f));
+  const Fp8Weights fp8 = quantize_fp8(kv_b, rows, c.kv_lora);
+  const size_t q_latent_per_token = static_cast<size_t>(c.heads) * c.kv_lora;
+  const size_t out_per_token = static_cast<size_t>(c.heads) * c.v;
+  DeviceBuffer<__nv_bfloat16> w_bf16(float_to_bf16_vector(kv_b));
+  DeviceBuffer<uint8_t> w_fp8(fp8.bits);
+  DeviceBuffer<float> w_scale(fp8.scale_inv);
+  DeviceBuffer<__nv_bfloat16> q_device(float_to_bf16_vector(
+      round_to_bf16(random_normal(rng, static_cast<size_t>(kMaxTokens) * c.heads * q_stride))));
+  DeviceBuffer<__nv_bfloat16> latent_device(
+      float_to_bf16_vector(round_to_bf16(random_normal(rng, kMaxTokens * q_latent_per_token))));
+  // [0] decode entry point, [1] tiled reference, [2] reference over all kMaxTokens tokens.
+  DeviceBuffer<__nv_bfloat16> q_latent[3] = {DeviceBuffer<__nv_bfloat16>(kMaxTokens * q_latent_per_token),
+                                             DeviceBuffer<__nv_bfloat16>(kMaxTokens * q_latent_per_token),
+                                             DeviceBuffer<__nv_bfloat16>(kMaxTokens * q_latent_per_token)};
+  DeviceBuffer<__nv_bfloat16> out[3] = {DeviceBuffer<__nv_bfloat16>(kMaxTokens * out_per_token),
+                                        DeviceBuffer<__nv_bfloat16>(kMaxTokens * out_per_token),
+                                        DeviceBuffer<__nv_bfloat16>(kMaxTokens * out_per_token)};
+
+  MlaKvBWeights weights;
+  weights.num_heads = c.heads;
+  weights.nope_dim = c.nope;
+  weights.v_dim = c.v;
+  weights.kv_lora_dim = c.kv_lora;
+  for (int use_fp8 = 0; use_fp8 < 2; ++use_fp8) {
+    weights.is_fp8 = use_fp8 == 1;
+    weights.weight = use_fp8 ? static_cast<const void*>(w_fp8.data()) : static_cast<const void*>(w_bf16.data());
+    weights.scale_inv = use_fp8 ? w_scale.data() : nullptr;
+    q_latent[2].fill_bytes(0xff);
+    out[2].fill_bytes(0xff);
+    kernels::cuda::mla_absorb_query_reference(q_device.data(), q_stride, kMaxTokens, weights, q_latent[2].data(),
+                                              nullptr);
+    kernels::cuda::mla_project_values_reference(latent_device.data(), kMaxTokens, weights, out[2].data(), nullptr);
+    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<__nv_bfloat16> q_latent_full = q_latent[2].download(), out_full = out[2].download();
+    for (int32_t tokens : kTokenCounts) {
+      const std::string what =
+          std::string(use_fp8 ? "fp8" : "bf16") + " weights, " + std::to_string(tokens) + " tokens";
+      const bool expect_decode = c.decode_path && tokens <= 64;
+      EXPECT_EQ(kernels::cuda::mla_absorb_query_uses_decode_kernel(q_device.data(), q_stride, tokens, weights,
+                                                                   q_latent[0].data()),
+                expect_decode)
+          << what;
+      EXPECT_EQ(kernels::cuda::mla_project_values_uses_decode_kernel(latent_device.data(), tokens, weights,
+                                                                     out[0].data()),
+                expect_decode)
+          << what;
+      for (int i = 0; i < 2; ++i) {
+        q_latent[i].fill_bytes(0xff);
+        out[i].fill_bytes(0xff);
+      }
+      kernels::cuda::mla_absorb_query(q_device.data(), q_stride, tokens, weights, q_latent[0].data(), nullptr);
+      kernels::cuda::mla_absorb_query_reference(q_device.data(), q_stride, tokens, weights, q_latent[1].data(),
+                                                nullptr);
+      kernels::cuda::mla_project_values(latent_device.data(), tokens, weights, out[0].data(), nullptr);
+      kernels::cuda::mla_project_values_reference(latent_device.data(), tokens, weights, out[1].data(), nullptr);
+      FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+      expect_same_bits(q_latent[0].download(), q_latent[1].download(), q_latent_full, tokens * q_latent_per_token,
+                       "absorb_query, " + what);
+      expect_same_bits(out[0].download(), out[1].download(), out_full, tokens * out_per_token,
+                       "project_values, " + what);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, MlaAbsorbDecodeBits,
+    ::testing::Values(BitsCase{"v3", 128, 128, 64, 128, 512, true},
+                      BitsCase{"v3_tp8_16heads", 16, 128, 64, 128, 512, true},
+                      // k not a multiple of 64 (zero-padded steps), n % 32 == 16 (half-empty W_UK warps), a CTA
+                      // with idle warps (v = 80)
+                      BitsCase{"tails_h3_nope48_v80_lora208", 3, 48, 16, 80, 208, true},
+                      BitsCase{"odd_h3_nope37_v29_lora99", 3, 37, 11, 29, 99, false},
+                      BitsCase{"odd_h5_nope16_v24_lora200", 5, 16, 8, 24, 200, false},
+                      BitsCase{"odd_h2_nope130_v70_lora257", 2, 130, 64, 70, 257, false}),
+    [](const ::testing::TestParamInfo<BitsCase>& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace fathom::testing

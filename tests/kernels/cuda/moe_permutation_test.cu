@@ -12,7 +12,7 @@ namespace fathom::kernels::cuda {
 namespace {
 
 struct PermutationReference {
-  std::vector<int32_t> offsets, counts, row_token_slot, row_expert, token_slot_row;
+  std::vector<int32_t> offsets, counts, row_token_slot, row_expert, token_slot_row, active_experts;
 };
 
 // Stable (token, slot) order within each expert, segments padded to multiples of `alignment`.
@@ -24,6 +24,10 @@ PermutationReference reference_permutation(const std::vector<int32_t>& ids, cons
   for (int32_t e : ids) {
     if (e >= 0 && e < shape.num_experts) ++ref.counts[static_cast<size_t>(e)];
   }
+  for (int32_t e = 0; e < shape.num_experts; ++e) {
+    if (ref.counts[e] > 0) ref.active_experts.push_back(e);
+  }
+  ref.active_experts.resize(static_cast<size_t>(shape.num_experts), -1);
   ref.offsets.assign(static_cast<size_t>(shape.num_experts) + 1, 0);
   for (int32_t e = 0; e < shape.num_experts; ++e) {
     const int32_t padded = (ref.counts[e] + shape.row_alignment - 1) / shape.row_alignment * shape.row_alignment;
@@ -66,14 +70,16 @@ std::vector<int32_t> random_routing(std::mt19937& rng, int64_t tokens, int32_t t
 }
 
 struct DevicePermutation {
-  DeviceBuffer<int32_t> offsets, counts, row_token_slot, row_expert, token_slot_row;
+  DeviceBuffer<int32_t> offsets, counts, row_token_slot, row_expert, token_slot_row, active_experts;
   DeviceBuffer<uint8_t> workspace;
   explicit DevicePermutation(const MoePermutationShape& shape)
       : offsets(shape.num_experts + 1), counts(shape.num_experts),
         row_token_slot(moe_max_permuted_rows(shape)), row_expert(moe_max_permuted_rows(shape)),
-        token_slot_row(shape.num_tokens * shape.top_k), workspace(moe_permutation_workspace_bytes(shape)) {}
+        token_slot_row(shape.num_tokens * shape.top_k), active_experts(shape.num_experts),
+        workspace(moe_permutation_workspace_bytes(shape)) {}
   MoePermutation view() const {
-    return MoePermutation{offsets.data(), counts.data(), row_token_slot.data(), row_expert.data(), token_slot_row.data()};
+    return MoePermutation{offsets.data(),    counts.data(),         row_token_slot.data(),
+                          row_expert.data(), token_slot_row.data(), active_experts.data()};
   }
   void poison() {
     offsets.fill_bytes(0xff);
@@ -81,6 +87,7 @@ struct DevicePermutation {
     row_token_slot.fill_bytes(0x7f);  // 0x7f7f7f7f: not -1 and not a valid row index
     row_expert.fill_bytes(0x7f);
     token_slot_row.fill_bytes(0x7f);
+    active_experts.fill_bytes(0x7f);
     workspace.fill_bytes(0xff);
   }
 };
@@ -100,6 +107,7 @@ void check_permutation(const std::vector<int32_t>& ids, const MoePermutationShap
     EXPECT_EQ(perm.token_slot_row.download(), ref.token_slot_row);
     EXPECT_EQ(perm.row_token_slot.download(), ref.row_token_slot);
     EXPECT_EQ(perm.row_expert.download(), ref.row_expert);
+    EXPECT_EQ(perm.active_experts.download(), ref.active_experts);
   }
 }
 

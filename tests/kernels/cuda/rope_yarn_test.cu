@@ -1,4 +1,6 @@
-// GPU RoPE (YaRN frequencies, interleaved or split halves) on q heads and k_pe rows vs kernels::cpu::apply_rope.
+// GPU RoPE (YaRN frequencies, interleaved or split halves) on q heads and k_pe rows vs kernels::cpu::apply_rope;
+// its cos/sin table vs the cos/sin it computes without one.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -107,6 +109,63 @@ TEST(CudaRope, OddShapesUseTheScalarPath) {
   check_rope(9, 32, false, Layout{4, 40, 8}, Layout{1, 32, 0}, 100000, seed++);
 }
 
+// apply_rope_bf16 with a cos/sin table gives the bits it gives without one, positions outside the table included
+// (computed, not read); the table holds cos then sin of each position, scaled by attention_factor.
+void check_table_matches_computed(int64_t tokens, int32_t rope_dim, bool interleaved, const Layout& q,
+                                  int32_t table_positions, uint32_t seed) {
+  SCOPED_TRACE(::testing::Message() << "tokens " << tokens << " rope_dim " << rope_dim << " interleaved "
+                                    << interleaved << " table rows " << table_positions);
+  std::mt19937 rng(seed);
+  const cpu::RopeFrequencies freqs = yarn_frequencies(rope_dim, interleaved);
+  std::vector<int32_t> positions = {0, table_positions - 1, table_positions, 163839, -5};
+  std::uniform_int_distribution<int32_t> pick(0, 2 * table_positions);
+  while (static_cast<int64_t>(positions.size()) < tokens) positions.push_back(pick(rng));
+  positions.resize(static_cast<size_t>(tokens));
+
+  const int64_t elements = q.offset + tokens * q.vectors_per_token * q.vector_stride;
+  const std::vector<__nv_bfloat16> x = testing::float_to_bf16_vector(testing::random_normal(rng, elements));
+  DeviceBuffer<__nv_bfloat16> computed(x), tabled(x);
+  DeviceBuffer<int32_t> d_positions(positions);
+  DeviceBuffer<float> d_inv_freq(freqs.inv_freq);
+  DeviceBuffer<float> table(static_cast<size_t>(table_positions) * rope_dim);
+  table.fill_bytes(0xff);  // NaN: an entry the builder skipped would show in the comparison below
+  RopeParams params{d_inv_freq.data(), rope_dim, freqs.attention_factor, interleaved};
+  rope_build_cos_sin_table(params, table_positions, table.data(), nullptr);
+  const RopeTarget computed_target{computed.data() + q.offset, q.vectors_per_token, q.vector_stride};
+  apply_rope_bf16(&computed_target, 1, tokens, d_positions.data(), params, nullptr);
+  params.cos_sin = table.data();
+  params.max_positions = table_positions;
+  const RopeTarget tabled_target{tabled.data() + q.offset, q.vectors_per_token, q.vector_stride};
+  apply_rope_bf16(&tabled_target, 1, tokens, d_positions.data(), params, nullptr);
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<__nv_bfloat16> a = computed.download(), b = tabled.download();
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(__nv_bfloat16)));
+
+  const std::vector<float> entries = table.download();
+  const int64_t half = rope_dim / 2;
+  double max_error = 0;
+  for (int64_t p = 0; p < table_positions; ++p) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = static_cast<float>(p) * freqs.inv_freq[i];
+      const double expected_cos = std::cos(angle) * freqs.attention_factor;
+      const double expected_sin = std::sin(angle) * freqs.attention_factor;
+      max_error = std::max({max_error, std::abs(entries[p * rope_dim + i] - expected_cos),
+                            std::abs(entries[p * rope_dim + half + i] - expected_sin)});
+      if (!(max_error < 1e-6)) FAIL() << "table entry " << p << ", " << i << " off by " << max_error;
+    }
+  }
+}
+
+TEST(CudaRope, CosSinTableMatchesComputedBitForBit) {
+  FATHOM_REQUIRE_GPU();
+  uint32_t seed = 80;
+  for (bool interleaved : {true, false}) {
+    check_table_matches_computed(300, 64, interleaved, Layout{128, 192, 128}, 4096, seed++);  // 16-byte path
+    check_table_matches_computed(9, 6, interleaved, Layout{3, 11, 5}, 1000, seed++);          // scalar path
+  }
+  check_table_matches_computed(5, 64, true, Layout{1, 576, 512}, 163840, seed++);  // V3's full table
+}
+
 TEST(CudaRope, RejectsBadParameters) {
   FATHOM_REQUIRE_GPU();
   DeviceBuffer<float> inv_freq(4);
@@ -116,6 +175,14 @@ TEST(CudaRope, RejectsBadParameters) {
   EXPECT_THROW(apply_rope_bf16(&target, 3, 1, nullptr, RopeParams{inv_freq.data(), 8, 1.0f, true}, nullptr), Error);
   target.vector_stride = 4;
   EXPECT_THROW(apply_rope_bf16(&target, 1, 1, nullptr, RopeParams{inv_freq.data(), 8, 1.0f, true}, nullptr), Error);
+  target.vector_stride = 8;
+  RopeParams no_rows{inv_freq.data(), 8, 1.0f, true};
+  no_rows.cos_sin = inv_freq.data();  // a table without max_positions
+  EXPECT_THROW(apply_rope_bf16(&target, 1, 1, nullptr, no_rows, nullptr), Error);
+  DeviceBuffer<float> table(8);
+  EXPECT_THROW(rope_build_cos_sin_table(RopeParams{inv_freq.data(), 8, 1.0f, true}, 0, table.data(), nullptr), Error);
+  EXPECT_THROW(rope_build_cos_sin_table(RopeParams{inv_freq.data(), 8, 1.0f, true}, 1, nullptr, nullptr), Error);
+  EXPECT_THROW(rope_build_cos_sin_table(RopeParams{nullptr, 8, 1.0f, true}, 1, table.data(), nullptr), Error);
 }
 
 }  // namespace

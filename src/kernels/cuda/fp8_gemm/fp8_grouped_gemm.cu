@@ -2,6 +2,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/fp8_gemm/fp8_types.h"
+#include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_gemv.cuh"
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_small_m.cuh"
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_tiled.cuh"
 
@@ -31,6 +32,27 @@ void launch_tiled(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bfloat16* o
   FATHOM_CUDA_CHECK_LAUNCH();
 }
 
+// Grid: (weight row blocks of 64, 1, max_active_experts); slot s runs expert active_experts[s].
+void launch_gemv(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bfloat16* out, cudaStream_t stream) {
+  constexpr int kWarps = 4, kDepth = 2;  // the decode GEMM's default variant (fp8_gemm_heuristics.h: w4d2)
+  FATHOM_CHECK(args.max_active_experts <= args.num_experts && args.max_active_experts <= 65535,
+               "fp8_grouped_gemm: max_active_experts " << args.max_active_experts << " of " << args.num_experts);
+  FATHOM_CHECK(args.cols * 16 <= INT32_MAX, "fp8_grouped_gemm: gemv kernel takes cols <= 2^27, got " << args.cols);
+  FATHOM_CHECK(reinterpret_cast<uintptr_t>(args.x_values) % 16 == 0 && reinterpret_cast<uintptr_t>(args.w_values) % 16 == 0,
+               "fp8_grouped_gemm: the gemv kernel needs 16-byte aligned activation and weight values");
+  const dim3 grid(static_cast<unsigned>(ceil_div(args.rows, kWarps * sm90::kSmallMRowsPerWarp)), 1,
+                  static_cast<unsigned>(args.max_active_experts));
+  auto launch = [&](auto kernel) {
+    kernel<<<grid, kWarps * 32, 0, stream>>>(args.x_values, args.x_scales, args.expert_offsets, args.expert_counts,
+                                            args.active_experts, args.w_values, args.w_scales, args.rows, args.cols,
+                                            k_blocks, out);
+  };
+  // One 8-token tile per pass when no expert can have more rows; else two (16 rows per pass over the weight).
+  if (args.max_rows_per_expert <= 8) launch(sm90::fp8_gemm_grouped_gemv_kernel<1, kWarps, kDepth, __nv_bfloat16>);
+  else launch(sm90::fp8_gemm_grouped_gemv_kernel<2, kWarps, kDepth, __nv_bfloat16>);
+  FATHOM_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 void fp8_grouped_gemm(const Fp8GroupedGemmArgs& args, __nv_bfloat16* out, cudaStream_t stream) {
@@ -45,6 +67,10 @@ void fp8_grouped_gemm(const Fp8GroupedGemmArgs& args, __nv_bfloat16* out, cudaSt
   const int k_blocks = static_cast<int>(ceil_div(args.cols, kFp8ScaleBlock));
   if (args.tiled) {
     launch_tiled(args, k_blocks, out, stream);
+    return;
+  }
+  if (args.active_experts) {
+    if (args.max_active_experts > 0) launch_gemv(args, k_blocks, out, stream);
     return;
   }
   const dim3 grid(static_cast<unsigned>(ceil_div(args.rows, sm90::kSmallMRowsPerWarp * sm90::kSmallMWarpsPerBlock)), 1,

@@ -26,6 +26,11 @@ struct Fp8GroupedGemmArgs {
   // else the kernel traps). Both compute every element with the same arithmetic, so the choice never changes a
   // bit and may differ from batch to batch.
   bool tiled = false;
+  // Decode (not tiled): the experts that have rows, ascending, then -1 (MoePermutation::active_experts), and a host
+  // bound on how many there are (min(E, tokens * top_k)). When set, the grid covers only that many experts and each
+  // streams its weight with fp8_gemm_grouped_gemv_kernel (same bits as without).
+  const int32_t* active_experts = nullptr;  // [num_experts] (device)
+  int32_t max_active_experts = 0;
 };
 
 // out: [max_rows, rows] bf16; rows of each expert's segment written, others untouched. No sync, no allocation.

@@ -1,7 +1,9 @@
-// Host side of the MLA absorption products: argument checks and launches of the per-head bmm kernel.
+// Host side of the MLA absorption products: argument checks and launches of the per-head bmm kernels (the decode
+// kernel for <= 64 tokens where the shape allows, else the tiled ones; bit-identical, see the decode kernel).
 #include "kernels/cuda/mla/mla_absorb.h"
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/mla/sm90/mla_head_bmm_decode_kernel.cuh"
 #include "kernels/cuda/mla/sm90/mla_head_bmm_kernel.cuh"
 #include "kernels/cuda/mla/sm90/mla_head_bmm_pipelined_kernel.cuh"
 
@@ -28,8 +30,42 @@ void launch_pipelined(const HeadBmmParams& params, const dim3& grid, cudaStream_
   kernel<<<grid, mla_detail::kBmmThreads, kSmemBytes, stream>>>(params);
 }
 
-template <bool kWeightRowsAreK>
-void launch(HeadBmmParams params, const MlaKvBWeights& w, cudaStream_t stream) {
+// Above this the decode kernel would hold too few CTAs per multiprocessor (the staged tokens are tokens x k x 2 B).
+constexpr int kDecodeMaxSmemBytes = 96 * 1024;
+
+template <bool kWeightRowsAreK, bool kFp8, int kTokens>
+void launch_decode_tokens(const HeadBmmParams& params, int32_t num_heads, cudaStream_t stream) {
+  auto kernel = mla_detail::mla_head_bmm_decode_kernel<kWeightRowsAreK, kFp8, kTokens>;
+  const int smem_bytes = mla_detail::decode_smem_bytes<kWeightRowsAreK, kFp8, kTokens>(params.k);
+  FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
+  constexpr int kCtaCols = mla_detail::kDecodeWarps * mla_detail::DecodeLayout<kWeightRowsAreK, kFp8>::kWarpCols;
+  const dim3 grid(static_cast<unsigned>((params.n + kCtaCols - 1) / kCtaCols), static_cast<unsigned>(num_heads));
+  kernel<<<grid, mla_detail::kDecodeThreads, smem_bytes, stream>>>(params);
+}
+
+template <bool kWeightRowsAreK, bool kFp8>
+void launch_decode(const HeadBmmParams& params, int32_t num_heads, cudaStream_t stream) {
+  if (params.m <= 8) launch_decode_tokens<kWeightRowsAreK, kFp8, 8>(params, num_heads, stream);
+  else if (params.m <= 16) launch_decode_tokens<kWeightRowsAreK, kFp8, 16>(params, num_heads, stream);
+  else if (params.m <= 32) launch_decode_tokens<kWeightRowsAreK, kFp8, 32>(params, num_heads, stream);
+  else launch_decode_tokens<kWeightRowsAreK, kFp8, 64>(params, num_heads, stream);
+}
+
+// The decode kernel's shape requirements (see mla_head_bmm_decode_kernel.cuh); params.w* must be filled in.
+bool decode_kernel_fits(const HeadBmmParams& params, const MlaKvBWeights& w) {
+  if (params.m > mla_detail::kDecodeMaxTokens) return false;
+  const bool shape_ok = params.a_vector && params.k % 16 == 0 && params.n % 16 == 0 && w.kv_lora_dim % 16 == 0 &&
+                        params.w_rows_per_head % 16 == 0 && params.w_row_offset % 16 == 0 && aligned16(w.weight);
+  if (!shape_ok) return false;
+  // Largest staging of the variant that params.m selects (the layouts differ only in the per-warp buffers).
+  const int tokens = params.m <= 8 ? 8 : params.m <= 16 ? 16 : params.m <= 32 ? 32 : 64;
+  const int64_t smem_bytes = static_cast<int64_t>(tokens) * 4 * ((params.k + 63) / 64) * 32 +
+                             mla_detail::kDecodeWarps * 2 * 2048;
+  return smem_bytes <= kDecodeMaxSmemBytes;
+}
+
+// Fills the W fields of params from w.
+void set_weights(HeadBmmParams& params, const MlaKvBWeights& w) {
   params.w = w.weight;
   params.w_scale_inv = w.scale_inv;
   params.w_cols = w.kv_lora_dim;
@@ -37,6 +73,17 @@ void launch(HeadBmmParams params, const MlaKvBWeights& w, cudaStream_t stream) {
   params.scale_cols = (w.kv_lora_dim + 127) / 128;
   params.w_vector = w.kv_lora_dim % 8 == 0 && (w.is_fp8 ? (reinterpret_cast<uintptr_t>(w.weight) & 7u) == 0
                                                          : aligned16(w.weight));
+}
+
+// allow_decode = false: the tiled kernels only (the reference the decode kernel is tested and timed against).
+template <bool kWeightRowsAreK>
+void launch(const HeadBmmParams& params, const MlaKvBWeights& w, bool allow_decode, cudaStream_t stream) {
+  if (allow_decode && decode_kernel_fits(params, w)) {
+    if (w.is_fp8) launch_decode<kWeightRowsAreK, true>(params, w.num_heads, stream);
+    else launch_decode<kWeightRowsAreK, false>(params, w.num_heads, stream);
+    FATHOM_CUDA_CHECK_LAUNCH();
+    return;
+  }
   const dim3 grid(static_cast<unsigned>((params.n + mla_detail::kBmmTile - 1) / mla_detail::kBmmTile),
                   static_cast<unsigned>((params.m + mla_detail::kBmmTile - 1) / mla_detail::kBmmTile),
                   static_cast<unsigned>(w.num_heads));
@@ -61,14 +108,9 @@ void launch(HeadBmmParams params, const MlaKvBWeights& w, cudaStream_t stream) {
   FATHOM_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace
-
-void mla_absorb_query(const __nv_bfloat16* q_nope, int64_t q_head_stride, int32_t num_tokens, const MlaKvBWeights& w,
-                      __nv_bfloat16* q_latent, cudaStream_t stream) {
-  check_weights(w, "mla_absorb_query");
-  FATHOM_CHECK(num_tokens >= 0 && q_head_stride >= w.nope_dim,
-               "mla_absorb_query: num_tokens " << num_tokens << ", q_head_stride " << q_head_stride);
-  if (num_tokens == 0) return;
+// Checked parameters of q_latent = W_UK^T q_nope (num_tokens > 0).
+HeadBmmParams absorb_params(const __nv_bfloat16* q_nope, int64_t q_head_stride, int32_t num_tokens,
+                            const MlaKvBWeights& w, __nv_bfloat16* q_latent) {
   FATHOM_CHECK(q_nope && q_latent, "mla_absorb_query: null tensor pointer");
   HeadBmmParams params{};
   params.a = q_nope;
@@ -83,14 +125,13 @@ void mla_absorb_query(const __nv_bfloat16* q_nope, int64_t q_head_stride, int32_
   params.n = w.kv_lora_dim;
   params.a_vector = q_head_stride % 8 == 0 && aligned16(q_nope);
   params.out_pairs = w.kv_lora_dim % 2 == 0;
-  launch<true>(params, w, stream);
+  set_weights(params, w);
+  return params;
 }
 
-void mla_project_values(const __nv_bfloat16* out_latent, int32_t num_tokens, const MlaKvBWeights& w,
-                        __nv_bfloat16* out, cudaStream_t stream) {
-  check_weights(w, "mla_project_values");
-  FATHOM_CHECK(num_tokens >= 0, "mla_project_values: num_tokens " << num_tokens);
-  if (num_tokens == 0) return;
+// Checked parameters of out = W_UV out_latent (num_tokens > 0).
+HeadBmmParams project_params(const __nv_bfloat16* out_latent, int32_t num_tokens, const MlaKvBWeights& w,
+                             __nv_bfloat16* out) {
   FATHOM_CHECK(out_latent && out, "mla_project_values: null tensor pointer");
   HeadBmmParams params{};
   params.a = out_latent;
@@ -105,7 +146,67 @@ void mla_project_values(const __nv_bfloat16* out_latent, int32_t num_tokens, con
   params.n = w.v_dim;
   params.a_vector = w.kv_lora_dim % 8 == 0 && aligned16(out_latent);
   params.out_pairs = w.v_dim % 2 == 0;
-  launch<false>(params, w, stream);
+  set_weights(params, w);
+  return params;
+}
+
+void check_absorb_args(int64_t q_head_stride, int32_t num_tokens, const MlaKvBWeights& w) {
+  check_weights(w, "mla_absorb_query");
+  FATHOM_CHECK(num_tokens >= 0 && q_head_stride >= w.nope_dim,
+               "mla_absorb_query: num_tokens " << num_tokens << ", q_head_stride " << q_head_stride);
+}
+
+void check_project_args(int32_t num_tokens, const MlaKvBWeights& w) {
+  check_weights(w, "mla_project_values");
+  FATHOM_CHECK(num_tokens >= 0, "mla_project_values: num_tokens " << num_tokens);
+}
+
+void absorb_query(const __nv_bfloat16* q_nope, int64_t q_head_stride, int32_t num_tokens, const MlaKvBWeights& w,
+                  __nv_bfloat16* q_latent, bool allow_decode, cudaStream_t stream) {
+  check_absorb_args(q_head_stride, num_tokens, w);
+  if (num_tokens == 0) return;
+  launch<true>(absorb_params(q_nope, q_head_stride, num_tokens, w, q_latent), w, allow_decode, stream);
+}
+
+void project_values(const __nv_bfloat16* out_latent, int32_t num_tokens, const MlaKvBWeights& w, __nv_bfloat16* out,
+                    bool allow_decode, cudaStream_t stream) {
+  check_project_args(num_tokens, w);
+  if (num_tokens == 0) return;
+  launch<false>(project_params(out_latent, num_tokens, w, out), w, allow_decode, stream);
+}
+
+}  // namespace
+
+void mla_absorb_query(const __nv_bfloat16* q_nope, int64_t q_head_stride, int32_t num_tokens, const MlaKvBWeights& w,
+                      __nv_bfloat16* q_latent, cudaStream_t stream) {
+  absorb_query(q_nope, q_head_stride, num_tokens, w, q_latent, true, stream);
+}
+
+void mla_project_values(const __nv_bfloat16* out_latent, int32_t num_tokens, const MlaKvBWeights& w,
+                        __nv_bfloat16* out, cudaStream_t stream) {
+  project_values(out_latent, num_tokens, w, out, true, stream);
+}
+
+void mla_absorb_query_reference(const __nv_bfloat16* q_nope, int64_t q_head_stride, int32_t num_tokens,
+                                const MlaKvBWeights& w, __nv_bfloat16* q_latent, cudaStream_t stream) {
+  absorb_query(q_nope, q_head_stride, num_tokens, w, q_latent, false, stream);
+}
+
+void mla_project_values_reference(const __nv_bfloat16* out_latent, int32_t num_tokens, const MlaKvBWeights& w,
+                                  __nv_bfloat16* out, cudaStream_t stream) {
+  project_values(out_latent, num_tokens, w, out, false, stream);
+}
+
+bool mla_absorb_query_uses_decode_kernel(const __nv_bfloat16* q_nope, int64_t q_head_stride, int32_t num_tokens,
+                                         const MlaKvBWeights& w, __nv_bfloat16* q_latent) {
+  check_absorb_args(q_head_stride, num_tokens, w);
+  return num_tokens > 0 && decode_kernel_fits(absorb_params(q_nope, q_head_stride, num_tokens, w, q_latent), w);
+}
+
+bool mla_project_values_uses_decode_kernel(const __nv_bfloat16* out_latent, int32_t num_tokens,
+                                           const MlaKvBWeights& w, __nv_bfloat16* out) {
+  check_project_args(num_tokens, w);
+  return num_tokens > 0 && decode_kernel_fits(project_params(out_latent, num_tokens, w, out), w);
 }
 
 }  // namespace fathom::kernels::cuda

@@ -3,7 +3,9 @@
 //   W_UK[h] = kv_b rows [h*(nope+v), h*(nope+v)+nope)        (nope x kv_lora)
 //   W_UV[h] = kv_b rows [h*(nope+v)+nope, (h+1)*(nope+v))    (v x kv_lora)
 // Weights are bf16 (dequantized at load) or the checkpoint's fp8 e4m3 with per-128x128-block scale_inv;
-// fp8 weights are dequantized to bf16 tiles in shared memory (same tensor-core path, half the weight bytes).
+// fp8 weights are dequantized to bf16 (same tensor-core path, half the weight bytes).
+// Up to 64 tokens (decode) run a kernel that streams W with many warps per multiprocessor; it gives the same bits
+// as the tiled kernels used for larger batches, so a token's result never depends on the batch it is in.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -31,5 +33,18 @@ void mla_absorb_query(const __nv_bfloat16* q_nope, int64_t q_head_stride, int32_
 // out_latent: [num_tokens, num_heads, kv_lora_dim]; out: [num_tokens, num_heads, v_dim].
 void mla_project_values(const __nv_bfloat16* out_latent, int32_t num_tokens, const MlaKvBWeights& w,
                         __nv_bfloat16* out, cudaStream_t stream);
+
+// The same products through the tiled kernels only, whatever the token count: the reference the decode kernel is
+// tested (bit for bit) and benchmarked against.
+void mla_absorb_query_reference(const __nv_bfloat16* q_nope, int64_t q_head_stride, int32_t num_tokens,
+                                const MlaKvBWeights& w, __nv_bfloat16* q_latent, cudaStream_t stream);
+void mla_project_values_reference(const __nv_bfloat16* out_latent, int32_t num_tokens, const MlaKvBWeights& w,
+                                  __nv_bfloat16* out, cudaStream_t stream);
+
+// Whether mla_absorb_query / mla_project_values would run the decode kernel for these arguments (tests, benchmarks).
+bool mla_absorb_query_uses_decode_kernel(const __nv_bfloat16* q_nope, int64_t q_head_stride, int32_t num_tokens,
+                                         const MlaKvBWeights& w, __nv_bfloat16* q_latent);
+bool mla_project_values_uses_decode_kernel(const __nv_bfloat16* out_latent, int32_t num_tokens,
+                                           const MlaKvBWeights& w, __nv_bfloat16* out);
 
 }  // namespace fathom::kernels::cuda

@@ -145,6 +145,16 @@ __device__ void segment_offsets(int num_experts, int row_alignment, const int* c
     offsets_shared[num_experts] = total;
     if (out) out->expert_offsets[num_experts] = total;
   }
+  if (out && out->active_experts) {  // block-uniform: the scan below has every thread
+    __syncthreads();                 // scan_storage is reused
+    int active_index = 0, active_total = 0;
+    BlockScan(scan_storage).ExclusiveSum(count > 0 ? 1 : 0, active_index, active_total);
+    if (e < num_experts) {
+      // Disjoint positions: active experts fill [0, active_total), the others' own index e >= active_total.
+      if (count > 0) out->active_experts[active_index] = e;
+      if (e >= active_total) out->active_experts[e] = -1;
+    }
+  }
 }
 
 // ---- T*k <= kChunkEntries: one launch. Every block computes the (small) histogram and segment offsets itself;

@@ -30,6 +30,7 @@ struct MoePermutation {
   int32_t* row_token_slot = nullptr;     // [max_rows] token * k + slot of each permuted row; -1 for padding rows
   int32_t* row_expert = nullptr;         // [max_rows] expert of each routed row; -1 for padding rows and rows past the total
   int32_t* token_slot_row = nullptr;     // [T * k] permuted row of each (token, slot); -1 if its expert id is invalid
+  int32_t* active_experts = nullptr;     // [E] optional: the experts with rows, ascending, then -1 (decode GEMM grids)
 };
 
 // expert_ids: [T, k] int32 (device), values in [0, E) (others are dropped: token_slot_row = -1).

@@ -123,6 +123,55 @@ __device__ __forceinline__ void gemv_reduce_splits(const float* __restrict__ par
   }
 }
 
+// Addressing of one warp: rows [row0, row0 + 16) of w, tokens [0, tokens) of x (clamped as GemvOperands says).
+template <int kTokenTiles>
+__device__ __forceinline__ GemvOperands<kTokenTiles> gemv_operands(const uint8_t* __restrict__ w,
+                                                                   const float* __restrict__ w_scales, int tokens,
+                                                                   int64_t rows, int64_t cols, int k_blocks,
+                                                                   int64_t row0) {
+  const int lane = threadIdx.x % 32;
+  const int group = lane / 4;
+  const int lane_in_group = lane % 4;
+  GemvOperands<kTokenTiles> op;
+  op.w_lo = w + min(row0 + group, rows - 1) * cols + lane_in_group * 32;
+  op.w_hi = w + min(row0 + group + 8, rows - 1) * cols + lane_in_group * 32;
+  op.w_scale_row = w_scales + (min(row0, rows - 1) / 128) * k_blocks;
+#pragma unroll
+  for (int t = 0; t < kTokenTiles; ++t) {
+    op.x_offset[t] = min(t * 8 + group, tokens - 1) * static_cast<int>(cols) + lane_in_group * 32;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) op.x_scale_offset[t][j] = min(t * 8 + 2 * lane_in_group + j, tokens - 1) * k_blocks;
+  }
+  op.k_limit = static_cast<int>(cols) - lane_in_group * 32;
+  return op;
+}
+
+// acc (zeroed here) = the warp's fragment over K blocks [kb_begin, kb_begin + n), in increasing K-block order.
+template <int kTokenTiles, int kDepth>
+__device__ __forceinline__ void gemv_accumulate(const GemvOperands<kTokenTiles>& op, const uint8_t* __restrict__ x,
+                                                const float* __restrict__ x_scales, int kb_begin, int n,
+                                                float (&acc)[kTokenTiles][4]) {
+#pragma unroll
+  for (int t = 0; t < kTokenTiles; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+  // Rolling register ring: slot i holds K block base+i; after computing it, it is refilled with base+i+kDepth,
+  // so kDepth - 1 K blocks stay in flight while one is consumed. All slot indices are compile-time constants.
+  GemvStage<kTokenTiles> ring[kDepth];
+#pragma unroll
+  for (int i = 0; i < kDepth; ++i) {
+    if (i < n) gemv_load(op, x, x_scales, kb_begin + i, ring[i]);
+  }
+#pragma unroll 1
+  for (int base = 0; base < n; base += kDepth) {
+#pragma unroll
+    for (int i = 0; i < kDepth; ++i) {
+      if (base + i < n) {
+        gemv_compute(ring[i], acc);
+        if (base + i + kDepth < n) gemv_load(op, x, x_scales, kb_begin + base + i + kDepth, ring[i]);
+      }
+    }
+  }
+}
+
 // grid = (ceil(rows / (kWarps * 16)), used_splits); block = kWarps * 32 threads.
 // splits == 1: writes out directly. splits > 1 and !kFused: writes partial (summed by reduce_splits_kernel).
 // splits > 1 and kFused: writes partial, and the last CTA per row block writes out; counters[blockIdx.x] must be
@@ -147,41 +196,11 @@ fp8_gemm_gemv_kernel(const uint8_t* __restrict__ x,         // [tokens, cols] e4
   const int kb_begin = split * k_blocks_per_split;
   const int kb_end = min(k_blocks, kb_begin + k_blocks_per_split);
   const int n = row0 < rows ? kb_end - kb_begin : 0;  // warps past the last row load nothing
-
-  GemvOperands<kTokenTiles> op;
   const int64_t row_lo = row0 + group, row_hi = row0 + group + 8;
-  op.w_lo = w + min(row_lo, rows - 1) * cols + lane_in_group * 32;
-  op.w_hi = w + min(row_hi, rows - 1) * cols + lane_in_group * 32;
-  op.w_scale_row = w_scales + (min(row0, rows - 1) / 128) * k_blocks;
-#pragma unroll
-  for (int t = 0; t < kTokenTiles; ++t) {
-    op.x_offset[t] = min(t * 8 + group, tokens - 1) * static_cast<int>(cols) + lane_in_group * 32;
-#pragma unroll
-    for (int j = 0; j < 2; ++j) op.x_scale_offset[t][j] = min(t * 8 + 2 * lane_in_group + j, tokens - 1) * k_blocks;
-  }
-  op.k_limit = static_cast<int>(cols) - lane_in_group * 32;
 
+  const GemvOperands<kTokenTiles> op = gemv_operands<kTokenTiles>(w, w_scales, tokens, rows, cols, k_blocks, row0);
   float acc[kTokenTiles][4];
-#pragma unroll
-  for (int t = 0; t < kTokenTiles; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
-
-  // Rolling register ring: slot i holds K block base+i; after computing it, it is refilled with base+i+kDepth,
-  // so kDepth - 1 K blocks stay in flight while one is consumed. All slot indices are compile-time constants.
-  GemvStage<kTokenTiles> ring[kDepth];
-#pragma unroll
-  for (int i = 0; i < kDepth; ++i) {
-    if (i < n) gemv_load(op, x, x_scales, kb_begin + i, ring[i]);
-  }
-#pragma unroll 1
-  for (int base = 0; base < n; base += kDepth) {
-#pragma unroll
-    for (int i = 0; i < kDepth; ++i) {
-      if (base + i < n) {
-        gemv_compute(ring[i], acc);
-        if (base + i + kDepth < n) gemv_load(op, x, x_scales, kb_begin + base + i + kDepth, ring[i]);
-      }
-    }
-  }
+  gemv_accumulate<kTokenTiles, kDepth>(op, x, x_scales, kb_begin, n, acc);
 
   // Fragment: acc[t][0..1] -> row_lo, tokens t*8 + 2*lane_in_group + {0,1}; acc[t][2..3] -> row_hi.
   const bool to_partial = splits > 1;
@@ -220,6 +239,58 @@ fp8_gemm_gemv_kernel(const uint8_t* __restrict__ x,         // [tokens, cols] e4
     if (!is_last) return;
     const int block_rows = static_cast<int>(min(static_cast<int64_t>(kWarps * kSmallMRowsPerWarp), rows - block_row0));
     gemv_reduce_splits(partial, splits, tokens, rows, block_row0, block_rows, stage, out);
+  }
+}
+
+// Grouped form for MoE decode: blockIdx.z = slot s works on expert active_experts[s] (experts with rows, ascending,
+// then -1: slots past the active ones exit at once, so the grid is sized by the batch, not by the expert count).
+// The expert multiplies its permuted rows [offsets[e], offsets[e] + counts[e]) by its own weight, kTokenTiles * 8
+// rows per pass over the weight, all K blocks in one split: the same bits as fp8_gemm_grouped_small_m_kernel.
+// grid = (ceil(rows / (kWarps * 16)), 1, slots); block = kWarps * 32 threads.
+template <int kTokenTiles, int kWarps, int kDepth, typename Output>
+__global__ void __launch_bounds__(kWarps * 32)
+fp8_gemm_grouped_gemv_kernel(const uint8_t* __restrict__ x,               // [max_rows, cols] e4m3, permuted
+                             const float* __restrict__ x_scales,          // [max_rows, k_blocks]
+                             const int32_t* __restrict__ expert_offsets,  // [E + 1]
+                             const int32_t* __restrict__ expert_counts,   // [E]
+                             const int32_t* __restrict__ active_experts,  // [>= gridDim.z]
+                             const uint8_t* __restrict__ w,               // [E, rows, cols] e4m3
+                             const float* __restrict__ w_scales,          // [E, ceil(rows/128), k_blocks]
+                             int64_t rows, int64_t cols, int k_blocks,
+                             Output* __restrict__ out) {                  // [max_rows, rows]
+  static_assert(kTokenTiles >= 1 && kTokenTiles <= 2 && kDepth >= 1 && kWarps >= 1 && kWarps <= 32);
+  const int expert = active_experts[blockIdx.z];
+  if (expert < 0) return;
+  const int count = expert_counts[expert];
+  const int64_t begin = expert_offsets[expert];
+  const uint8_t* w_expert = w + static_cast<int64_t>(expert) * rows * cols;
+  const float* w_scales_expert = w_scales + static_cast<int64_t>(expert) * ((rows + 127) / 128) * k_blocks;
+  const int lane = threadIdx.x % 32;
+  const int group = lane / 4;
+  const int lane_in_group = lane % 4;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * (kWarps * kSmallMRowsPerWarp) +
+                       (threadIdx.x / 32) * kSmallMRowsPerWarp;
+  if (row0 >= rows) return;  // no barrier below: a warp past the last row may leave
+  const int64_t row_lo = row0 + group, row_hi = row0 + group + 8;
+  constexpr int kTokens = kTokenTiles * 8;
+  for (int m0 = 0; m0 < count; m0 += kTokens) {
+    const int tokens = min(kTokens, count - m0);
+    const int64_t first = begin + m0;
+    const uint8_t* x_rows = x + first * cols;
+    const float* x_scale_rows = x_scales + first * k_blocks;
+    const GemvOperands<kTokenTiles> op =
+        gemv_operands<kTokenTiles>(w_expert, w_scales_expert, tokens, rows, cols, k_blocks, row0);
+    float acc[kTokenTiles][4];
+    gemv_accumulate<kTokenTiles, kDepth>(op, x_rows, x_scale_rows, 0, k_blocks, acc);
+#pragma unroll
+    for (int t = 0; t < kTokenTiles; ++t) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int token = t * 8 + 2 * lane_in_group + (i % 2);
+        const int64_t row = i < 2 ? row_lo : row_hi;
+        if (token < tokens && row < rows) out[(first + token) * rows + row] = static_cast<Output>(acc[t][i]);
+      }
+    }
   }
 }
 

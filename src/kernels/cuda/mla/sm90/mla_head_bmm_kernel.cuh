@@ -40,17 +40,20 @@ struct HeadBmmParams {
   int32_t out_pairs;         // outputs stored as bf16 pairs (n and strides even)
 };
 
+// 2 e4m3 values (the low 16 bits of pair, low byte first) times scale -> bf16x2: e4m3 -> half -> float (exact),
+// one fp32 multiply, round to nearest bf16. The one dequantization of W shared by every bmm kernel (the decode
+// kernel's bit-identity with the tiled ones rests on it).
+__device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t pair, float scale) {
+  const __half2 halves(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xffffu), __NV_E4M3));
+  const float2 values = __half22float2(halves);
+  return pack_bf16x2(values.x * scale, values.y * scale);
+}
+
 // 8 e4m3 values (little-endian in raw) times scale -> 8 bf16.
 __device__ __forceinline__ uint4 fp8x8_to_bf16x8(uint2 raw, float scale) {
   uint32_t words[4];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t source = i < 2 ? raw.x : raw.y;
-    const __nv_fp8x2_storage_t pair = static_cast<__nv_fp8x2_storage_t>((source >> (16 * (i & 1))) & 0xffffu);
-    const __half2 halves(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3));
-    const float2 values = __half22float2(halves);
-    words[i] = pack_bf16x2(values.x * scale, values.y * scale);
-  }
+  for (int i = 0; i < 4; ++i) words[i] = fp8x2_to_bf16x2((i < 2 ? raw.x : raw.y) >> (16 * (i & 1)), scale);
   return make_uint4(words[0], words[1], words[2], words[3]);
 }
 
