@@ -5,7 +5,7 @@
 //            decode kernel (the default <= 64 tokens) vs the tiled reference kernels at tokens {1,8,32,64,128}
 //   prefill: one 4096-token causal sequence (and 4 x 1024), TFLOP/s
 // Every timed run is preceded by an L2 flush (a 256 MiB memset); times are medians of CUDA-event timings.
-// Usage: mla_bench [--reps N] [--only copy|decode|absorb|prefill] [--batch B] [--context C]
+// Usage: mla_bench [--reps N] [--only copy|decode|plans|absorb|prefill] [--batch B] [--context C]
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -150,6 +150,62 @@ void bench_decode(Timer& timer, int reps, double copy_gbps, int num_sms, int onl
       std::printf("%6d %7d %6d %6d %10.1f %10.1f %9.1f %7.1f%% %9.1f %11.1f %11.1f\n", batch, ctx, plan.head_group,
                   plan.num_splits, ms * 1e3, bytes / (copy_gbps * 1e9) * 1e6, gbps, 100.0 * gbps / copy_gbps,
                   flops / (ms * 1e-3) / 1e12, ms_score_only * 1e3, ms_mma * 1e3);
+    }
+}
+
+// Latency regime (small batch, short context, page size 1 as the model's cache): every head group x split count
+// against the plan mla_decode_plan picks, to tune the heuristic.
+void bench_decode_plans(Timer& timer, int reps, int num_sms) {
+  const int max_batch = 16, max_ctx = 4096;
+  const int64_t num_slots = static_cast<int64_t>(max_batch) * max_ctx;
+  DeviceBuffer<__nv_bfloat16> pool(static_cast<size_t>(num_slots) * kRow);
+  fill_random(pool.data(), pool.size(), 31);
+  DeviceBuffer<__nv_bfloat16> q_latent(static_cast<size_t>(max_batch) * kHeads * kLora),
+      q_pe(static_cast<size_t>(max_batch) * kHeads * kRope), out(static_cast<size_t>(max_batch) * kHeads * kLora);
+  fill_random(q_latent.data(), q_latent.size(), 32);
+  fill_random(q_pe.data(), q_pe.size(), 33);
+  std::vector<int32_t> slot_order(static_cast<size_t>(num_slots));
+  std::iota(slot_order.begin(), slot_order.end(), 0);
+  std::shuffle(slot_order.begin(), slot_order.end(), std::mt19937(6));
+  DeviceBuffer<int32_t> page_table(slot_order);  // [max_batch, max_ctx], page size 1
+  DeviceBuffer<int32_t> seq_lens(static_cast<size_t>(max_batch));
+  const size_t workspace_bytes = static_cast<size_t>(max_batch) * kc::kMlaDecodeMaxSplits * kHeads * (kLora + 1) * sizeof(float);
+  DeviceBuffer<uint8_t> workspace(workspace_bytes);
+  std::printf("\ndecode plans (page size 1): us per call for head group x splits; 'plan' = mla_decode_plan's choice\n");
+  std::printf("%6s %7s %14s %9s %14s %9s\n", "batch", "context", "plan(g,s)", "plan_us", "best(g,s)", "best_us");
+  for (int batch : {1, 2, 4, 16})
+    for (int ctx : {256, 1024, 4096}) {
+      seq_lens.upload(std::vector<int32_t>(static_cast<size_t>(max_batch), ctx));
+      kc::MlaDecodeArgs args;
+      args.q_latent = q_latent.data();
+      args.q_pe = q_pe.data();
+      args.q_pe_head_stride = kRope;
+      args.cache = {pool.data(), static_cast<int32_t>(num_slots), 1, kLora, kRope};
+      args.batch = {page_table.data(), seq_lens.data(), batch, max_ctx};
+      args.out_latent = out.data();
+      args.num_heads = kHeads;
+      args.softmax_scale = 0.1352f;
+      auto time_plan = [&](const kc::MlaDecodePlan& plan) {
+        return timer.median_ms(reps, [&] { kc::mla_decode(args, plan, workspace.data(), workspace.bytes(), nullptr); });
+      };
+      const kc::MlaDecodePlan chosen = kc::mla_decode_plan(num_sms, batch, kHeads, ctx);
+      const double chosen_ms = time_plan(chosen);
+      double best_ms = chosen_ms;
+      kc::MlaDecodePlan best = chosen;
+      for (int group : {16, 32, 64})
+        for (int splits : {1, 2, 4, 8, 16, 32, 64}) {
+          if (splits > (ctx + kc::kMlaDecodeTileTokens - 1) / kc::kMlaDecodeTileTokens) continue;
+          kc::MlaDecodePlan plan;
+          plan.head_group = group;
+          plan.num_splits = splits;
+          const double ms = time_plan(plan);
+          if (ms < best_ms) {
+            best_ms = ms;
+            best = plan;
+          }
+        }
+      std::printf("%6d %7d %8d,%-5d %9.1f %8d,%-5d %9.1f\n", batch, ctx, chosen.head_group, chosen.num_splits,
+                  chosen_ms * 1e3, best.head_group, best.num_splits, best_ms * 1e3);
     }
 }
 
@@ -314,6 +370,7 @@ int main(int argc, char** argv) {
     Timer timer;
     const double copy_gbps = bench_copy(timer, reps);
     if (only.empty() || only == "decode") bench_decode(timer, reps, copy_gbps, num_sms, only_batch, only_ctx);
+    if (only.empty() || only == "plans") bench_decode_plans(timer, reps, num_sms);
     if (only.empty() || only == "absorb") {
       bench_absorb(timer, reps, copy_gbps);
       bench_absorb_decode(timer, reps, copy_gbps);

@@ -27,8 +27,10 @@
 #include "kernels/cuda/moe/moe_combine.h"
 #include "kernels/cuda/moe/moe_gather.h"
 #include "kernels/cuda/moe/moe_permutation.h"
+#include "kernels/cuda/moe/moe_router_gemm.h"
 #include "kernels/cuda/moe/moe_routing.h"
 #include "kernels/cuda/moe/swiglu.h"
+#include "kernels/cuda/norm/bf16_gemm.h"
 #include "kernels/cuda/norm/rms_norm.h"
 #include "kernels/cuda/rope/rope.h"
 #include "kernels/cuda/sampling/sampling.h"
@@ -355,6 +357,34 @@ void run_mla_prepare(int64_t tokens, Timer& timer, double bandwidth, cudaStream_
   print_row({"mla_prepare_qkv", tokens, timer.cold(fused), timer.warm(fused), bytes}, bandwidth);
 }
 
+// The MoE router GEMM at DeepSeek-V3 dims (256 experts x 7168, fp32 rows and weight): moe_router_logits_fp32 vs
+// cuBLASLt fp32 (Bf16Gemm as the model builds it). % of copy bandwidth = the fp32 weight's bytes (the floor: it is read
+// once; rows and logits are small) at the measured copy bandwidth, over the time.
+void run_moe_router_gemm(Timer& timer, double bandwidth, cudaStream_t stream) {
+  constexpr int64_t kRouterTokens[] = {1, 8, 32, 64};
+  constexpr int64_t kMaxRouterTokens = 64;
+  const DeviceBuffer<float> weight(random_floats(static_cast<size_t>(kExperts * kHidden), 0.02f, 40));  // [E, H]
+  const DeviceBuffer<float> x(random_floats(static_cast<size_t>(kMaxRouterTokens * kHidden), 1.0f, 41));  // [T, H]
+  DeviceBuffer<float> logits(static_cast<size_t>(kMaxRouterTokens * kExperts));                          // [T, E]
+  Bf16Gemm cublas(kExperts, kHidden, Bf16GemmOutput::kFloat32, size_t{32} << 20, Bf16GemmInput::kFloat32);
+  const double floor_us = double(kExperts * kHidden * sizeof(float)) / bandwidth;
+  auto percent = [&](float us) { return us > 0 ? 100.0 * floor_us / us : 0.0; };
+  for (int64_t tokens : kRouterTokens) {
+    cublas.prepare(tokens);
+    auto ours = [&] {
+      moe_router_logits_fp32(x.data(), tokens, kHidden, weight.data(), kExperts, logits.data(), stream);
+    };
+    auto theirs = [&] { cublas.run(x.data(), tokens, weight.data(), logits.data(), stream); };
+    for (const auto& [name, op] : {std::pair<const char*, std::function<void()>>{"router_gemm_fp32", ours},
+                                   std::pair<const char*, std::function<void()>>{"router_cublaslt_fp32", theirs}}) {
+      const float cold = timer.cold(op), warm = timer.warm(op);
+      std::printf("%-22s %6lld %10.2f %10.2f   floor %.2f us: %5.1f%% / %5.1f%% of copy bandwidth (cold / warm)\n",
+                  name, static_cast<long long>(tokens), cold, warm, floor_us, percent(cold), percent(warm));
+      std::fflush(stdout);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fathom::kernels::cuda
 
@@ -382,6 +412,7 @@ int main(int argc, char** argv) {
       run(tokens, table, timer, bandwidth, stream);
       run_mla_prepare(tokens, timer, bandwidth, stream);
     }
+    run_moe_router_gemm(timer, bandwidth, stream);
     FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
     FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
   } catch (const std::exception& e) {

@@ -208,8 +208,9 @@ void CudaModelImpl::prepare_decode_shapes() {
   // Deterministic inference pads only up to 4096 tokens (its fixed-size splits would need a workspace of batch x
   // the longest context's splits); longer decode batches run eagerly with the same plan, so the bits are the same.
   std::vector<int32_t> buckets;
+  // The 1024 bucket: a short chat's decode would otherwise run the 4096 plan's many mostly empty splits.
   const std::vector<int64_t> bounds = options_.deterministic ? std::vector<int64_t>{4096}
-                                                             : std::vector<int64_t>{4096, max_context_tokens_};
+                                                             : std::vector<int64_t>{1024, 4096, max_context_tokens_};
   for (int64_t bound : bounds) {
     const int32_t bucket = static_cast<int32_t>(std::min(bound, max_context_tokens_));
     if (std::find(buckets.begin(), buckets.end(), bucket) == buckets.end()) buckets.push_back(bucket);

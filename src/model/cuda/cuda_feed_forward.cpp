@@ -6,6 +6,7 @@
 #include "kernels/cuda/fp8_gemm/fp8_grouped_gemm.h"
 #include "kernels/cuda/moe/moe_combine.h"
 #include "kernels/cuda/moe/moe_gather.h"
+#include "kernels/cuda/moe/moe_router_gemm.h"
 #include "kernels/cuda/moe/swiglu.h"
 #include "model/cuda/cuda_model_impl.h"
 
@@ -57,7 +58,12 @@ void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out)
   }
   // Routing: fp32 router logits [n, E] -> expert ids / weights [n, k].
   float* router_logits = router_logits_.ensure(static_cast<size_t>(n * experts), stream_);
-  cublas_rows_gemm(*router_gemm_, normed_f32_.buffer.data(), n, weights.router.data(), router_logits);
+  if (!options_.deterministic && n <= kc::Fp8Gemm::kSmallMMaxTokens) {
+    // Decode: our fp32 kernel streams the router weight at ~4x cuBLASLt's speed for these row counts.
+    kc::moe_router_logits_fp32(normed_f32_.buffer.data(), n, hidden, weights.router.data(), experts, router_logits, stream_);
+  } else {
+    cublas_rows_gemm(*router_gemm_, normed_f32_.buffer.data(), n, weights.router.data(), router_logits);
+  }
   int32_t* expert_ids = expert_ids_.ensure(static_cast<size_t>(n * top_k), stream_);
   float* expert_weights = expert_weights_.ensure(static_cast<size_t>(n * top_k), stream_);
   kc::moe_route(router_logits, n, weights.correction_bias.size() ? weights.correction_bias.data() : nullptr, routing_,

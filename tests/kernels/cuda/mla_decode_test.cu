@@ -218,8 +218,15 @@ TEST(MlaDecode, PlanAndWorkspace) {
   EXPECT_EQ(1, mla_decode_plan(132, 128, 128, 4096).num_splits);
   EXPECT_GT(mla_decode_plan(132, 1, 128, 16384).num_splits, 16);
   EXPECT_EQ(1, mla_decode_plan(132, 1, 128, 64).num_splits);
-  EXPECT_EQ(64, mla_decode_plan(132, 1, 128, 100).head_group);
+  // 64-head groups share each KV read among more heads; short contexts at small batches take 16-head groups (more
+  // CTAs for a latency-bound call).
+  EXPECT_EQ(64, mla_decode_plan(132, 1, 128, 4096).head_group);
+  EXPECT_EQ(64, mla_decode_plan(132, 16, 128, 1024).head_group);
+  EXPECT_EQ(16, mla_decode_plan(132, 1, 128, 100).head_group);
+  EXPECT_EQ(16, mla_decode_plan(132, 2, 128, 1024).head_group);
+  EXPECT_EQ(16, mla_decode_plan(132, 16, 128, 256).head_group);
   EXPECT_EQ(16, mla_decode_plan(132, 1, 16, 100).head_group);
+  EXPECT_EQ(32, mla_decode_plan(132, 64, 32, 4096).head_group);
   const size_t max_bytes = kernels::cuda::mla_decode_max_workspace_bytes(132, 128, 128, 512, 16384);
   for (int batch : {1, 2, 16, 64, 128}) {
     const MlaDecodePlan plan = mla_decode_plan(132, batch, 128, 16384);

@@ -43,22 +43,27 @@ void launch_decode_tokens(const HeadBmmParams& params, int32_t num_heads, cudaSt
   kernel<<<grid, mla_detail::kDecodeThreads, smem_bytes, stream>>>(params);
 }
 
-template <bool kWeightRowsAreK, bool kFp8>
+// Where the decode kernel is faster than the tiled one (mla_bench on an H200, L2 flushed): fp8 weights up to 32
+// tokens (1.1-1.2x); at 64 tokens and with bf16 weights it was slower (0.6-0.9x), so those keep the tiled kernel.
+constexpr int32_t kDecodeKernelMaxTokens = 32;
+static_assert(kDecodeKernelMaxTokens <= mla_detail::kDecodeMaxTokens);
+
+template <bool kWeightRowsAreK>
 void launch_decode(const HeadBmmParams& params, int32_t num_heads, cudaStream_t stream) {
-  if (params.m <= 8) launch_decode_tokens<kWeightRowsAreK, kFp8, 8>(params, num_heads, stream);
-  else if (params.m <= 16) launch_decode_tokens<kWeightRowsAreK, kFp8, 16>(params, num_heads, stream);
-  else if (params.m <= 32) launch_decode_tokens<kWeightRowsAreK, kFp8, 32>(params, num_heads, stream);
-  else launch_decode_tokens<kWeightRowsAreK, kFp8, 64>(params, num_heads, stream);
+  if (params.m <= 8) launch_decode_tokens<kWeightRowsAreK, true, 8>(params, num_heads, stream);
+  else if (params.m <= 16) launch_decode_tokens<kWeightRowsAreK, true, 16>(params, num_heads, stream);
+  else launch_decode_tokens<kWeightRowsAreK, true, 32>(params, num_heads, stream);
 }
 
-// The decode kernel's shape requirements (see mla_head_bmm_decode_kernel.cuh); params.w* must be filled in.
+// Whether the decode kernel runs: fp8 weights, at most kDecodeKernelMaxTokens tokens, and the kernel's shape
+// requirements (see mla_head_bmm_decode_kernel.cuh); params.w* must be filled in.
 bool decode_kernel_fits(const HeadBmmParams& params, const MlaKvBWeights& w) {
-  if (params.m > mla_detail::kDecodeMaxTokens) return false;
+  if (!w.is_fp8 || params.m > kDecodeKernelMaxTokens) return false;
   const bool shape_ok = params.a_vector && params.k % 16 == 0 && params.n % 16 == 0 && w.kv_lora_dim % 16 == 0 &&
                         params.w_rows_per_head % 16 == 0 && params.w_row_offset % 16 == 0 && aligned16(w.weight);
   if (!shape_ok) return false;
   // Largest staging of the variant that params.m selects (the layouts differ only in the per-warp buffers).
-  const int tokens = params.m <= 8 ? 8 : params.m <= 16 ? 16 : params.m <= 32 ? 32 : 64;
+  const int tokens = params.m <= 8 ? 8 : params.m <= 16 ? 16 : 32;
   const int64_t smem_bytes = static_cast<int64_t>(tokens) * 4 * ((params.k + 63) / 64) * 32 +
                              mla_detail::kDecodeWarps * 2 * 2048;
   return smem_bytes <= kDecodeMaxSmemBytes;
@@ -79,8 +84,7 @@ void set_weights(HeadBmmParams& params, const MlaKvBWeights& w) {
 template <bool kWeightRowsAreK>
 void launch(const HeadBmmParams& params, const MlaKvBWeights& w, bool allow_decode, cudaStream_t stream) {
   if (allow_decode && decode_kernel_fits(params, w)) {
-    if (w.is_fp8) launch_decode<kWeightRowsAreK, true>(params, w.num_heads, stream);
-    else launch_decode<kWeightRowsAreK, false>(params, w.num_heads, stream);
+    launch_decode<kWeightRowsAreK>(params, w.num_heads, stream);
     FATHOM_CUDA_CHECK_LAUNCH();
     return;
   }
