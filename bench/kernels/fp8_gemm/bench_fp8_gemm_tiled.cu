@@ -105,6 +105,44 @@ std::vector<int32_t> routed_counts(int64_t tokens, int experts, int top_k, std::
   return counts;
 }
 
+// Random stacked expert weights [experts, rows, cols] and their block scales (constant), for the grouped sections.
+struct ExpertWeights {
+  DeviceBuffer<uint8_t> values;
+  DeviceBuffer<float> scales;
+  ExpertWeights(int experts, const WeightShape& shape)
+      : values(static_cast<size_t>(experts * shape.rows * shape.cols)),
+        scales(static_cast<size_t>(experts * ceil_div(shape.rows, 128) * ceil_div(shape.cols, 128))) {
+    fill_random_fp8<<<4096, 256>>>(values.data(), values.size(), 11);
+    fill_scales(scales, 1e-3f);
+  }
+};
+
+// `rows` permuted activation rows [rows, cols] (random e4m3, constant scales), the bf16 output [rows, out_rows], and
+// the grouped GEMM arguments over them (max_rows_per_expert left to the caller).
+struct GroupedProblem {
+  DeviceBuffer<uint8_t> x;
+  DeviceBuffer<float> x_scales;
+  DeviceBuffer<__nv_bfloat16> out;
+  Fp8GroupedGemmArgs args;
+  GroupedProblem(int64_t rows, const WeightShape& shape, const ExpertWeights& weights, int experts,
+                 const DeviceBuffer<int32_t>& offsets, const DeviceBuffer<int32_t>& counts)
+      : x(static_cast<size_t>(rows * shape.cols)), x_scales(static_cast<size_t>(rows * ceil_div(shape.cols, 128))),
+        out(static_cast<size_t>(rows * shape.rows)) {
+    fill_random_fp8<<<1024, 256>>>(x.data(), x.size(), 13);
+    fill_scales(x_scales, 1e-2f);
+    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+    args.x_values = x.data();
+    args.x_scales = x_scales.data();
+    args.expert_offsets = offsets.data();
+    args.expert_counts = counts.data();
+    args.w_values = weights.values.data();
+    args.w_scales = weights.scales.data();
+    args.num_experts = experts;
+    args.rows = shape.rows;
+    args.cols = shape.cols;
+  }
+};
+
 void grouped_tiled_vs_small_m() {
   constexpr int kExperts = 256, kTopK = 8;
   constexpr int64_t kTokens = 4096;
@@ -119,34 +157,17 @@ void grouped_tiled_vs_small_m() {
               "TFLOP/s", "ratio");
   DeviceBuffer<int32_t> offsets_device(offsets), counts_device(counts);
   for (const WeightShape shape : {WeightShape{"expert_gate_up", 4096, 7168}, WeightShape{"expert_down", 7168, 2048}}) {
-    const int64_t k_blocks = ceil_div(shape.cols, 128);
-    DeviceBuffer<uint8_t> weights(static_cast<size_t>(kExperts * shape.rows * shape.cols));
-    fill_random_fp8<<<4096, 256>>>(weights.data(), weights.size(), 11);
-    DeviceBuffer<float> w_scales(static_cast<size_t>(kExperts * ceil_div(shape.rows, 128) * k_blocks));
-    fill_scales(w_scales, 1e-3f);
-    DeviceBuffer<uint8_t> x(static_cast<size_t>(total * shape.cols));
-    fill_random_fp8<<<1024, 256>>>(x.data(), x.size(), 13);
-    DeviceBuffer<float> x_scales(static_cast<size_t>(total * k_blocks));
-    fill_scales(x_scales, 1e-2f);
-    DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(total * shape.rows));
-    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
-    Fp8GroupedGemmArgs args;
-    args.x_values = x.data();
-    args.x_scales = x_scales.data();
-    args.expert_offsets = offsets_device.data();
-    args.expert_counts = counts_device.data();
-    args.w_values = weights.data();
-    args.w_scales = w_scales.data();
-    args.num_experts = kExperts;
-    args.rows = shape.rows;
-    args.cols = shape.cols;
+    const ExpertWeights weights(kExperts, shape);
+    GroupedProblem problem(total, shape, weights, kExperts, offsets_device, counts_device);
+    Fp8GroupedGemmArgs& args = problem.args;
+    __nv_bfloat16* out = problem.out.data();
     args.max_rows_per_expert = max_count;
     const double flop = 2.0 * total * shape.rows * shape.cols;
     args.tiled = true;
-    const double tiled_ms = fathom::bench::median_ms([&](int) { fp8_grouped_gemm(args, out.data(), nullptr); },
+    const double tiled_ms = fathom::bench::median_ms([&](int) { fp8_grouped_gemm(args, out, nullptr); },
                                                      kWarmup, kRuns);
     args.tiled = false;
-    const double small_ms = fathom::bench::median_ms([&](int) { fp8_grouped_gemm(args, out.data(), nullptr); },
+    const double small_ms = fathom::bench::median_ms([&](int) { fp8_grouped_gemm(args, out, nullptr); },
                                                      kWarmup, kRuns);
     std::printf("%-16s %6lld %6lld %10.1f %9.1f %10.1f %9.1f %7.2fx\n", shape.name, (long long)shape.rows,
                 (long long)shape.cols, tiled_ms * 1e3, flop / (tiled_ms * 1e-3) / 1e12, small_ms * 1e3,
@@ -166,10 +187,7 @@ void grouped_decode(double copy_gbps) {
               "gemv_us", "of_copy", "speedup");
   for (const WeightShape shape : {WeightShape{"expert_gate_up", 4096, 7168}, WeightShape{"expert_down", 7168, 2048}}) {
     const int64_t k_blocks = ceil_div(shape.cols, 128);
-    DeviceBuffer<uint8_t> weights(static_cast<size_t>(kExperts * shape.rows * shape.cols));
-    fill_random_fp8<<<4096, 256>>>(weights.data(), weights.size(), 11);
-    DeviceBuffer<float> w_scales(static_cast<size_t>(kExperts * ceil_div(shape.rows, 128) * k_blocks));
-    fill_scales(w_scales, 1e-3f);
+    const ExpertWeights weights(kExperts, shape);
     for (int64_t tokens : {1, 2, 4, 8, 16, 32, 64}) {
       std::mt19937 rng(static_cast<uint32_t>(tokens));
       const std::vector<int32_t> counts = routed_counts(tokens, kExperts, kTopK, rng);
@@ -181,28 +199,15 @@ void grouped_decode(double copy_gbps) {
       const int32_t total = offsets.back(), touched = static_cast<int32_t>(active.size());
       active.resize(kExperts, -1);
       DeviceBuffer<int32_t> offsets_device(offsets), counts_device(counts), active_device(active);
-      DeviceBuffer<uint8_t> x(static_cast<size_t>(total * shape.cols));
-      fill_random_fp8<<<1024, 256>>>(x.data(), x.size(), 13);
-      DeviceBuffer<float> x_scales(static_cast<size_t>(total * k_blocks));
-      fill_scales(x_scales, 1e-2f);
-      DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(total * shape.rows));
-      FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
-      Fp8GroupedGemmArgs args;
-      args.x_values = x.data();
-      args.x_scales = x_scales.data();
-      args.expert_offsets = offsets_device.data();
-      args.expert_counts = counts_device.data();
-      args.w_values = weights.data();
-      args.w_scales = w_scales.data();
-      args.num_experts = kExperts;
-      args.rows = shape.rows;
-      args.cols = shape.cols;
+      GroupedProblem problem(total, shape, weights, kExperts, offsets_device, counts_device);
+      Fp8GroupedGemmArgs& args = problem.args;
+      __nv_bfloat16* out = problem.out.data();
       args.max_rows_per_expert = static_cast<int32_t>(tokens);  // the model's bound: a token picks an expert once
-      const double small_ms = fathom::bench::median_ms([&](int) { fp8_grouped_gemm(args, out.data(), nullptr); },
+      const double small_ms = fathom::bench::median_ms([&](int) { fp8_grouped_gemm(args, out, nullptr); },
                                                        kWarmup, kRuns);
       args.active_experts = active_device.data();
       args.max_active_experts = static_cast<int32_t>(std::min<int64_t>(kExperts, tokens * kTopK));
-      const double gemv_ms = fathom::bench::median_ms([&](int) { fp8_grouped_gemm(args, out.data(), nullptr); },
+      const double gemv_ms = fathom::bench::median_ms([&](int) { fp8_grouped_gemm(args, out, nullptr); },
                                                       kWarmup, kRuns);
       const double bytes = static_cast<double>(touched) * (shape.rows * shape.cols + 4.0 * ceil_div(shape.rows, 128) * k_blocks) +
                            static_cast<double>(total) * (shape.cols + 4.0 * k_blocks + 2.0 * shape.rows);

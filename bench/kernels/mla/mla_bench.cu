@@ -102,6 +102,24 @@ double bench_copy(Timer& timer, int reps) {
   return gbps;
 }
 
+// Decode arguments over `pool` (page_size tokens per page), batch sequences whose page tables are rows of
+// pages_per_seq entries of page_table.
+kc::MlaDecodeArgs decode_args(const DeviceBuffer<__nv_bfloat16>& q_latent, const DeviceBuffer<__nv_bfloat16>& q_pe,
+                              const DeviceBuffer<__nv_bfloat16>& pool, int32_t num_pages, int32_t page_size,
+                              const DeviceBuffer<int32_t>& page_table, const DeviceBuffer<int32_t>& seq_lens,
+                              int32_t batch, int32_t pages_per_seq, DeviceBuffer<__nv_bfloat16>& out) {
+  kc::MlaDecodeArgs args;
+  args.q_latent = q_latent.data();
+  args.q_pe = q_pe.data();
+  args.q_pe_head_stride = kRope;
+  args.cache = {pool.data(), num_pages, page_size, kLora, kRope};
+  args.batch = {page_table.data(), seq_lens.data(), batch, pages_per_seq};
+  args.out_latent = out.data();
+  args.num_heads = kHeads;
+  args.softmax_scale = 0.1352f;
+  return args;
+}
+
 void bench_decode(Timer& timer, int reps, double copy_gbps, int num_sms, int only_batch, int only_ctx) {
   const int page_size = 64, max_batch = 128, max_ctx = 16384;
   const int pages_per_seq = max_ctx / page_size;
@@ -129,15 +147,8 @@ void bench_decode(Timer& timer, int reps, double copy_gbps, int num_sms, int onl
       std::vector<int32_t> lens(static_cast<size_t>(max_batch), ctx);
       seq_lens.upload(lens);
       const kc::MlaDecodePlan plan = kc::mla_decode_plan(num_sms, batch, kHeads, ctx);
-      kc::MlaDecodeArgs args;
-      args.q_latent = q_latent.data();
-      args.q_pe = q_pe.data();
-      args.q_pe_head_stride = kRope;
-      args.cache = {pool.data(), static_cast<int32_t>(num_pages), page_size, kLora, kRope};
-      args.batch = {page_table.data(), seq_lens.data(), batch, pages_per_seq};
-      args.out_latent = out.data();
-      args.num_heads = kHeads;
-      args.softmax_scale = 0.1352f;
+      const kc::MlaDecodeArgs args = decode_args(q_latent, q_pe, pool, static_cast<int32_t>(num_pages), page_size,
+                                                 page_table, seq_lens, batch, pages_per_seq, out);
       const double ms = timer.median_ms(reps, [&] { kc::mla_decode(args, plan, workspace.data(), workspace.bytes(), nullptr); });
       kc::MlaDecodePlan score_only = plan, mma_only = plan;  // the other kernel paths, for comparison
       score_only.value_wgmma = false;
@@ -176,15 +187,8 @@ void bench_decode_plans(Timer& timer, int reps, int num_sms) {
   for (int batch : {1, 2, 4, 16})
     for (int ctx : {256, 1024, 4096}) {
       seq_lens.upload(std::vector<int32_t>(static_cast<size_t>(max_batch), ctx));
-      kc::MlaDecodeArgs args;
-      args.q_latent = q_latent.data();
-      args.q_pe = q_pe.data();
-      args.q_pe_head_stride = kRope;
-      args.cache = {pool.data(), static_cast<int32_t>(num_slots), 1, kLora, kRope};
-      args.batch = {page_table.data(), seq_lens.data(), batch, max_ctx};
-      args.out_latent = out.data();
-      args.num_heads = kHeads;
-      args.softmax_scale = 0.1352f;
+      const kc::MlaDecodeArgs args = decode_args(q_latent, q_pe, pool, static_cast<int32_t>(num_slots), 1, page_table,
+                                                 seq_lens, batch, max_ctx, out);
       auto time_plan = [&](const kc::MlaDecodePlan& plan) {
         return timer.median_ms(reps, [&] { kc::mla_decode(args, plan, workspace.data(), workspace.bytes(), nullptr); });
       };

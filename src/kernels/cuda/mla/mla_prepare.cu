@@ -25,40 +25,6 @@ constexpr int kMaxRopeDim = 256;
 constexpr int kMaxQItems = 4;
 constexpr int kFewTokens = 64;
 
-// Loaded rows stay packed as bf16 across the barrier (4 registers per 8 values instead of 8) and are widened when
-// used: widening is exact, so this changes no bits, and it halves the registers that bound the blocks per SM.
-__device__ __forceinline__ void unpack_bf16x8(const uint4& raw, float (&out)[8]) {
-  const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 f = __bfloat1622float2(pairs[i]);
-    out[2 * i] = f.x;
-    out[2 * i + 1] = f.y;
-  }
-}
-
-// Round to nearest even, as store_bf16x8 and __float2bfloat16_rn.
-__device__ __forceinline__ uint4 pack_bf16x8(const float (&in)[8]) {
-  uint4 raw;
-  __nv_bfloat162* pairs = reinterpret_cast<__nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) pairs[i] = __floats2bfloat162_rn(in[2 * i], in[2 * i + 1]);
-  return raw;
-}
-
-// Up to 8 values (count in [0, 8]), zeros past count: they widen to the 0.0f padding of load_bf16x8_partial.
-__device__ __forceinline__ uint4 load_packed_bf16x8(const __nv_bfloat16* src, int count, bool aligned) {
-  if (aligned && count == 8) return *reinterpret_cast<const uint4*>(src);
-  uint32_t words[4];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const uint32_t lo = 2 * k < count ? __bfloat16_as_ushort(src[2 * k]) : 0u;
-    const uint32_t hi = 2 * k + 1 < count ? __bfloat16_as_ushort(src[2 * k + 1]) : 0u;
-    words[k] = lo | (hi << 16);
-  }
-  return make_uint4(words[0], words[1], words[2], words[3]);
-}
-
 // How a rope vector is cut into items (one thread's unit of work). The 16-byte forms need rope_dim % 8 == 0
 // (interleaved) or (rope_dim / 2) % 8 == 0 (split halves) and 16-byte aligned rows; kPair is the general fallback.
 // Every form rotates each pair with rope_rotate and the same cos/sin, so all give the same bits.
@@ -188,8 +154,8 @@ __device__ __forceinline__ void prepare_kv_row(const PrepareParams& p, int64_t t
       const int64_t v = tid + static_cast<int64_t>(j) * p.norm_threads;
       const int64_t column = v * kBf16PerVector;
       const int count = v < vectors ? static_cast<int>(min(int64_t{kBf16PerVector}, lora - column)) : 0;
-      values[j] = load_packed_bf16x8(row + column, count, p.latent_aligned);
-      weights[j] = load_packed_bf16x8(p.weight + column, count, p.latent_aligned);
+      values[j] = load_bf16x8_bits(row + column, count, p.latent_aligned);
+      weights[j] = load_bf16x8_bits(p.weight + column, count, p.latent_aligned);
       float x[8];
       unpack_bf16x8(values[j], x);
 #pragma unroll
