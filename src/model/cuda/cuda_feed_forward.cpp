@@ -83,16 +83,9 @@ void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out)
   const size_t permutation_bytes = kc::moe_permutation_workspace_bytes(shape);
   uint8_t* permutation_workspace = permutation_workspace_.ensure(std::max<size_t>(permutation_bytes, 16), stream_);
   kc::moe_build_permutation(expert_ids, shape, permutation_workspace, permutation_bytes, permutation, stream_);
-  uint8_t* permuted_values = permuted_values_.ensure(static_cast<size_t>(max_rows * hidden), stream_);   // [rows, H]
-  float* permuted_scales = permuted_scales_.ensure(static_cast<size_t>(max_rows * hidden_groups), stream_);  // [rows, H/128]
-  kc::moe_gather_rows(x.activations.values, n, top_k, hidden, permutation.token_slot_row, permuted_values, stream_);
-  kc::moe_gather_rows(x.activations.scales, n, top_k, hidden_groups * static_cast<int64_t>(sizeof(float)),
-                      permutation.token_slot_row, permuted_scales, stream_);
   // Expert gate/up -> SwiGLU (quantized) -> expert down, each only over the selected experts' rows.
   bf16* expert_gate_up = expert_gate_up_.ensure(static_cast<size_t>(max_rows * 2 * padded), stream_);  // [rows, 2 * Ip]
   kc::Fp8GroupedGemmArgs gate_up_args;
-  gate_up_args.x_values = permuted_values;
-  gate_up_args.x_scales = permuted_scales;
   gate_up_args.expert_offsets = permutation.expert_offsets;
   gate_up_args.expert_counts = permutation.expert_counts;
   gate_up_args.w_values = weights.experts.gate_up.values.data();
@@ -104,9 +97,22 @@ void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out)
   // Prefill-sized batches: 128-row tiles that share each expert's weight tile (same bits as the small-M kernel).
   gate_up_args.tiled = n > kc::Fp8Gemm::kSmallMMaxTokens;
   if (!gate_up_args.tiled) {
-    // Decode: a grid over the (at most n * top_k) experts with rows, not over all E.
+    // Decode: a grid over the (at most n * top_k) experts with rows, not over all E, reading each row's token from x
+    // through the permutation (no gather launches).
     gate_up_args.active_experts = permutation.active_experts;
     gate_up_args.max_active_experts = static_cast<int32_t>(std::min<int64_t>(experts, n * top_k));
+    gate_up_args.x_values = x.activations.values;
+    gate_up_args.x_scales = x.activations.scales;
+    gate_up_args.x_row_source = permutation.row_token_slot;
+    gate_up_args.x_row_divisor = top_k;
+  } else {
+    uint8_t* permuted_values = permuted_values_.ensure(static_cast<size_t>(max_rows * hidden), stream_);   // [rows, H]
+    float* permuted_scales = permuted_scales_.ensure(static_cast<size_t>(max_rows * hidden_groups), stream_);  // [rows, H/128]
+    kc::moe_gather_rows(x.activations.values, n, top_k, hidden, permutation.token_slot_row, permuted_values, stream_);
+    kc::moe_gather_rows(x.activations.scales, n, top_k, hidden_groups * static_cast<int64_t>(sizeof(float)),
+                        permutation.token_slot_row, permuted_scales, stream_);
+    gate_up_args.x_values = permuted_values;
+    gate_up_args.x_scales = permuted_scales;
   }
   kc::fp8_grouped_gemm(gate_up_args, expert_gate_up, stream_);
   uint8_t* act_values = expert_act_values_.ensure(static_cast<size_t>(max_rows * padded), stream_);     // [rows, Ip]
@@ -115,8 +121,9 @@ void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out)
                        reinterpret_cast<__nv_fp8_e4m3*>(act_values), act_scales, padded / 128, 1, stream_);
   bf16* expert_out = expert_out_.ensure(static_cast<size_t>(max_rows * hidden), stream_);  // [rows, H]
   kc::Fp8GroupedGemmArgs down_args = gate_up_args;
-  down_args.x_values = act_values;
+  down_args.x_values = act_values;  // permuted rows: read directly
   down_args.x_scales = act_scales;
+  down_args.x_row_source = nullptr;
   down_args.w_values = weights.experts.down.values.data();
   down_args.w_scales = weights.experts.down.scales.data();
   down_args.rows = hidden;

@@ -92,6 +92,47 @@ TEST_P(GroupedGemm, MatchesCpuW8A8PerExpert) {
     }
   }
 
+  // Reading the rows through x_row_source (row r = source row row_source[r] / divisor of an unpermuted x, as the
+  // model passes MoePermutation::row_token_slot and top_k) gives the same bits as the permuted copy.
+  {
+    constexpr int32_t kDivisor = 3;
+    std::vector<int32_t> source_of(static_cast<size_t>(total_rows));
+    std::iota(source_of.begin(), source_of.end(), 0);
+    std::shuffle(source_of.begin(), source_of.end(), rng);
+    const std::vector<uint8_t> permuted_values = x_values.download();
+    const std::vector<float> permuted_scales = x_scales.download();
+    std::vector<uint8_t> source_values(permuted_values.size());
+    std::vector<float> source_scales(permuted_scales.size());
+    std::vector<int32_t> row_source(static_cast<size_t>(total_rows));
+    for (int64_t r = 0; r < total_rows; ++r) {
+      const int64_t source = source_of[r];
+      std::memcpy(&source_values[source * s.cols], &permuted_values[r * s.cols], static_cast<size_t>(s.cols));
+      std::memcpy(&source_scales[source * k_blocks], &permuted_scales[r * k_blocks], sizeof(float) * k_blocks);
+      row_source[r] = static_cast<int32_t>(source * kDivisor + r % kDivisor);
+    }
+    DeviceBuffer<uint8_t> source_values_device(source_values);
+    DeviceBuffer<float> source_scales_device(source_scales);
+    DeviceBuffer<int32_t> row_source_device(row_source);
+    Fp8GroupedGemmArgs indirect_args = args;
+    indirect_args.x_values = source_values_device.data();
+    indirect_args.x_scales = source_scales_device.data();
+    indirect_args.active_experts = active_device.data();
+    indirect_args.max_active_experts = num_active;
+    indirect_args.x_row_source = row_source_device.data();
+    indirect_args.x_row_divisor = kDivisor;
+    DeviceBuffer<__nv_bfloat16> indirect_out(static_cast<size_t>(total_rows * s.rows));
+    indirect_out.fill_bytes(0xff);
+    fp8_grouped_gemm(indirect_args, indirect_out.data(), nullptr);
+    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> indirect = fathom::testing::bf16_to_float_vector(indirect_out.download());
+    for (size_t i = 0; i < gpu.size(); ++i) {
+      ASSERT_EQ(std::memcmp(&indirect[i], &gpu[i], sizeof(float)), 0)
+          << "x_row_source path differs at row " << i / s.rows << " col " << i % s.rows;
+    }
+    indirect_args.tiled = true;  // only the decode kernel reads through a row map
+    EXPECT_THROW(fp8_grouped_gemm(indirect_args, indirect_out.data(), nullptr), Error);
+  }
+
   ThreadPool pool;
   for (int32_t e = 0; e < s.num_experts; ++e) {
     if (s.counts[e] == 0) continue;

@@ -4,6 +4,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/norm/bf16x8.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 
 namespace fathom::kernels::cuda {
 namespace {
@@ -19,6 +20,7 @@ __global__ void __launch_bounds__(kThreads)
                      const int32_t* __restrict__ token_ids, // [T]
                      Unit* __restrict__ out,               // [T, units_per_row]
                      int32_t* __restrict__ error_flag) {
+  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   const int64_t token = blockIdx.x;
   int64_t id = token_ids[token];
   if (id < 0 || id >= vocab) {
@@ -40,10 +42,8 @@ void launch(const __nv_bfloat16* table, int64_t vocab, int64_t hidden, const int
   const int64_t splits = std::clamp<int64_t>((kTargetBlocks + num_tokens - 1) / num_tokens, 1, max_splits);
   const int64_t units_per_split = (units + splits - 1) / splits;
   const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(splits));
-  embedding_kernel<Unit><<<grid, kThreads, 0, stream>>>(reinterpret_cast<const Unit*>(table), vocab, units,
-                                                        units_per_split, token_ids, reinterpret_cast<Unit*>(out),
-                                                        error_flag);
-  FATHOM_CUDA_CHECK_LAUNCH();
+  launch_programmatic(embedding_kernel<Unit>, grid, dim3(kThreads), 0, stream, reinterpret_cast<const Unit*>(table), vocab,
+                      units, units_per_split, token_ids, reinterpret_cast<Unit*>(out), error_flag);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/fp8_gemm/fp8_types.h"
+#include "kernels/cuda/programmatic_launch.cuh"
 
 namespace fathom::kernels::cuda {
 
@@ -20,6 +21,7 @@ __global__ void quantize_activations_kernel(const Input* __restrict__ x,        
                                             float* __restrict__ scales,         // [tokens, groups]
                                             float* __restrict__ scales_block_major,   // [groups, bm_tokens] or null
                                             int64_t block_major_tokens) {
+  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   const int64_t groups = (cols + kFp8ScaleBlock - 1) / kFp8ScaleBlock;
   const int64_t warp_global = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -59,9 +61,8 @@ void launch(const Input* x, int64_t tokens, int64_t cols, uint8_t* values, float
   const int64_t warps = tokens * ceil_div(cols, kFp8ScaleBlock);
   constexpr int kThreads = 256;
   const int64_t blocks = ceil_div(warps * 32, kThreads);
-  quantize_activations_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, tokens, cols, values, scales,
-                                                                                     scales_block_major, block_major_tokens);
-  FATHOM_CUDA_CHECK_LAUNCH();
+  launch_programmatic(quantize_activations_kernel<Input>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream, x,
+                      tokens, cols, values, scales, scales_block_major, block_major_tokens);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_gemv.cuh"
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_small_m.cuh"
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_tiled.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 
 namespace fathom::kernels::cuda {
 
@@ -16,6 +17,7 @@ template <typename Output>
 __global__ void reduce_splits_kernel(const float* __restrict__ partial,  // [splits, tokens, rows]
                                      int splits, int64_t count,           // count = tokens * rows
                                      Output* __restrict__ out) {          // [tokens, rows]
+  begin_dependent_kernel();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= count) return;
   float sum = 0.0f;
@@ -108,10 +110,9 @@ void Fp8Gemm::run_small_m(const DeviceFp8Activations& x, const DeviceFp8Weight& 
       fused = true;
     }
     GemvKernel<Output> kernel = gemv_kernel_for<Output>(info, tokens <= 8 ? 1 : 2, fused);
-    kernel<<<dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(used_splits)), info.warps * 32, 0, stream>>>(
-        x.values, x.scales, w.values, w.scales, tokens, w.rows, w.cols, k_blocks, k_blocks_per_split, used_splits, out,
-        partial, counters);
-    FATHOM_CUDA_CHECK_LAUNCH();
+    launch_programmatic(kernel, dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(used_splits)),
+                        dim3(info.warps * 32), 0, stream, x.values, x.scales, w.values, w.scales, tokens, w.rows, w.cols,
+                        k_blocks, k_blocks_per_split, used_splits, out, partial, counters);
   } else {
     const dim3 grid(static_cast<unsigned>(ceil_div(w.rows, sm90::kSmallMRowsPerWarp * sm90::kSmallMWarpsPerBlock)),
                     static_cast<unsigned>(used_splits));
@@ -129,9 +130,8 @@ void Fp8Gemm::run_small_m(const DeviceFp8Activations& x, const DeviceFp8Weight& 
   }
   if (partial && !fused) {
     const int64_t count = static_cast<int64_t>(tokens) * w.rows;
-    reduce_splits_kernel<Output><<<static_cast<unsigned>(ceil_div(count, 256)), 256, 0, stream>>>(partial, used_splits,
-                                                                                                 count, out);
-    FATHOM_CUDA_CHECK_LAUNCH();
+    launch_programmatic(reduce_splits_kernel<Output>, dim3(static_cast<unsigned>(ceil_div(count, 256))), dim3(256), 0,
+                        stream, partial, used_splits, count, out);
   }
 }
 

@@ -5,6 +5,7 @@
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_gemv.cuh"
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_small_m.cuh"
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_tiled.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 
 namespace fathom::kernels::cuda {
 
@@ -43,14 +44,13 @@ void launch_gemv(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bfloat16* ou
   const dim3 grid(static_cast<unsigned>(ceil_div(args.rows, kWarps * sm90::kSmallMRowsPerWarp)), 1,
                   static_cast<unsigned>(args.max_active_experts));
   auto launch = [&](auto kernel) {
-    kernel<<<grid, kWarps * 32, 0, stream>>>(args.x_values, args.x_scales, args.expert_offsets, args.expert_counts,
-                                            args.active_experts, args.w_values, args.w_scales, args.rows, args.cols,
-                                            k_blocks, out);
+    launch_programmatic(kernel, grid, dim3(kWarps * 32), 0, stream, args.x_values, args.x_scales, args.expert_offsets,
+                        args.expert_counts, args.active_experts, args.x_row_source, args.x_row_divisor, args.w_values,
+                        args.w_scales, args.rows, args.cols, k_blocks, out);
   };
   // One 8-token tile per pass when no expert can have more rows; else two (16 rows per pass over the weight).
   if (args.max_rows_per_expert <= 8) launch(sm90::fp8_gemm_grouped_gemv_kernel<1, kWarps, kDepth, __nv_bfloat16>);
   else launch(sm90::fp8_gemm_grouped_gemv_kernel<2, kWarps, kDepth, __nv_bfloat16>);
-  FATHOM_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -64,6 +64,9 @@ void fp8_grouped_gemm(const Fp8GroupedGemmArgs& args, __nv_bfloat16* out, cudaSt
   FATHOM_CHECK(args.x_values && args.x_scales && args.expert_offsets && args.expert_counts && args.w_values &&
                    args.w_scales && out,
                "fp8_grouped_gemm: null pointer argument");
+  FATHOM_CHECK(!args.x_row_source || (args.active_experts && !args.tiled && args.x_row_divisor >= 1),
+               "fp8_grouped_gemm: x_row_source needs the decode path (active_experts, not tiled) and a divisor >= 1, got "
+                   << args.x_row_divisor);
   const int k_blocks = static_cast<int>(ceil_div(args.cols, kFp8ScaleBlock));
   if (args.tiled) {
     launch_tiled(args, k_blocks, out, stream);

@@ -31,6 +31,11 @@ struct Fp8GroupedGemmArgs {
   // streams its weight with fp8_gemm_grouped_gemv_kernel (same bits as without).
   const int32_t* active_experts = nullptr;  // [num_experts] (device)
   int32_t max_active_experts = 0;
+  // Decode only (with active_experts): when set, permuted row r reads activation row x_row_source[r] / x_row_divisor
+  // of an unpermuted x (MoePermutation::row_token_slot and top_k: the token's row) instead of row r, so no gather
+  // launch is needed. Same values read, same bits.
+  const int32_t* x_row_source = nullptr;    // [max_rows] (device)
+  int32_t x_row_divisor = 1;
 };
 
 // out: [max_rows, rows] bf16; rows of each expert's segment written, others untouched. No sync, no allocation.

@@ -40,7 +40,7 @@ void launch_decode_tokens(const HeadBmmParams& params, int32_t num_heads, cudaSt
   FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
   constexpr int kCtaCols = mla_detail::kDecodeWarps * mla_detail::DecodeLayout<kWeightRowsAreK, kFp8>::kWarpCols;
   const dim3 grid(static_cast<unsigned>((params.n + kCtaCols - 1) / kCtaCols), static_cast<unsigned>(num_heads));
-  kernel<<<grid, mla_detail::kDecodeThreads, smem_bytes, stream>>>(params);
+  launch_programmatic(kernel, grid, dim3(mla_detail::kDecodeThreads), smem_bytes, stream, params);
 }
 
 // Where the decode kernel is faster than the tiled one (mla_bench on an H200, L2 flushed): fp8 weights up to 32
@@ -105,11 +105,12 @@ void launch(const HeadBmmParams& params, const MlaKvBWeights& w, bool allow_deco
       else launch_pipelined<kWeightRowsAreK, false, 4>(params, grid, stream);
     }
   } else if (w.is_fp8) {
-    mla_detail::mla_head_bmm_kernel<kWeightRowsAreK, true><<<grid, mla_detail::kBmmThreads, 0, stream>>>(params);
+    launch_programmatic(mla_detail::mla_head_bmm_kernel<kWeightRowsAreK, true>, grid, dim3(mla_detail::kBmmThreads), 0,
+                        stream, params);
   } else {
-    mla_detail::mla_head_bmm_kernel<kWeightRowsAreK, false><<<grid, mla_detail::kBmmThreads, 0, stream>>>(params);
+    launch_programmatic(mla_detail::mla_head_bmm_kernel<kWeightRowsAreK, false>, grid, dim3(mla_detail::kBmmThreads), 0,
+                        stream, params);
   }
-  FATHOM_CUDA_CHECK_LAUNCH();
 }
 
 // Checked parameters of q_latent = W_UK^T q_nope (num_tokens > 0).

@@ -23,8 +23,7 @@ void launch_decode(const DecodeKernelParams& params, int batch, int num_splits, 
   FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmemBytes));
   const dim3 grid(static_cast<unsigned>((params.num_heads + kHeadGroup - 1) / kHeadGroup),
                   static_cast<unsigned>(num_splits), static_cast<unsigned>(batch));
-  kernel<<<grid, mla_detail::kDecodeThreads, L::kSmemBytes, stream>>>(params);
-  FATHOM_CUDA_CHECK_LAUNCH();
+  launch_programmatic(kernel, grid, dim3(mla_detail::kDecodeThreads), L::kSmemBytes, stream, params);
 }
 
 template <int kLatentPad, int kRopePad>
@@ -99,9 +98,9 @@ void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* work
   }
   if (plan.num_splits > 1) {
     const dim3 grid(static_cast<unsigned>(args.num_heads), static_cast<unsigned>(batch.batch));
-    mla_detail::mla_decode_combine_kernel<<<grid, mla_detail::kCombineThreads, 0, stream>>>(
-        params.partial_out, params.partial_lse, args.out_latent, args.num_heads, cache.kv_lora_dim, plan.num_splits);
-    FATHOM_CUDA_CHECK_LAUNCH();
+    launch_programmatic(mla_detail::mla_decode_combine_kernel, grid, dim3(mla_detail::kCombineThreads), 0, stream,
+                        params.partial_out, params.partial_lse, args.out_latent, args.num_heads, cache.kv_lora_dim,
+                        plan.num_splits);
   }
 }
 

@@ -5,6 +5,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/norm/bf16x8.cuh"
 #include "kernels/cuda/rope/rope_cos_sin.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 
 namespace fathom::kernels::cuda {
 namespace {
@@ -235,6 +236,7 @@ __device__ __forceinline__ void prepare_q_heads(const PrepareParams& p, int64_t 
 // grid (T, 1 + q blocks per token); blockIdx.y is uniform in a block, so each branch has its own barrier.
 template <RopeAccess kAccess>
 __global__ void __launch_bounds__(kMaxThreads) mla_prepare_kernel(PrepareParams p) {
+  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   __shared__ float cos_shared[kMaxRopeDim / 2];
   __shared__ float sin_shared[kMaxRopeDim / 2];
   __shared__ float warp_partials[kMaxThreads / 32];
@@ -269,8 +271,7 @@ void launch(const PrepareParams& params, int32_t num_tokens, int threads, cudaSt
   PrepareParams p = params;
   p.heads_per_block = (heads + q_blocks - 1) / q_blocks;  // balanced: blocks differ by at most one head
   const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(1 + q_blocks));
-  mla_prepare_kernel<kAccess><<<grid, threads, 0, stream>>>(p);
-  FATHOM_CUDA_CHECK_LAUNCH();
+  launch_programmatic(mla_prepare_kernel<kAccess>, grid, dim3(threads), 0, stream, p);
 }
 
 }  // namespace

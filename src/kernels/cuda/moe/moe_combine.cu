@@ -4,6 +4,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/norm/bf16x8.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 
 namespace fathom::kernels::cuda {
 namespace {
@@ -21,6 +22,7 @@ __global__ void __launch_bounds__(kThreads)
                    const __nv_bfloat16* __restrict__ shared_out,  // [T, H] or null
                    int32_t top_k, int64_t hidden, int64_t vectors_per_split, bool aligned,
                    __nv_bfloat16* __restrict__ out) {             // [T, H]
+  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   __shared__ int rows[kMaxTopK];
   __shared__ float weights[kMaxTopK];
   const int64_t token = blockIdx.x;
@@ -73,9 +75,8 @@ void moe_combine(const __nv_bfloat16* expert_out, const float* expert_weights, c
   const int64_t splits = std::clamp<int64_t>(wanted, 1, max_splits);
   const int64_t vectors_per_split = (vectors + splits - 1) / splits;
   const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(splits));
-  combine_kernel<<<grid, kThreads, 0, stream>>>(expert_out, expert_weights, token_slot_row, shared_out, top_k, hidden,
-                                                vectors_per_split, aligned, out);
-  FATHOM_CUDA_CHECK_LAUNCH();
+  launch_programmatic(combine_kernel, grid, dim3(kThreads), 0, stream, expert_out, expert_weights, token_slot_row,
+                      shared_out, top_k, hidden, vectors_per_split, aligned, out);
 }
 
 }  // namespace fathom::kernels::cuda

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/programmatic_launch.cuh"
 
 namespace fathom::kernels::cuda {
 namespace {
@@ -19,6 +20,7 @@ __global__ void __launch_bounds__(kThreads)
                        int32_t top_k, int64_t units_per_row, int64_t units_per_split,
                        const int32_t* __restrict__ token_slot_row, // [T * k]
                        Unit* __restrict__ dst) {                  // [max_rows, units_per_row]
+  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   __shared__ int rows[kMaxTopK];
   const int64_t token = blockIdx.x;
   if (threadIdx.x < top_k) rows[threadIdx.x] = token_slot_row[token * top_k + threadIdx.x];
@@ -57,9 +59,8 @@ void launch_gather(const void* src, int64_t num_tokens, int32_t top_k, int64_t r
   const int64_t splits = std::clamp<int64_t>(wanted, min_splits, max_splits);
   const int64_t units_per_split = (units + splits - 1) / splits;
   const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(splits));
-  gather_rows_kernel<Unit><<<grid, kThreads, 0, stream>>>(static_cast<const Unit*>(src), top_k, units, units_per_split,
-                                                          token_slot_row, static_cast<Unit*>(dst));
-  FATHOM_CUDA_CHECK_LAUNCH();
+  launch_programmatic(gather_rows_kernel<Unit>, grid, dim3(kThreads), 0, stream, static_cast<const Unit*>(src), top_k,
+                      units, units_per_split, token_slot_row, static_cast<Unit*>(dst));
 }
 
 }  // namespace

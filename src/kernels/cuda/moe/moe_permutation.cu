@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/programmatic_launch.cuh"
 
 namespace fathom::kernels::cuda {
 namespace {
@@ -163,6 +164,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     permutation_small_kernel(const int32_t* __restrict__ expert_ids,  // [T * k]
                              int64_t num_entries, int num_experts, int row_alignment, int64_t max_rows,
                              int64_t rows_per_block, MoePermutation out) {
+  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   __shared__ typename BlockScan::TempStorage scan_storage;
   extern __shared__ int shared[];
   int* warp_hist = shared;                                   // [W][E]
@@ -188,6 +190,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     permutation_histogram_kernel(const int32_t* __restrict__ expert_ids,  // [T * k]
                                  int64_t num_entries, int num_experts,
                                  int32_t* __restrict__ chunk_counts) {    // [chunks, E]
+  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   extern __shared__ int hist[];  // [E]
   for (int e = threadIdx.x; e < num_experts; e += blockDim.x) hist[e] = 0;
   __syncthreads();
@@ -204,6 +207,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 __global__ void __launch_bounds__(kBlockThreads)
     permutation_offsets_kernel(int32_t* __restrict__ chunk_counts,  // [chunks, E] counts in, exclusive bases out
                                int num_chunks, int num_experts, int row_alignment, MoePermutation out) {
+  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   __shared__ typename BlockScan::TempStorage scan_storage;
   extern __shared__ int shared[];
   int* counts = shared;                 // [E]
@@ -228,6 +232,7 @@ __global__ void __launch_bounds__(kBlockThreads)
                                int64_t rows_per_fill_block,
                                const int32_t* __restrict__ chunk_bases,    // [chunks, E]
                                MoePermutation out) {
+  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   extern __shared__ int shared[];
   int* warp_hist = shared;                                 // [W][E]
   int* offsets = warp_hist + kWarpsPerBlock * num_experts; // [E + 1]
@@ -289,25 +294,23 @@ void moe_build_permutation(const int32_t* expert_ids, const MoePermutationShape&
   const int64_t fill_blocks = std::max<int64_t>(1, (max_rows + kRowsPerFillBlock - 1) / kRowsPerFillBlock);
   if (chunks <= 1) {
     const size_t shared_bytes = sizeof(int) * (static_cast<size_t>(kWarpsPerBlock) * num_experts + 2 * num_experts + 1);
-    permutation_small_kernel<<<static_cast<unsigned>(fill_blocks), kBlockThreads, shared_bytes, stream>>>(
-        expert_ids, entries, num_experts, shape.row_alignment, max_rows, kRowsPerFillBlock, out);
-    FATHOM_CUDA_CHECK_LAUNCH();
+    launch_programmatic(permutation_small_kernel, dim3(static_cast<unsigned>(fill_blocks)), dim3(kBlockThreads),
+                        shared_bytes, stream, expert_ids, entries, num_experts, shape.row_alignment, max_rows,
+                        kRowsPerFillBlock, out);
     return;
   }
   FATHOM_CHECK(workspace != nullptr && workspace_bytes >= moe_permutation_workspace_bytes(shape),
                "moe permutation: workspace of " << workspace_bytes << " bytes, need "
                                                 << moe_permutation_workspace_bytes(shape));
   int32_t* chunk_counts = static_cast<int32_t*>(workspace);
-  permutation_histogram_kernel<<<static_cast<unsigned>(chunks), kBlockThreads, sizeof(int) * num_experts, stream>>>(
-      expert_ids, entries, num_experts, chunk_counts);
-  FATHOM_CUDA_CHECK_LAUNCH();
-  permutation_offsets_kernel<<<1, kBlockThreads, sizeof(int) * (2 * num_experts + 1), stream>>>(
-      chunk_counts, static_cast<int>(chunks), num_experts, shape.row_alignment, out);
-  FATHOM_CUDA_CHECK_LAUNCH();
+  launch_programmatic(permutation_histogram_kernel, dim3(static_cast<unsigned>(chunks)), dim3(kBlockThreads),
+                      sizeof(int) * num_experts, stream, expert_ids, entries, num_experts, chunk_counts);
+  launch_programmatic(permutation_offsets_kernel, dim3(1), dim3(kBlockThreads), sizeof(int) * (2 * num_experts + 1),
+                      stream, chunk_counts, static_cast<int>(chunks), num_experts, shape.row_alignment, out);
   const size_t scatter_shared = sizeof(int) * (static_cast<size_t>(kWarpsPerBlock) * num_experts + 2 * num_experts + 1);
-  permutation_scatter_kernel<<<static_cast<unsigned>(chunks + fill_blocks), kBlockThreads, scatter_shared, stream>>>(
-      expert_ids, entries, num_experts, max_rows, static_cast<int>(chunks), kRowsPerFillBlock, chunk_counts, out);
-  FATHOM_CUDA_CHECK_LAUNCH();
+  launch_programmatic(permutation_scatter_kernel, dim3(static_cast<unsigned>(chunks + fill_blocks)), dim3(kBlockThreads),
+                      scatter_shared, stream, expert_ids, entries, num_experts, max_rows, static_cast<int>(chunks),
+                      kRowsPerFillBlock, chunk_counts, out);
 }
 
 }  // namespace fathom::kernels::cuda

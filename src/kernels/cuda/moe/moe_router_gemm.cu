@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/programmatic_launch.cuh"
 
 namespace fathom::kernels::cuda {
 namespace {
@@ -81,6 +82,7 @@ __global__ void __cluster_dims__(kClusterSize, 1, 1) __launch_bounds__(kThreads,
                            const float4* __restrict__ weight,  // [experts, columns]
                            int experts,
                            float* __restrict__ logits) {       // [tokens, experts]
+  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   constexpr int kCtaExperts = kExpertLanes * kExpertsPerLane;
   constexpr int kAccumulators = kTokens * kExpertsPerLane;  // index t * kExpertsPerLane + j
   constexpr int kCtaOutputs = kTokens * kCtaExperts;        // index t * kCtaExperts + expert
@@ -205,10 +207,9 @@ void launch(const float* x, int tokens, int64_t hidden, const float* weight, int
   constexpr int64_t kCtaExperts = kExpertLanes * kExpertsPerLane;
   const dim3 grid(static_cast<unsigned>(kClusterSize * ((experts + kCtaExperts - 1) / kCtaExperts)),
                   static_cast<unsigned>((tokens + kTokens - 1) / kTokens));
-  moe_router_gemm_kernel<kTokens, kExpertsPerLane, kStageColumns, kMinBlocks><<<grid, kThreads, 0, stream>>>(
-      reinterpret_cast<const float4*>(x), tokens, static_cast<int>(hidden / 4), reinterpret_cast<const float4*>(weight),
-      experts, logits);
-  FATHOM_CUDA_CHECK_LAUNCH();
+  launch_programmatic(moe_router_gemm_kernel<kTokens, kExpertsPerLane, kStageColumns, kMinBlocks>, grid, dim3(kThreads), 0,
+                      stream, reinterpret_cast<const float4*>(x), tokens, static_cast<int>(hidden / 4),
+                      reinterpret_cast<const float4*>(weight), experts, logits);
 }
 
 bool aligned(const void* pointer, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(pointer) % bytes == 0; }

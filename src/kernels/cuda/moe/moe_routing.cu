@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/programmatic_launch.cuh"
 
 namespace fathom::kernels::cuda {
 namespace {
@@ -44,6 +45,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
                        bool normalize, float routed_scaling_factor,
                        int32_t* __restrict__ expert_ids,          // [T, k]
                        float* __restrict__ expert_weights) {      // [T, k]
+  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   extern __shared__ float choice_shared[];  // [kWarpsPerBlock][E]
   const int warp = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
@@ -173,10 +175,10 @@ void launch_routing(const float* router_logits, int64_t num_tokens, const float*
                     cudaStream_t stream) {
   const int64_t blocks = (num_tokens + kWarpsPerBlock - 1) / kWarpsPerBlock;
   const size_t shared_bytes = sizeof(float) * kWarpsPerBlock * static_cast<size_t>(config.num_experts);
-  moe_routing_kernel<kPerLane><<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarpSize, shared_bytes, stream>>>(
-      router_logits, num_tokens, correction_bias, config.num_experts, config.num_groups, config.top_groups,
-      config.top_k, lanes_per_group, config.normalize, config.routed_scaling_factor, expert_ids, expert_weights);
-  FATHOM_CUDA_CHECK_LAUNCH();
+  launch_programmatic(moe_routing_kernel<kPerLane>, dim3(static_cast<unsigned>(blocks)), dim3(kWarpsPerBlock * kWarpSize),
+                      shared_bytes, stream, router_logits, num_tokens, correction_bias, config.num_experts,
+                      config.num_groups, config.top_groups, config.top_k, lanes_per_group, config.normalize,
+                      config.routed_scaling_factor, expert_ids, expert_weights);
 }
 
 }  // namespace

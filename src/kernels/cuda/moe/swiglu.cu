@@ -4,6 +4,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/norm/bf16x8.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 
 namespace fathom::kernels::cuda {
 namespace {
@@ -38,6 +39,7 @@ __global__ void __launch_bounds__(kThreads)
                        const int32_t* __restrict__ row_expert,     // [rows] or null
                        bool aligned,
                        __nv_bfloat16* __restrict__ out) {          // [rows, I]
+  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (row >= rows || (row_expert && row_expert[row] < 0)) return;
   const int64_t column = (static_cast<int64_t>(blockIdx.y) * 32 + threadIdx.x % 32) * kBf16PerVector;
@@ -57,6 +59,7 @@ __global__ void __launch_bounds__(kThreads)
                             bool aligned,
                             __nv_fp8_e4m3* __restrict__ out,            // [rows, I]
                             float* __restrict__ scales, int64_t scale_row_stride, int64_t scale_group_stride) {
+  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   const int lane = threadIdx.x % 32;
   const int half = lane / 16, sub_lane = lane % 16;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
@@ -116,8 +119,8 @@ void swiglu_bf16(const __nv_bfloat16* gate_up, int64_t rows, int64_t intermediat
   validate(gate_up, rows, intermediate);
   if (rows == 0) return;
   const bool aligned = intermediate % kBf16PerVector == 0 && is_aligned_16(gate_up) && is_aligned_16(out);
-  swiglu_bf16_kernel<<<grid_for(rows, intermediate, 32 * kBf16PerVector), kThreads, 0, stream>>>(gate_up, rows, intermediate, row_expert, aligned, out);
-  FATHOM_CUDA_CHECK_LAUNCH();
+  launch_programmatic(swiglu_bf16_kernel, grid_for(rows, intermediate, 32 * kBf16PerVector), dim3(kThreads), 0, stream,
+                      gate_up, rows, intermediate, row_expert, aligned, out);
 }
 
 void swiglu_quant_fp8(const __nv_bfloat16* gate_up, int64_t rows, int64_t intermediate, const int32_t* row_expert,
@@ -128,9 +131,9 @@ void swiglu_quant_fp8(const __nv_bfloat16* gate_up, int64_t rows, int64_t interm
   // gate/up loads need 16-byte alignment; the packed e4m3 store needs 8.
   const bool aligned = intermediate % kBf16PerVector == 0 && is_aligned_16(gate_up) &&
                        (reinterpret_cast<uintptr_t>(out) & 7u) == 0;
-  swiglu_quant_fp8_kernel<<<grid_for(rows, intermediate, 2 * kSwigluQuantGroup), kThreads, 0, stream>>>(
-      gate_up, rows, intermediate, row_expert, aligned, out, scales, scale_row_stride, scale_group_stride);
-  FATHOM_CUDA_CHECK_LAUNCH();
+  launch_programmatic(swiglu_quant_fp8_kernel, grid_for(rows, intermediate, 2 * kSwigluQuantGroup), dim3(kThreads), 0,
+                      stream, gate_up, rows, intermediate, row_expert, aligned, out, scales, scale_row_stride,
+                      scale_group_stride);
 }
 
 }  // namespace fathom::kernels::cuda

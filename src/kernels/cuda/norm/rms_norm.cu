@@ -7,6 +7,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/fp8_gemm/fp8_types.h"
 #include "kernels/cuda/norm/bf16x8.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 
 namespace fathom::kernels::cuda {
 namespace {
@@ -82,6 +83,7 @@ __global__ void __launch_bounds__(kMaxThreads)
                     float* __restrict__ out_f32, bool f32_aligned,              // [rows, dim] or null
                     uint8_t* __restrict__ fp8_values,                           // [rows, dim] e4m3 (kFp8)
                     float* __restrict__ fp8_scales) {                           // [rows, dim / 128] (kFp8)
+  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   __shared__ float warp_partials[32];
   const int64_t row = blockIdx.x;
   const __nv_bfloat16* x_row = x + row * x_row_stride;
@@ -181,6 +183,7 @@ __global__ void quantize_rows_kernel(const __nv_bfloat16* __restrict__ y, int64_
                                      int64_t rows, int64_t dim,
                                      uint8_t* __restrict__ values,                                // [rows, dim]
                                      float* __restrict__ scales) {                                // [rows, groups]
+  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   constexpr int kPerLane = static_cast<int>(kFp8ScaleBlock) / 32;
   const int64_t groups = (dim + kFp8ScaleBlock - 1) / kFp8ScaleBlock;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -228,10 +231,9 @@ void launch_norm_kernel(const NormLaunch& p, cudaStream_t stream) {
   const int64_t vectors = (p.dim + kBf16PerVector - 1) / kBf16PerVector;
   const int64_t threads = (vectors + kVectors - 1) / kVectors;
   const int block = static_cast<int>((threads + 31) / 32 * 32);  // a multiple of 32: the fp8 groups rely on it
-  rms_norm_kernel<kVectors, kMaxThreads, kAddResidual, kFp8><<<static_cast<unsigned>(p.rows), block, 0, stream>>>(
-      p.x, p.x_row_stride, p.residual, p.dim, p.weight, p.eps, p.aligned, p.out, p.out_row_stride, p.out_f32,
-      p.f32_aligned, p.fp8_values, p.fp8_scales);
-  FATHOM_CUDA_CHECK_LAUNCH();
+  launch_programmatic(rms_norm_kernel<kVectors, kMaxThreads, kAddResidual, kFp8>, dim3(static_cast<unsigned>(p.rows)),
+                      dim3(block), 0, stream, p.x, p.x_row_stride, p.residual, p.dim, p.weight, p.eps, p.aligned, p.out,
+                      p.out_row_stride, p.out_f32, p.f32_aligned, p.fp8_values, p.fp8_scales);
 }
 
 template <bool kAddResidual, bool kFp8>
@@ -251,9 +253,8 @@ void launch_quantize_rows(const __nv_bfloat16* y, int64_t y_row_stride, int64_t 
   const int64_t warps = rows * ((dim + kFp8ScaleBlock - 1) / kFp8ScaleBlock);
   const int64_t blocks = (warps * 32 + kQuantizeThreads - 1) / kQuantizeThreads;
   FATHOM_CHECK(blocks <= int64_t{0x7fffffff}, "rms_norm: fp8 quantization of " << rows << " x " << dim << " too large");
-  quantize_rows_kernel<<<static_cast<unsigned>(blocks), kQuantizeThreads, 0, stream>>>(y, y_row_stride, rows, dim,
-                                                                                     fp8.values, fp8.scales);
-  FATHOM_CUDA_CHECK_LAUNCH();
+  launch_programmatic(quantize_rows_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kQuantizeThreads), 0, stream, y,
+                      y_row_stride, rows, dim, fp8.values, fp8.scales);
 }
 
 inline bool is_aligned_8(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7u) == 0; }

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_small_m.cuh"  // mma_e4m3_16x8x32, word_of, kSmallMRowsPerWarp
+#include "kernels/cuda/programmatic_launch.cuh"
 
 namespace fathom::kernels::cuda::sm90 {
 
@@ -53,23 +54,41 @@ __device__ __forceinline__ uint4 gemv_load_16(const uint8_t* __restrict__ p, int
   return k + 16 <= limit ? __ldg(reinterpret_cast<const uint4*>(p + k)) : make_uint4(0, 0, 0, 0);
 }
 
+// The weight half of a K block's operands: read-only data, so it may be loaded before the predecessor kernel ends.
 template <int kTokenTiles>
-__device__ __forceinline__ void gemv_load(const GemvOperands<kTokenTiles>& op, const uint8_t* __restrict__ x,
-                                          const float* __restrict__ x_scales, int kb, GemvStage<kTokenTiles>& s) {
+__device__ __forceinline__ void gemv_load_weights(const GemvOperands<kTokenTiles>& op, int kb, GemvStage<kTokenTiles>& s) {
   const int k = kb * 128;  // cols < 2^31 (int k_blocks)
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     s.w_lo[i] = gemv_load_16(op.w_lo, k + i * 16, op.k_limit);
     s.w_hi[i] = gemv_load_16(op.w_hi, k + i * 16, op.k_limit);
+  }
+  s.w_scale = op.w_scale_row[kb];
+}
+
+// The activation half (written by the previous kernel: only after wait_for_predecessor()).
+template <int kTokenTiles>
+__device__ __forceinline__ void gemv_load_activations(const GemvOperands<kTokenTiles>& op, const uint8_t* __restrict__ x,
+                                                      const float* __restrict__ x_scales, int kb,
+                                                      GemvStage<kTokenTiles>& s) {
+  const int k = kb * 128;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
 #pragma unroll
     for (int t = 0; t < kTokenTiles; ++t) s.x[t][i] = gemv_load_16(x + op.x_offset[t], k + i * 16, op.k_limit);
   }
-  s.w_scale = op.w_scale_row[kb];
 #pragma unroll
   for (int t = 0; t < kTokenTiles; ++t) {
 #pragma unroll
     for (int j = 0; j < 2; ++j) s.x_scale[t][j] = x_scales[op.x_scale_offset[t][j] + kb];
   }
+}
+
+template <int kTokenTiles>
+__device__ __forceinline__ void gemv_load(const GemvOperands<kTokenTiles>& op, const uint8_t* __restrict__ x,
+                                          const float* __restrict__ x_scales, int kb, GemvStage<kTokenTiles>& s) {
+  gemv_load_weights(op, kb, s);
+  gemv_load_activations(op, x, x_scales, kb, s);
 }
 
 // The per-K-block arithmetic, written exactly as in fp8_gemm_small_m_block (same expressions, so the same FFMA
@@ -147,10 +166,12 @@ __device__ __forceinline__ GemvOperands<kTokenTiles> gemv_operands(const uint8_t
 }
 
 // acc (zeroed here) = the warp's fragment over K blocks [kb_begin, kb_begin + n), in increasing K-block order.
-template <int kTokenTiles, int kDepth>
+// before_activations() runs (in every thread) after the first kDepth K blocks of weights are requested and before
+// any activation is read: the kernels put wait_for_predecessor() there, so the weight stream starts early.
+template <int kTokenTiles, int kDepth, typename BeforeActivations>
 __device__ __forceinline__ void gemv_accumulate(const GemvOperands<kTokenTiles>& op, const uint8_t* __restrict__ x,
                                                 const float* __restrict__ x_scales, int kb_begin, int n,
-                                                float (&acc)[kTokenTiles][4]) {
+                                                float (&acc)[kTokenTiles][4], BeforeActivations before_activations) {
 #pragma unroll
   for (int t = 0; t < kTokenTiles; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
   // Rolling register ring: slot i holds K block base+i; after computing it, it is refilled with base+i+kDepth,
@@ -158,7 +179,12 @@ __device__ __forceinline__ void gemv_accumulate(const GemvOperands<kTokenTiles>&
   GemvStage<kTokenTiles> ring[kDepth];
 #pragma unroll
   for (int i = 0; i < kDepth; ++i) {
-    if (i < n) gemv_load(op, x, x_scales, kb_begin + i, ring[i]);
+    if (i < n) gemv_load_weights(op, kb_begin + i, ring[i]);
+  }
+  before_activations();
+#pragma unroll
+  for (int i = 0; i < kDepth; ++i) {
+    if (i < n) gemv_load_activations(op, x, x_scales, kb_begin + i, ring[i]);
   }
 #pragma unroll 1
   for (int base = 0; base < n; base += kDepth) {
@@ -200,7 +226,8 @@ fp8_gemm_gemv_kernel(const uint8_t* __restrict__ x,         // [tokens, cols] e4
 
   const GemvOperands<kTokenTiles> op = gemv_operands<kTokenTiles>(w, w_scales, tokens, rows, cols, k_blocks, row0);
   float acc[kTokenTiles][4];
-  gemv_accumulate<kTokenTiles, kDepth>(op, x, x_scales, kb_begin, n, acc);
+  // Launched programmatically: the first weight blocks are requested while the previous kernel finishes.
+  gemv_accumulate<kTokenTiles, kDepth>(op, x, x_scales, kb_begin, n, acc, [] { begin_dependent_kernel(); });
 
   // Fragment: acc[t][0..1] -> row_lo, tokens t*8 + 2*lane_in_group + {0,1}; acc[t][2..3] -> row_hi.
   const bool to_partial = splits > 1;
@@ -246,19 +273,23 @@ fp8_gemm_gemv_kernel(const uint8_t* __restrict__ x,         // [tokens, cols] e4
 // then -1: slots past the active ones exit at once, so the grid is sized by the batch, not by the expert count).
 // The expert multiplies its permuted rows [offsets[e], offsets[e] + counts[e]) by its own weight, kTokenTiles * 8
 // rows per pass over the weight, all K blocks in one split: the same bits as fp8_gemm_grouped_small_m_kernel.
+// x_row_source (nullable): permuted row r reads x row x_row_source[r] / x_row_divisor (x unpermuted) instead of r.
 // grid = (ceil(rows / (kWarps * 16)), 1, slots); block = kWarps * 32 threads.
 template <int kTokenTiles, int kWarps, int kDepth, typename Output>
 __global__ void __launch_bounds__(kWarps * 32)
-fp8_gemm_grouped_gemv_kernel(const uint8_t* __restrict__ x,               // [max_rows, cols] e4m3, permuted
-                             const float* __restrict__ x_scales,          // [max_rows, k_blocks]
+fp8_gemm_grouped_gemv_kernel(const uint8_t* __restrict__ x,               // [max_rows or tokens, cols] e4m3
+                             const float* __restrict__ x_scales,          // [max_rows or tokens, k_blocks]
                              const int32_t* __restrict__ expert_offsets,  // [E + 1]
                              const int32_t* __restrict__ expert_counts,   // [E]
                              const int32_t* __restrict__ active_experts,  // [>= gridDim.z]
+                             const int32_t* __restrict__ x_row_source,    // [max_rows] or null
+                             int x_row_divisor,
                              const uint8_t* __restrict__ w,               // [E, rows, cols] e4m3
                              const float* __restrict__ w_scales,          // [E, ceil(rows/128), k_blocks]
                              int64_t rows, int64_t cols, int k_blocks,
                              Output* __restrict__ out) {                  // [max_rows, rows]
   static_assert(kTokenTiles >= 1 && kTokenTiles <= 2 && kDepth >= 1 && kWarps >= 1 && kWarps <= 32);
+  begin_dependent_kernel();  // the expert list is the previous kernels' output: no weight can be read before
   const int expert = active_experts[blockIdx.z];
   if (expert < 0) return;
   const int count = expert_counts[expert];
@@ -278,10 +309,24 @@ fp8_gemm_grouped_gemv_kernel(const uint8_t* __restrict__ x,               // [ma
     const int64_t first = begin + m0;
     const uint8_t* x_rows = x + first * cols;
     const float* x_scale_rows = x_scales + first * k_blocks;
-    const GemvOperands<kTokenTiles> op =
-        gemv_operands<kTokenTiles>(w_expert, w_scales_expert, tokens, rows, cols, k_blocks, row0);
+    GemvOperands<kTokenTiles> op = gemv_operands<kTokenTiles>(w_expert, w_scales_expert, tokens, rows, cols, k_blocks, row0);
+    if (x_row_source != nullptr) {
+      // The same (clamped) tile rows as gemv_operands, each redirected to its source row of the unpermuted x.
+      x_rows = x;
+      x_scale_rows = x_scales;
+#pragma unroll
+      for (int t = 0; t < kTokenTiles; ++t) {
+        const int source = x_row_source[first + min(t * 8 + group, tokens - 1)] / x_row_divisor;
+        op.x_offset[t] = source * static_cast<int>(cols) + lane_in_group * 32;
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int scale_source = x_row_source[first + min(t * 8 + 2 * lane_in_group + j, tokens - 1)] / x_row_divisor;
+          op.x_scale_offset[t][j] = scale_source * k_blocks;
+        }
+      }
+    }
     float acc[kTokenTiles][4];
-    gemv_accumulate<kTokenTiles, kDepth>(op, x_rows, x_scale_rows, 0, k_blocks, acc);
+    gemv_accumulate<kTokenTiles, kDepth>(op, x_rows, x_scale_rows, 0, k_blocks, acc, [] {});
 #pragma unroll
     for (int t = 0; t < kTokenTiles; ++t) {
 #pragma unroll

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/programmatic_launch.cuh"
+
 namespace fathom::kernels::cuda::mla_detail {
 
 inline constexpr int kCombineThreads = 128;
@@ -17,6 +19,7 @@ __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(
     const float* __restrict__ partial_lse,  // [batch, num_splits, num_heads]
     __nv_bfloat16* __restrict__ out_latent,  // [batch, num_heads, kv_lora]
     int32_t num_heads, int32_t kv_lora, int32_t num_splits) {
+  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   __shared__ float weights[kCombineMaxSplits];
   const int h = blockIdx.x, b = blockIdx.y;
   const int64_t first_row = static_cast<int64_t>(b) * num_splits * num_heads + h;  // split s: + s * num_heads

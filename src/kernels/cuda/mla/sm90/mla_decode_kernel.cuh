@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/mla/sm90/mma_primitives.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 
 namespace fathom::kernels::cuda::mla_detail {
 
@@ -108,6 +109,7 @@ __device__ __forceinline__ void store_decode_output(const DecodeKernelParams& p,
 
 template <int kLatentPad, int kRopePad, int kHeadGroup, bool kScoreWgmma, bool kValueWgmma>
 __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const DecodeKernelParams p) {
+  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   using L = DecodeLayout<kLatentPad, kRopePad, kHeadGroup>;
   static_assert(!kScoreWgmma || kHeadGroup == 64, "wgmma scores: one warpgroup per 32 tokens of 64 heads");
   static_assert(!kValueWgmma || (kHeadGroup == 64 && kLatentPad == 512), "wgmma values: 2 warpgroups x 256 columns");

@@ -25,6 +25,7 @@
 
 #include "kernels/cuda/mla/sm90/mla_head_bmm_kernel.cuh"
 #include "kernels/cuda/mla/sm90/mma_primitives.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 
 namespace fathom::kernels::cuda::mla_detail {
 
@@ -94,20 +95,6 @@ __global__ void __launch_bounds__(kDecodeThreads, kTokens <= 32 ? DecodeLayout<k
   const int64_t w_row_base = static_cast<int64_t>(h) * p.w_rows_per_head + p.w_row_offset;
   const int n_base = (blockIdx.x * kDecodeWarps + warp) * Layout::kWarpCols;
   const bool active = n_base < p.n;
-
-  // Stage A [kARows tokens][k_steps * 16] (rows past p.m and k past p.k zero-filled, as the reference's A tile).
-  {
-    const int row_chunks = k_steps * 2;
-    for (int row = warp; row < kARows; row += kDecodeWarps) {
-      for (int c = lane; c < row_chunks; c += 32) {
-        const int k = c * 8;
-        const bool valid = row < p.m && k < p.k;
-        const __nv_bfloat16* src = valid ? p.a + row * p.a_token_stride + h * p.a_head_stride + k : p.a;
-        cp_async_16(a_tile + swizzled_chunk_offset(row, c, a_row_bytes), src, valid ? 16 : 0);
-      }
-    }
-    cp_async_commit();
-  }
 
   // Per-lane W addressing (chunk 0) and the first k16 step its loads belong to. Layouts (chunk = 2 k16 steps):
   //  fp8  W_UK: lane = (step sp, column half, pair-row pr); loads rows 16sp+2pr and +1, columns 16*half..+15.
@@ -276,12 +263,28 @@ __global__ void __launch_bounds__(kDecodeThreads, kTokens <= 32 ? DecodeLayout<k
       for (int e = 0; e < 4; ++e) acc[mt][j][e] = 0.0f;
 
   DecodeChunk<kLoads, kScales> ring[kDepth];
-  if (active) {  // issued before the barrier, so they are in flight while the tokens are staged
+  if (active) {  // weights only: issued before the programmatic wait, in flight while the previous kernel ends
 #pragma unroll
     for (int i = 0; i < kDepth; ++i) {
       if (i < chunks) load_chunk(i, ring[i]);
     }
   }
+  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh): A is the previous kernel's output
+
+  // Stage A [kARows tokens][k_steps * 16] (rows past p.m and k past p.k zero-filled, as the reference's A tile).
+  {
+    const int row_chunks = k_steps * 2;
+    for (int row = warp; row < kARows; row += kDecodeWarps) {
+      for (int c = lane; c < row_chunks; c += 32) {
+        const int k = c * 8;
+        const bool valid = row < p.m && k < p.k;
+        const __nv_bfloat16* src = valid ? p.a + row * p.a_token_stride + h * p.a_head_stride + k : p.a;
+        cp_async_16(a_tile + swizzled_chunk_offset(row, c, a_row_bytes), src, valid ? 16 : 0);
+      }
+    }
+    cp_async_commit();
+  }
+
   cp_async_wait_all();
   __syncthreads();  // the staged tokens are visible; the only CTA barrier
   if (!active) return;

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/mla/sm90/mma_primitives.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 
 namespace fathom::kernels::cuda::mla_detail {
 
@@ -71,6 +72,7 @@ __device__ __forceinline__ float weight_value(const HeadBmmParams& p, int64_t ro
 // grid (ceil(n / 64), ceil(m / 64), num_heads), kBmmThreads threads.
 template <bool kWeightRowsAreK, bool kFp8>
 __global__ void __launch_bounds__(kBmmThreads) mla_head_bmm_kernel(const HeadBmmParams p) {
+  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   __shared__ __align__(128) uint8_t a_tile[kBmmTile * kBmmRowBytes];  // [m][k]
   __shared__ __align__(128) uint8_t b_tile[kBmmTile * kBmmRowBytes];  // [k][n] if kWeightRowsAreK else [n][k]
   const uint32_t a_smem = smem_u32(a_tile), b_smem = smem_u32(b_tile);
