@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/common/gpu_timer.h"
@@ -183,8 +184,10 @@ void grouped_decode(double copy_gbps) {
   constexpr int kExperts = 256, kTopK = 8;
   std::printf("\n## grouped decode (MoE): %d experts, top-%d; median of %d runs; of_copy = bytes / time / %.0f GB/s\n",
               kExperts, kTopK, kRuns, copy_gbps);
-  std::printf("%-16s %6s %7s %9s %11s %8s %9s %8s %8s\n", "weight", "tokens", "experts", "MB", "small_m_us", "of_copy",
-              "gemv_us", "of_copy", "speedup");
+  std::printf("(gemv: default L2 prefetch distance %d K blocks; pN = the gemv with distance N, us and of_copy)\n",
+              kGroupedGemvPrefetchBlocks);
+  std::printf("%-16s %6s %7s %9s %11s %8s %9s %8s %8s %s\n", "weight", "tokens", "experts", "MB", "small_m_us", "of_copy",
+              "gemv_us", "of_copy", "speedup", "prefetch sweep");
   for (const WeightShape shape : {WeightShape{"expert_gate_up", 4096, 7168}, WeightShape{"expert_down", 7168, 2048}}) {
     const int64_t k_blocks = ceil_div(shape.cols, 128);
     const ExpertWeights weights(kExperts, shape);
@@ -209,24 +212,38 @@ void grouped_decode(double copy_gbps) {
       args.max_active_experts = static_cast<int32_t>(std::min<int64_t>(kExperts, tokens * kTopK));
       const double gemv_ms = fathom::bench::median_ms([&](int) { fp8_grouped_gemm(args, out, nullptr); },
                                                       kWarmup, kRuns);
+      std::string sweep;
       const double bytes = static_cast<double>(touched) * (shape.rows * shape.cols + 4.0 * ceil_div(shape.rows, 128) * k_blocks) +
                            static_cast<double>(total) * (shape.cols + 4.0 * k_blocks + 2.0 * shape.rows);
       auto of_copy = [&](double ms) { return 100.0 * bytes / (ms * 1e-3) / 1e9 / copy_gbps; };
-      std::printf("%-16s %6lld %7d %9.1f %11.1f %7.1f%% %9.1f %7.1f%% %7.2fx\n", shape.name, (long long)tokens, touched,
-                  bytes / 1e6, small_ms * 1e3, of_copy(small_ms), gemv_ms * 1e3, of_copy(gemv_ms), small_ms / gemv_ms);
+      for (int32_t prefetch : {0, 2, 4, 8}) {
+        args.gemv_prefetch_blocks = prefetch;
+        const double ms = fathom::bench::median_ms([&](int) { fp8_grouped_gemm(args, out, nullptr); }, kWarmup, kRuns);
+        char item[64];
+        std::snprintf(item, sizeof(item), " p%d %.1f (%.1f%%)", prefetch, ms * 1e3, of_copy(ms));
+        sweep += item;
+      }
+      args.gemv_prefetch_blocks = kGroupedGemvPrefetchBlocks;
+      std::printf("%-16s %6lld %7d %9.1f %11.1f %7.1f%% %9.1f %7.1f%% %7.2fx%s\n", shape.name, (long long)tokens, touched,
+                  bytes / 1e6, small_ms * 1e3, of_copy(small_ms), gemv_ms * 1e3, of_copy(gemv_ms), small_ms / gemv_ms,
+                  sweep.c_str());
     }
   }
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // --only decode: just the decode-sized grouped section (the prefill sections take minutes).
+  const bool decode_only = argc == 3 && std::string(argv[1]) == "--only" && std::string(argv[2]) == "decode";
   cudaDeviceProp prop{};
   FATHOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   Fp8Gemm gemm(prop.multiProcessorCount);
-  dense_tiled_vs_cublaslt(gemm);
-  grouped_tiled_vs_small_m();
+  if (!decode_only) {
+    dense_tiled_vs_cublaslt(gemm);
+    grouped_tiled_vs_small_m();
+  }
   grouped_decode(fathom::bench::copy_bandwidth_gbps());
   return 0;
 }

@@ -29,7 +29,7 @@ __global__ void reduce_splits_kernel(const float* __restrict__ partial,  // [spl
 // fusion are template arguments).
 template <typename Output>
 using GemvKernel = void (*)(const uint8_t*, const float*, const uint8_t*, const float*, int, int64_t, int64_t, int, int,
-                            int, Output*, float*, uint32_t*);
+                            int, int, Output*, float*, uint32_t*);
 
 template <int kWarps, int kDepth, typename Output>
 GemvKernel<Output> gemv_instance(int token_tiles, bool fused) {
@@ -112,7 +112,7 @@ void Fp8Gemm::run_small_m(const DeviceFp8Activations& x, const DeviceFp8Weight& 
     GemvKernel<Output> kernel = gemv_kernel_for<Output>(info, tokens <= 8 ? 1 : 2, fused);
     launch_programmatic(kernel, dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(used_splits)),
                         dim3(info.warps * 32), 0, stream, x.values, x.scales, w.values, w.scales, tokens, w.rows, w.cols,
-                        k_blocks, k_blocks_per_split, used_splits, out, partial, counters);
+                        k_blocks, k_blocks_per_split, used_splits, info.prefetch_blocks, out, partial, counters);
   } else {
     const dim3 grid(static_cast<unsigned>(ceil_div(w.rows, sm90::kSmallMRowsPerWarp * sm90::kSmallMWarpsPerBlock)),
                     static_cast<unsigned>(used_splits));

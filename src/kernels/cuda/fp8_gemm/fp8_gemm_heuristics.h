@@ -25,19 +25,25 @@ inline int small_m_split_count(int64_t rows, int64_t cols, int num_sms) {
 // split count and split ranges); they differ only in data movement. kReference: fp8_gemm_small_m_kernel (8 warps,
 // activations staged in shared memory, one K block prefetched, split-K summed by a second kernel). kW<w>D<d>[F]:
 // fp8_gemm_gemv_kernel with w warps per CTA, d K blocks of loads in flight per warp, F = split-K reduction fused
-// into the GEMM (needs Fp8GemmWorkspace::split_counters; without them the F variants run unfused).
-enum class SmallMVariant { kReference, kW4D2, kW4D4, kW8D2, kW8D4, kW4D2F, kW4D3F, kW4D4F, kW8D2F, kW8D3F, kW8D4F, kCount };
+// into the GEMM (needs Fp8GemmWorkspace::split_counters; without them the F variants run unfused), P<p> = each warp
+// also prefetches its weight rows p K blocks ahead into L2 (more bytes in flight without more registers).
+enum class SmallMVariant {
+  kReference, kW4D2, kW4D4, kW8D2, kW8D4, kW4D2F, kW4D3F, kW4D4F, kW8D2F, kW8D3F, kW8D4F, kW4D2P2, kW4D2P4, kW4D2P8,
+  kCount
+};
 
 struct SmallMVariantInfo {
   const char* name;
   int warps, depth;  // depth 1 with warps 8: the reference kernel
   bool fused;
+  int prefetch_blocks;  // L2 prefetch distance in K blocks (0: none)
 };
 
 inline constexpr SmallMVariantInfo kSmallMVariants[] = {
-    {"reference", 8, 1, false}, {"w4d2", 4, 2, false},  {"w4d4", 4, 4, false},  {"w8d2", 8, 2, false},
-    {"w8d4", 8, 4, false},      {"w4d2f", 4, 2, true},  {"w4d3f", 4, 3, true},  {"w4d4f", 4, 4, true},
-    {"w8d2f", 8, 2, true},      {"w8d3f", 8, 3, true},  {"w8d4f", 8, 4, true},
+    {"reference", 8, 1, false, 0}, {"w4d2", 4, 2, false, 0},    {"w4d4", 4, 4, false, 0},    {"w8d2", 8, 2, false, 0},
+    {"w8d4", 8, 4, false, 0},      {"w4d2f", 4, 2, true, 0},    {"w4d3f", 4, 3, true, 0},    {"w4d4f", 4, 4, true, 0},
+    {"w8d2f", 8, 2, true, 0},      {"w8d3f", 8, 3, true, 0},    {"w8d4f", 8, 4, true, 0},    {"w4d2p2", 4, 2, false, 2},
+    {"w4d2p4", 4, 2, false, 4},    {"w4d2p8", 4, 2, false, 8},
 };
 static_assert(std::size(kSmallMVariants) == static_cast<size_t>(SmallMVariant::kCount));
 
@@ -45,9 +51,14 @@ constexpr const SmallMVariantInfo& small_m_variant_info(SmallMVariant v) { retur
 
 // The variant Fp8Gemm runs for 1..16 tokens (more tokens always take the reference kernel). Switch it to the
 // variant that bench_fp8_gemm's "best" lines name; tests/kernels/cuda/fp8_gemm_test.cu checks every variant.
-// w4d2 (4 warps, 2 K blocks in flight, separate split-K reduce): fastest summed over M = 1..16 on 6 of the 9 V3
-// decode weights on an H200 and 8 of 9 on an H100 (bench/RESULTS.md); the fused reduction (w4d2f) wins only on
-// dense gate_up (one split) and loses 10-30% on the many-split small weights (q_a, kv_a).
-constexpr SmallMVariant kSmallMDefaultVariant = SmallMVariant::kW4D2;
+// w4d2p2 (4 warps, 2 K blocks in flight, L2 prefetch 2 blocks ahead, separate split-K reduce): fastest summed
+// over M = 1..16 on 5 of the 9 V3 decode weights on an H200 (o_proj 34.7 -> 34.0 us and dense down 38.8 -> 37.9 at
+// M = 1; bench/RESULTS.md), w4d2 on 2; the fused reduction (w4d2f) wins only on dense gate_up (one split) and loses
+// 10-30% on the many-split small weights (q_a, kv_a); prefetching 4 or 8 blocks ahead is slower.
+constexpr SmallMVariant kSmallMDefaultVariant = SmallMVariant::kW4D2P2;
+
+// L2 prefetch distance (K blocks) of the grouped MoE decode GEMV (fp8_grouped_gemm, active-expert grid): 2 measured
+// best at 1..64 tokens on an H200 (expert gate_up at 1 token: 73.9 us without, 69.1 with 2, 76.9 with 4, 103 with 8).
+constexpr int kGroupedGemvPrefetchBlocks = 2;
 
 }  // namespace fathom::kernels::cuda

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/fp8_gemm/fp8_gemm_heuristics.h"
+
 namespace fathom::kernels::cuda {
 
 struct Fp8GroupedGemmArgs {
@@ -36,6 +38,8 @@ struct Fp8GroupedGemmArgs {
   // launch is needed. Same values read, same bits.
   const int32_t* x_row_source = nullptr;    // [max_rows] (device)
   int32_t x_row_divisor = 1;
+  // Decode only: each warp asks L2 for its weight rows this many K blocks ahead (data movement only, same bits).
+  int32_t gemv_prefetch_blocks = kGroupedGemvPrefetchBlocks;
 };
 
 // out: [max_rows, rows] bf16; rows of each expert's segment written, others untouched. No sync, no allocation.

@@ -82,7 +82,6 @@ __global__ void __cluster_dims__(kClusterSize, 1, 1) __launch_bounds__(kThreads,
                            const float4* __restrict__ weight,  // [experts, columns]
                            int experts,
                            float* __restrict__ logits) {       // [tokens, experts]
-  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   constexpr int kCtaExperts = kExpertLanes * kExpertsPerLane;
   constexpr int kAccumulators = kTokens * kExpertsPerLane;  // index t * kExpertsPerLane + j
   constexpr int kCtaOutputs = kTokens * kCtaExperts;        // index t * kCtaExperts + expert
@@ -113,6 +112,16 @@ __global__ void __cluster_dims__(kClusterSize, 1, 1) __launch_bounds__(kThreads,
     const int64_t expert = expert_base + lane_expert0 + j;
     rows[j] = weight + (expert < experts ? expert : experts - 1) * columns + slice;
   }
+  // Launched programmatically: the first two stages of this thread's weights are requested into L2 before waiting
+  // for the previous kernel (whose output is x).
+  {
+    const int prefetch_columns = min(2 * kStageColumns, slice < columns ? (columns - slice + kSlices - 1) / kSlices : 0);
+    for (int i = 0; i < prefetch_columns; ++i) {
+#pragma unroll
+      for (int j = 0; j < kExpertsPerLane; ++j) asm volatile("prefetch.global.L2 [%0];" ::"l"(rows[j] + i * kSlices));
+    }
+  }
+  begin_dependent_kernel();
   // Token slots past the batch copy the last row (valid memory); their logits are never stored.
   const float4* x_rows = x + static_cast<int64_t>(token_base) * columns + rank * kCtaSlices;  // [kTokens][columns]
   const int last_row_slot = tokens - 1 - token_base;

@@ -83,7 +83,6 @@ __global__ void __launch_bounds__(kMaxThreads)
                     float* __restrict__ out_f32, bool f32_aligned,              // [rows, dim] or null
                     uint8_t* __restrict__ fp8_values,                           // [rows, dim] e4m3 (kFp8)
                     float* __restrict__ fp8_scales) {                           // [rows, dim / 128] (kFp8)
-  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   __shared__ float warp_partials[32];
   const int64_t row = blockIdx.x;
   const __nv_bfloat16* x_row = x + row * x_row_stride;
@@ -97,14 +96,19 @@ __global__ void __launch_bounds__(kMaxThreads)
 
   uint4 row_bits[kVectors];     // bf16 input rows (the updated residual when kAddResidual)
   uint4 weight_bits[kVectors];  // bf16 weights of the same columns
+  // Launched programmatically: the (read-only) weights are loaded before waiting for the kernel that wrote the rows.
+#pragma unroll
+  for (int j = 0; j < kVectors; ++j) {
+    const int column = column_of(j), count = count_of(column);
+    weight_bits[j] = count > 0 ? load_bf16x8_bits(weight + column, count, aligned) : make_uint4(0u, 0u, 0u, 0u);
+  }
+  begin_dependent_kernel();
 #pragma unroll
   for (int j = 0; j < kVectors; ++j) {
     const int column = column_of(j), count = count_of(column);
     row_bits[j] = make_uint4(0u, 0u, 0u, 0u);
-    weight_bits[j] = make_uint4(0u, 0u, 0u, 0u);
     if (count > 0) {
       row_bits[j] = load_bf16x8_bits(x_row + column, count, aligned);
-      weight_bits[j] = load_bf16x8_bits(weight + column, count, aligned);
       if constexpr (kAddResidual) {
         float sum[8], res[8];
         unpack_bf16x8(row_bits[j], sum);

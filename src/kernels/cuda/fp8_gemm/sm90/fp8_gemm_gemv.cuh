@@ -165,13 +165,23 @@ __device__ __forceinline__ GemvOperands<kTokenTiles> gemv_operands(const uint8_t
   return op;
 }
 
+// Asks L2 for the 128-byte lines of K block kb of the warp's 16 weight rows (no registers, no wait).
+template <int kTokenTiles>
+__device__ __forceinline__ void gemv_prefetch_weights(const GemvOperands<kTokenTiles>& op, int kb) {
+  const int k = kb * 128;
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(op.w_lo + k));
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(op.w_hi + k));
+}
+
 // acc (zeroed here) = the warp's fragment over K blocks [kb_begin, kb_begin + n), in increasing K-block order.
 // before_activations() runs (in every thread) after the first kDepth K blocks of weights are requested and before
 // any activation is read: the kernels put wait_for_predecessor() there, so the weight stream starts early.
+// prefetch_blocks > 0: while consuming block j the warp also asks L2 for block j + prefetch_blocks of its rows.
 template <int kTokenTiles, int kDepth, typename BeforeActivations>
 __device__ __forceinline__ void gemv_accumulate(const GemvOperands<kTokenTiles>& op, const uint8_t* __restrict__ x,
                                                 const float* __restrict__ x_scales, int kb_begin, int n,
-                                                float (&acc)[kTokenTiles][4], BeforeActivations before_activations) {
+                                                int prefetch_blocks, float (&acc)[kTokenTiles][4],
+                                                BeforeActivations before_activations) {
 #pragma unroll
   for (int t = 0; t < kTokenTiles; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
   // Rolling register ring: slot i holds K block base+i; after computing it, it is refilled with base+i+kDepth,
@@ -180,6 +190,10 @@ __device__ __forceinline__ void gemv_accumulate(const GemvOperands<kTokenTiles>&
 #pragma unroll
   for (int i = 0; i < kDepth; ++i) {
     if (i < n) gemv_load_weights(op, kb_begin + i, ring[i]);
+  }
+  if (prefetch_blocks > 0) {
+    // The blocks past the ring that the loop below would otherwise reach prefetch_blocks blocks late.
+    for (int j = kDepth; j < min(n, kDepth + prefetch_blocks); ++j) gemv_prefetch_weights(op, kb_begin + j);
   }
   before_activations();
 #pragma unroll
@@ -193,6 +207,8 @@ __device__ __forceinline__ void gemv_accumulate(const GemvOperands<kTokenTiles>&
       if (base + i < n) {
         gemv_compute(ring[i], acc);
         if (base + i + kDepth < n) gemv_load(op, x, x_scales, kb_begin + base + i + kDepth, ring[i]);
+        const int ahead = base + i + kDepth + prefetch_blocks;  // prefetch_blocks == 0: already loaded above
+        if (prefetch_blocks > 0 && ahead < n) gemv_prefetch_weights(op, kb_begin + ahead);
       }
     }
   }
@@ -209,6 +225,7 @@ fp8_gemm_gemv_kernel(const uint8_t* __restrict__ x,         // [tokens, cols] e4
                      const uint8_t* __restrict__ w,         // [rows, cols] e4m3
                      const float* __restrict__ w_scales,    // [ceil(rows/128), k_blocks]
                      int tokens, int64_t rows, int64_t cols, int k_blocks, int k_blocks_per_split, int splits,
+                     int prefetch_blocks,                   // L2 prefetch distance in K blocks (0: none)
                      Output* __restrict__ out,              // [tokens, rows]
                      float* __restrict__ partial,           // [splits, tokens, rows] when splits > 1
                      uint32_t* __restrict__ counters) {     // [gridDim.x] when kFused and splits > 1
@@ -227,7 +244,7 @@ fp8_gemm_gemv_kernel(const uint8_t* __restrict__ x,         // [tokens, cols] e4
   const GemvOperands<kTokenTiles> op = gemv_operands<kTokenTiles>(w, w_scales, tokens, rows, cols, k_blocks, row0);
   float acc[kTokenTiles][4];
   // Launched programmatically: the first weight blocks are requested while the previous kernel finishes.
-  gemv_accumulate<kTokenTiles, kDepth>(op, x, x_scales, kb_begin, n, acc, [] { begin_dependent_kernel(); });
+  gemv_accumulate<kTokenTiles, kDepth>(op, x, x_scales, kb_begin, n, prefetch_blocks, acc, [] { begin_dependent_kernel(); });
 
   // Fragment: acc[t][0..1] -> row_lo, tokens t*8 + 2*lane_in_group + {0,1}; acc[t][2..3] -> row_hi.
   const bool to_partial = splits > 1;
@@ -287,6 +304,7 @@ fp8_gemm_grouped_gemv_kernel(const uint8_t* __restrict__ x,               // [ma
                              const uint8_t* __restrict__ w,               // [E, rows, cols] e4m3
                              const float* __restrict__ w_scales,          // [E, ceil(rows/128), k_blocks]
                              int64_t rows, int64_t cols, int k_blocks,
+                             int prefetch_blocks,                         // L2 prefetch distance in K blocks
                              Output* __restrict__ out) {                  // [max_rows, rows]
   static_assert(kTokenTiles >= 1 && kTokenTiles <= 2 && kDepth >= 1 && kWarps >= 1 && kWarps <= 32);
   begin_dependent_kernel();  // the expert list is the previous kernels' output: no weight can be read before
@@ -326,7 +344,7 @@ fp8_gemm_grouped_gemv_kernel(const uint8_t* __restrict__ x,               // [ma
       }
     }
     float acc[kTokenTiles][4];
-    gemv_accumulate<kTokenTiles, kDepth>(op, x_rows, x_scale_rows, 0, k_blocks, acc, [] {});
+    gemv_accumulate<kTokenTiles, kDepth>(op, x_rows, x_scale_rows, 0, k_blocks, prefetch_blocks, acc, [] {});
 #pragma unroll
     for (int t = 0; t < kTokenTiles; ++t) {
 #pragma unroll
