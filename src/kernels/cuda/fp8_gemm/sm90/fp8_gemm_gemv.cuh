@@ -11,6 +11,8 @@
 //  - each warp keeps kDepth K blocks of loads (weights, activations, scales) in flight in registers, a rolling
 //    ring: K block i is consumed, then slot i is refilled with K block i + kDepth;
 //  - kWarps warps (16 rows each) per CTA; the weight scale block (128 rows) is looked up per warp;
+//  - launched programmatically: the first weight blocks are requested before waiting for the previous kernel,
+//    and each warp can prefetch its weight rows a few K blocks ahead into L2 (prefetch_blocks);
 //  - kFused: the split-K reduction runs inside the GEMM. Every CTA writes its fp32 partials, then arrives on a
 //    per-row-block counter; the last CTA to arrive sums the partials in split order and writes the output, then
 //    resets the counter to zero (so counters are zero at rest and a CUDA graph replays safely).
@@ -207,7 +209,7 @@ __device__ __forceinline__ void gemv_accumulate(const GemvOperands<kTokenTiles>&
       if (base + i < n) {
         gemv_compute(ring[i], acc);
         if (base + i + kDepth < n) gemv_load(op, x, x_scales, kb_begin + base + i + kDepth, ring[i]);
-        const int ahead = base + i + kDepth + prefetch_blocks;  // prefetch_blocks == 0: already loaded above
+        const int ahead = base + i + kDepth + prefetch_blocks;  // prefetch_blocks past the block just requested
         if (prefetch_blocks > 0 && ahead < n) gemv_prefetch_weights(op, kb_begin + ahead);
       }
     }
