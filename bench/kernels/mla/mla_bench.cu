@@ -213,32 +213,51 @@ void bench_decode_plans(Timer& timer, int reps, int num_sms) {
     }
 }
 
+// Random kv_b weights (bf16 and e4m3 with constant block scales) and activation buffers for up to 128 tokens,
+// shared by the absorption benchmarks.
+struct AbsorbOperands {
+  static constexpr int kMaxTokens = 128;
+  static constexpr size_t kWeightElems = static_cast<size_t>(kHeads) * (kNope + kV) * kLora;
+  DeviceBuffer<__nv_bfloat16> w_bf16{kWeightElems};
+  DeviceBuffer<uint8_t> w_fp8{kWeightElems};
+  DeviceBuffer<float> scales{std::vector<float>(static_cast<size_t>(kHeads) * (kNope + kV) / 128 * (kLora / 128), 1e-3f)};
+  DeviceBuffer<__nv_bfloat16> q{static_cast<size_t>(kMaxTokens) * kHeads * (kNope + kRope)};  // [tokens, heads, nope + rope]
+  DeviceBuffer<__nv_bfloat16> latent{static_cast<size_t>(kMaxTokens) * kHeads * kLora};        // [tokens, heads, lora]
+  DeviceBuffer<__nv_bfloat16> q_latent{static_cast<size_t>(kMaxTokens) * kHeads * kLora};      // [tokens, heads, lora]
+  DeviceBuffer<__nv_bfloat16> out{static_cast<size_t>(kMaxTokens) * kHeads * kV};              // [tokens, heads, v]
+
+  explicit AbsorbOperands(uint32_t seed) {
+    fill_random(w_bf16.data(), kWeightElems, seed, 0.05f);
+    fill_random_bytes_kernel<<<1024, 256>>>(w_fp8.data(), kWeightElems, seed + 1);
+    FATHOM_CUDA_CHECK_LAUNCH();
+    fill_random(q.data(), q.size(), seed + 2);
+    fill_random(latent.data(), latent.size(), seed + 3);
+    fill_random(q_latent.data(), q_latent.size(), seed + 4);
+  }
+
+  kc::MlaKvBWeights weights(bool fp8) const {
+    kc::MlaKvBWeights w;
+    w.weight = fp8 ? static_cast<const void*>(w_fp8.data()) : static_cast<const void*>(w_bf16.data());
+    w.scale_inv = fp8 ? scales.data() : nullptr;
+    w.is_fp8 = fp8;
+    w.num_heads = kHeads;
+    w.nope_dim = kNope;
+    w.v_dim = kV;
+    w.kv_lora_dim = kLora;
+    return w;
+  }
+};
+
 void bench_absorb(Timer& timer, int reps, double copy_gbps) {
-  const int max_tokens = 128;
-  const size_t w_elems = static_cast<size_t>(kHeads) * (kNope + kV) * kLora;
-  DeviceBuffer<__nv_bfloat16> w_bf16(w_elems);
-  fill_random(w_bf16.data(), w_elems, 21, 0.05f);
-  DeviceBuffer<uint8_t> w_fp8(w_elems);
-  fill_random_bytes_kernel<<<1024, 256>>>(w_fp8.data(), w_elems, 22);
-  FATHOM_CUDA_CHECK_LAUNCH();
-  const size_t scale_count = static_cast<size_t>(kHeads) * (kNope + kV) / 128 * (kLora / 128);
-  DeviceBuffer<float> scales(std::vector<float>(scale_count, 1e-3f));
-  DeviceBuffer<__nv_bfloat16> q(static_cast<size_t>(max_tokens) * kHeads * (kNope + kRope)),
-      q_latent(static_cast<size_t>(max_tokens) * kHeads * kLora), out(static_cast<size_t>(max_tokens) * kHeads * kV);
-  fill_random(q.data(), q.size(), 23);
-  fill_random(q_latent.data(), q_latent.size(), 24);
+  AbsorbOperands operands(21);
+  DeviceBuffer<__nv_bfloat16>& q = operands.q;
+  DeviceBuffer<__nv_bfloat16>& q_latent = operands.q_latent;
+  DeviceBuffer<__nv_bfloat16>& out = operands.out;
   std::printf("\nabsorption bmm (%d heads): bytes = weight slice + activations in/out; floor = bytes / copy bandwidth\n", kHeads);
   std::printf("%-8s %-14s %6s %10s %10s %9s %8s\n", "weights", "op", "tokens", "time_us", "floor_us", "GB/s", "%copy");
   for (int fp8 = 0; fp8 < 2; ++fp8)
     for (int tokens : {1, 16, 64, 128}) {
-      kc::MlaKvBWeights w;
-      w.weight = fp8 ? static_cast<const void*>(w_fp8.data()) : static_cast<const void*>(w_bf16.data());
-      w.scale_inv = fp8 ? scales.data() : nullptr;
-      w.is_fp8 = fp8 == 1;
-      w.num_heads = kHeads;
-      w.nope_dim = kNope;
-      w.v_dim = kV;
-      w.kv_lora_dim = kLora;
+      const kc::MlaKvBWeights w = operands.weights(fp8 == 1);
       const double w_bytes = static_cast<double>(kHeads) * kNope * kLora * (fp8 ? 1 : 2);  // one half of kv_b
       const double ms_q = timer.median_ms(reps, [&] { kc::mla_absorb_query(q.data(), kNope + kRope, tokens, w, q_latent.data(), nullptr); });
       const double ms_v = timer.median_ms(reps, [&] { kc::mla_project_values(q_latent.data(), tokens, w, out.data(), nullptr); });
@@ -256,20 +275,11 @@ void bench_absorb(Timer& timer, int reps, double copy_gbps) {
 // The entry points (decode kernel up to 64 tokens) against the *_reference tiled kernels; floor = the weight slice
 // alone / copy bandwidth, %floor = floor / time.
 void bench_absorb_decode(Timer& timer, int reps, double copy_gbps) {
-  const int max_tokens = 128;
-  const size_t w_elems = static_cast<size_t>(kHeads) * (kNope + kV) * kLora;
-  DeviceBuffer<__nv_bfloat16> w_bf16(w_elems);
-  fill_random(w_bf16.data(), w_elems, 41, 0.05f);
-  DeviceBuffer<uint8_t> w_fp8(w_elems);
-  fill_random_bytes_kernel<<<1024, 256>>>(w_fp8.data(), w_elems, 42);
-  FATHOM_CUDA_CHECK_LAUNCH();
-  const size_t scale_count = static_cast<size_t>(kHeads) * (kNope + kV) / 128 * (kLora / 128);
-  DeviceBuffer<float> scales(std::vector<float>(scale_count, 1e-3f));
-  DeviceBuffer<__nv_bfloat16> q(static_cast<size_t>(max_tokens) * kHeads * (kNope + kRope)),
-      latent(static_cast<size_t>(max_tokens) * kHeads * kLora),
-      q_latent(static_cast<size_t>(max_tokens) * kHeads * kLora), out(static_cast<size_t>(max_tokens) * kHeads * kV);
-  fill_random(q.data(), q.size(), 43);
-  fill_random(latent.data(), latent.size(), 44);
+  AbsorbOperands operands(41);
+  DeviceBuffer<__nv_bfloat16>& q = operands.q;
+  DeviceBuffer<__nv_bfloat16>& latent = operands.latent;
+  DeviceBuffer<__nv_bfloat16>& q_latent = operands.q_latent;
+  DeviceBuffer<__nv_bfloat16>& out = operands.out;
   std::printf("\nabsorption bmm, decode kernel vs tiled reference (%d heads); floor = weight slice / copy bandwidth\n",
               kHeads);
   std::printf("%-8s %-14s %6s %7s %10s %10s %10s %8s %8s %8s\n", "weights", "op", "tokens", "path", "new_us", "ref_us",
@@ -277,14 +287,7 @@ void bench_absorb_decode(Timer& timer, int reps, double copy_gbps) {
   for (int fp8 = 1; fp8 >= 0; --fp8)
     for (int op = 0; op < 2; ++op)
       for (int tokens : {1, 8, 32, 64, 128}) {
-        kc::MlaKvBWeights w;
-        w.weight = fp8 ? static_cast<const void*>(w_fp8.data()) : static_cast<const void*>(w_bf16.data());
-        w.scale_inv = fp8 ? scales.data() : nullptr;
-        w.is_fp8 = fp8 == 1;
-        w.num_heads = kHeads;
-        w.nope_dim = kNope;
-        w.v_dim = kV;
-        w.kv_lora_dim = kLora;
+        const kc::MlaKvBWeights w = operands.weights(fp8 == 1);
         std::function<void()> run_new, run_ref;
         bool decode = false;
         if (op == 0) {

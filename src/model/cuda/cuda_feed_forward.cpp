@@ -105,6 +105,7 @@ void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out)
     gate_up_args.x_scales = x.activations.scales;
     gate_up_args.x_row_source = permutation.row_token_slot;
     gate_up_args.x_row_divisor = top_k;
+    gate_up_args.x_source_rows = n;
   } else {
     uint8_t* permuted_values = permuted_values_.ensure(static_cast<size_t>(max_rows * hidden), stream_);   // [rows, H]
     float* permuted_scales = permuted_scales_.ensure(static_cast<size_t>(max_rows * hidden_groups), stream_);  // [rows, H/128]

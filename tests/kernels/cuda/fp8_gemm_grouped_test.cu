@@ -120,6 +120,7 @@ TEST_P(GroupedGemm, MatchesCpuW8A8PerExpert) {
     indirect_args.max_active_experts = num_active;
     indirect_args.x_row_source = row_source_device.data();
     indirect_args.x_row_divisor = kDivisor;
+    indirect_args.x_source_rows = total_rows;
     DeviceBuffer<__nv_bfloat16> indirect_out(static_cast<size_t>(total_rows * s.rows));
     indirect_out.fill_bytes(0xff);
     fp8_grouped_gemm(indirect_args, indirect_out.data(), nullptr);
@@ -129,6 +130,9 @@ TEST_P(GroupedGemm, MatchesCpuW8A8PerExpert) {
       ASSERT_EQ(std::memcmp(&indirect[i], &gpu[i], sizeof(float)), 0)
           << "x_row_source path differs at row " << i / s.rows << " col " << i % s.rows;
     }
+    Fp8GroupedGemmArgs unsized = indirect_args;  // the source row count bounds the kernel's int offsets
+    unsized.x_source_rows = 0;
+    EXPECT_THROW(fp8_grouped_gemm(unsized, indirect_out.data(), nullptr), Error);
     indirect_args.tiled = true;  // only the decode kernel reads through a row map
     EXPECT_THROW(fp8_grouped_gemm(indirect_args, indirect_out.data(), nullptr), Error);
   }

@@ -67,6 +67,9 @@ void fp8_grouped_gemm(const Fp8GroupedGemmArgs& args, __nv_bfloat16* out, cudaSt
   FATHOM_CHECK(!args.x_row_source || (args.active_experts && !args.tiled && args.x_row_divisor >= 1),
                "fp8_grouped_gemm: x_row_source needs the decode path (active_experts, not tiled) and a divisor >= 1, got "
                    << args.x_row_divisor);
+  FATHOM_CHECK(!args.x_row_source || (args.x_source_rows >= 1 && args.x_source_rows * args.cols <= INT32_MAX),
+               "fp8_grouped_gemm: x_row_source over " << args.x_source_rows << " rows of " << args.cols
+                                                      << " columns (int offsets: at most 2^31 bytes)");
   const int k_blocks = static_cast<int>(ceil_div(args.cols, kFp8ScaleBlock));
   if (args.tiled) {
     launch_tiled(args, k_blocks, out, stream);

@@ -38,6 +38,7 @@ struct Fp8GroupedGemmArgs {
   // launch is needed. Same values read, same bits.
   const int32_t* x_row_source = nullptr;    // [max_rows] (device)
   int32_t x_row_divisor = 1;
+  int64_t x_source_rows = 0;                // rows of the unpermuted x (the kernel addresses them with int offsets)
   // Decode only: each warp asks L2 for its weight rows this many K blocks ahead (data movement only, same bits).
   int32_t gemv_prefetch_blocks = kGroupedGemvPrefetchBlocks;
 };
