@@ -10,7 +10,7 @@
 
 namespace fathom::model::cuda {
 
-void CudaModelImpl::attention(int64_t layer, const BatchLayout& layout) {
+kc::SplitKPartials CudaModelImpl::attention(int64_t layer, const BatchLayout& layout) {
   const DeviceAttention& w = weights_.layers[static_cast<size_t>(layer)].attention;
   const int64_t n = layout.num_tokens, hidden = config_.hidden_size, heads = config_.num_attention_heads;
   const int64_t nope = config_.qk_nope_head_dim, rope = config_.qk_rope_head_dim, v_dim = config_.v_head_dim;
@@ -105,7 +105,8 @@ void CudaModelImpl::attention(int64_t layer, const BatchLayout& layout) {
     args.softmax_scale = softmax_scale;
     kc::mla_prefill(args, stream_);
   }
-  linear(attn, n, w.o_proj, delta_.buffer.data(), scratch_q_);
+  // o_proj's split-K partials (decode) are summed by the add+RMSNorm that follows.
+  return gemm_deferred(quantize(attn, n, w.o_proj.cols, scratch_q_), w.o_proj.view(), delta_.buffer.data());
 }
 
 }  // namespace fathom::model::cuda

@@ -6,29 +6,38 @@
 #include "kernels/cuda/fp8_gemm/fp8_grouped_gemm.h"
 #include "kernels/cuda/moe/moe_combine.h"
 #include "kernels/cuda/moe/moe_gather.h"
+#include "kernels/cuda/moe/moe_route_permute.h"
 #include "kernels/cuda/moe/moe_router_gemm.h"
 #include "kernels/cuda/moe/swiglu.h"
 #include "model/cuda/cuda_model_impl.h"
 
 namespace fathom::model::cuda {
 
-void CudaModelImpl::feed_forward(int64_t layer, const BatchLayout& layout) {
+kc::SplitKPartials CudaModelImpl::feed_forward(int64_t layer, const BatchLayout& layout) {
   const DeviceLayer& weights = weights_.layers[static_cast<size_t>(layer)];
   const Quantized x = quantized_input(layout.num_tokens, config_.hidden_size);
-  if (weights.moe) moe(*weights.moe, x, delta_.buffer.data());
-  else mlp(*weights.dense_mlp, x, delta_.buffer.data());
+  if (weights.moe) {
+    moe(*weights.moe, x, delta_.buffer.data());
+    return {};
+  }
+  return mlp(*weights.dense_mlp, x, delta_.buffer.data());
 }
 
-void CudaModelImpl::mlp(const DeviceMlp& weights, const Quantized& x, bf16* out) {
+kc::SplitKPartials CudaModelImpl::mlp(const DeviceMlp& weights, const Quantized& x, bf16* out) {
   const int64_t n = x.activations.tokens, padded = weights.padded_intermediate, groups = padded / 128;
   bf16* gate_up = gate_up_.ensure(static_cast<size_t>(n * 2 * padded), stream_);  // [n, 2 * Ip]
-  gemm(x, weights.gate_up.view(), gate_up);
+  const kc::SplitKPartials gate_up_partials = gemm_deferred(x, weights.gate_up.view(), gate_up);
   // silu(gate) * up, quantized per 128 columns into the layout the down GEMM's path reads.
   Quantized act;
   uint8_t* values = scratch_q_.values.ensure(static_cast<size_t>(n * padded), stream_);  // [n, Ip] e4m3
   if (n <= kc::Fp8Gemm::kSmallMMaxTokens) {
     float* scales = scratch_q_.scales.ensure(static_cast<size_t>(n * groups), stream_);  // [n, Ip / 128]
-    kc::swiglu_quant_fp8(gate_up, n, padded, nullptr, reinterpret_cast<__nv_fp8_e4m3*>(values), scales, groups, 1, stream_);
+    auto* codes = reinterpret_cast<__nv_fp8_e4m3*>(values);
+    if (gate_up_partials.empty()) {
+      kc::swiglu_quant_fp8(gate_up, n, padded, nullptr, codes, scales, groups, 1, stream_);
+    } else {  // gate_up still in split-K partials: summed by the SwiGLU kernel (same bits)
+      kc::swiglu_quant_fp8(gate_up_partials, n, padded, codes, scales, groups, 1, stream_);
+    }
     act.activations = {values, scales, n, padded};
   } else {
     // Prefill: bf16 SwiGLU, then the act quant that writes both scale layouts (same numerics as the fused kernel).
@@ -36,7 +45,7 @@ void CudaModelImpl::mlp(const DeviceMlp& weights, const Quantized& x, bf16* out)
     kc::swiglu_bf16(gate_up, n, padded, nullptr, hidden_act, stream_);
     act = quantize(hidden_act, n, padded, scratch_q_);
   }
-  gemm(act, weights.down.view(), out);
+  return gemm_deferred(act, weights.down.view(), out);
 }
 
 void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out) {
@@ -46,13 +55,14 @@ void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out)
   // The shared expert depends only on x: it runs on the side stream, overlapping the latency-bound routing,
   // permutation and gathers (and the grouped GEMMs) of the routed experts; joined before the combine.
   bf16* shared_out = nullptr;
+  kc::SplitKPartials shared_partials;  // the shared expert's down GEMM partials, summed by the combine (decode)
   if (weights.shared) {
     shared_out = shared_out_.ensure(static_cast<size_t>(n * hidden), stream_);  // [n, H]
     FATHOM_CUDA_CHECK(cudaEventRecord(shared_fork_, stream_));
     FATHOM_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, shared_fork_, 0));
     {
       const OnStream side(*this, side_stream_);
-      mlp(*weights.shared, x, shared_out);
+      shared_partials = mlp(*weights.shared, x, shared_out);
     }
     FATHOM_CUDA_CHECK(cudaEventRecord(shared_join_, side_stream_));
   }
@@ -68,9 +78,7 @@ void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out)
   }
   int32_t* expert_ids = expert_ids_.ensure(static_cast<size_t>(n * top_k), stream_);
   float* expert_weights = expert_weights_.ensure(static_cast<size_t>(n * top_k), stream_);
-  kc::moe_route(router_logits, n, weights.correction_bias.size() ? weights.correction_bias.data() : nullptr, routing_,
-                expert_ids, expert_weights, stream_);
-  // Rows grouped by expert.
+  // Routing, then the rows grouped by expert (one launch for decode-sized batches).
   const kc::MoePermutationShape shape{n, top_k, experts, 1};
   const int64_t max_rows = kc::moe_max_permuted_rows(shape);
   kc::MoePermutation permutation;
@@ -82,7 +90,9 @@ void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out)
   permutation.active_experts = active_experts_.ensure(static_cast<size_t>(experts), stream_);
   const size_t permutation_bytes = kc::moe_permutation_workspace_bytes(shape);
   uint8_t* permutation_workspace = permutation_workspace_.ensure(std::max<size_t>(permutation_bytes, 16), stream_);
-  kc::moe_build_permutation(expert_ids, shape, permutation_workspace, permutation_bytes, permutation, stream_);
+  kc::moe_route_and_permute(router_logits, weights.correction_bias.size() ? weights.correction_bias.data() : nullptr,
+                            routing_, shape, expert_ids, expert_weights, permutation_workspace, permutation_bytes,
+                            permutation, stream_);
   // Expert gate/up -> SwiGLU (quantized) -> expert down, each only over the selected experts' rows.
   bf16* expert_gate_up = expert_gate_up_.ensure(static_cast<size_t>(max_rows * 2 * padded), stream_);  // [rows, 2 * Ip]
   kc::Fp8GroupedGemmArgs gate_up_args;
@@ -131,7 +141,12 @@ void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out)
   down_args.cols = padded;
   kc::fp8_grouped_gemm(down_args, expert_out, stream_);
   if (weights.shared) FATHOM_CUDA_CHECK(cudaStreamWaitEvent(stream_, shared_join_, 0));
-  kc::moe_combine(expert_out, expert_weights, permutation.token_slot_row, shared_out, n, top_k, hidden, out, stream_);
+  if (shared_partials.empty()) {
+    kc::moe_combine(expert_out, expert_weights, permutation.token_slot_row, shared_out, n, top_k, hidden, out, stream_);
+  } else {
+    kc::moe_combine(expert_out, expert_weights, permutation.token_slot_row, shared_partials, n, top_k, hidden, out,
+                    stream_);
+  }
 }
 
 }  // namespace fathom::model::cuda

@@ -369,6 +369,21 @@ void CudaModelImpl::gemm(const Quantized& x, const kc::DeviceFp8Weight& w, bf16*
   }
 }
 
+kc::SplitKPartials CudaModelImpl::gemm_deferred(const Quantized& x, const kc::DeviceFp8Weight& w, bf16* out) {
+  if (x.cublas_tokens > 0 || x.activations.tokens > kc::Fp8Gemm::kSmallMMaxTokens) {
+    gemm(x, w, out);
+    return {};
+  }
+  kc::Fp8GemmWorkspace workspace;
+  const size_t bytes = fp8_gemm_->small_m_workspace_bytes(w.rows, w.cols);
+  if (bytes) {
+    workspace.split_partials = split_partials_.ensure(bytes / sizeof(float), stream_);
+    workspace.split_partials_bytes = bytes;
+  }
+  // No split counters: the fused in-kernel reduction would leave nothing to defer.
+  return fp8_gemm_->run_small_m_deferred(x.activations, w, out, workspace, stream_);
+}
+
 void CudaModelImpl::linear(const bf16* x, int64_t tokens, const DeviceLinear& w, bf16* out, QuantizedActivations& scratch) {
   gemm(quantize(x, tokens, w.cols, scratch), w.view(), out);
 }
@@ -390,17 +405,17 @@ void CudaModelImpl::run_layers(const BatchLayout& layout) {
     const DeviceLayer& weights = weights_.layers[static_cast<size_t>(layer)];
     const size_t layer_span = begin_span("layer." + std::to_string(layer), 0);
     const size_t attention_span = begin_span("self_attn", 1);
-    attention(layer, layout);  // normed -> delta
+    const kc::SplitKPartials attention_partials = attention(layer, layout);  // normed -> delta (or its partials)
     float* normed_f32 = weights.moe ? normed_f32_.ensure(static_cast<size_t>(n * hidden), stream_) : nullptr;
-    kc::add_rms_norm_bf16(delta, residual, n, hidden, weights.post_attention_layernorm.data(), eps, normed, normed_f32,
-                          fused_input_fp8(n, hidden, fp8_storage), stream_);
+    kc::add_rms_norm_bf16(delta, attention_partials, residual, n, hidden, weights.post_attention_layernorm.data(), eps,
+                          normed, normed_f32, fused_input_fp8(n, hidden, fp8_storage), stream_);
     end_span(attention_span);
     const size_t ffn_span = begin_span(weights.moe ? "moe" : "mlp", 1);
-    feed_forward(layer, layout);  // normed -> delta
+    const kc::SplitKPartials ffn_partials = feed_forward(layer, layout);  // normed -> delta (or its partials)
     const bool last = layer + 1 == static_cast<int64_t>(weights_.layers.size());
     const bf16* next_norm = last ? weights_.norm.data() : weights_.layers[static_cast<size_t>(layer + 1)].input_layernorm.data();
     // The final norm feeds the bf16 lm_head: no fp8 copy.
-    kc::add_rms_norm_bf16(delta, residual, n, hidden, next_norm, eps, normed, nullptr,
+    kc::add_rms_norm_bf16(delta, ffn_partials, residual, n, hidden, next_norm, eps, normed, nullptr,
                           last ? nullptr : fused_input_fp8(n, hidden, fp8_storage), stream_);
     end_span(ffn_span);
     end_span(layer_span);

@@ -149,9 +149,10 @@ class CudaModelImpl {
   // RoPE parameters with the cos/sin table of positions [0, max_context_tokens_) (built once at load).
   kc::RopeParams rope_params() const;
 
-  // normed_ -> delta_ for layer `layer` (cuda_attention.cpp / cuda_feed_forward.cpp).
-  void attention(int64_t layer, const BatchLayout& layout);
-  void feed_forward(int64_t layer, const BatchLayout& layout);
+  // normed_ -> delta_ for layer `layer` (cuda_attention.cpp / cuda_feed_forward.cpp). A non-empty result: delta_ is
+  // still in its last GEMM's split-K partials, which the next add+RMSNorm sums (no reduce launch).
+  kc::SplitKPartials attention(int64_t layer, const BatchLayout& layout);
+  kc::SplitKPartials feed_forward(int64_t layer, const BatchLayout& layout);
   // x [tokens, cols] bf16 -> e4m3 + scales in `into` (token-major always; block-major too when cuBLASLt will run).
   struct Quantized {
     kc::DeviceFp8Activations activations;
@@ -180,10 +181,13 @@ class CudaModelImpl {
   Quantized quantized_input(int64_t tokens, int64_t cols);
   // out[tokens, w.rows] = x · wᵀ with FP8 block scales (small-M kernel or cuBLASLt by token count).
   void gemm(const Quantized& x, const kc::DeviceFp8Weight& w, bf16* out);
+  // Same, except that a decode-sized batch on a split-K weight leaves its fp32 partials for the consumer (returned,
+  // out unwritten; valid until the next GEMM of this stream): empty when out was written.
+  kc::SplitKPartials gemm_deferred(const Quantized& x, const kc::DeviceFp8Weight& w, bf16* out);
   // quantize + gemm, with `scratch` holding the quantized x.
   void linear(const bf16* x, int64_t tokens, const DeviceLinear& w, bf16* out, QuantizedActivations& scratch);
-  // A SwiGLU MLP (dense layer or shared expert) over already-quantized input rows.
-  void mlp(const DeviceMlp& mlp, const Quantized& x, bf16* out);
+  // A SwiGLU MLP (dense layer or shared expert) over already-quantized input rows; the result as gemm_deferred's.
+  kc::SplitKPartials mlp(const DeviceMlp& mlp, const Quantized& x, bf16* out);
   void moe(const DeviceMoe& moe, const Quantized& x, bf16* out);
 
   struct GpuSpan {

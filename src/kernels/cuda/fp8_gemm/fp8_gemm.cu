@@ -81,7 +81,7 @@ size_t Fp8Gemm::small_m_counter_bytes(int64_t rows, int64_t cols) const {
 
 template <typename Output>
 void Fp8Gemm::run_small_m(const DeviceFp8Activations& x, const DeviceFp8Weight& w, Output* out,
-                          const Fp8GemmWorkspace& workspace, cudaStream_t stream) {
+                          const Fp8GemmWorkspace& workspace, cudaStream_t stream, SplitKPartials* deferred) {
   const int tokens = static_cast<int>(x.tokens);
   const int k_blocks = static_cast<int>(ceil_div(w.cols, kFp8ScaleBlock));
   const int splits = small_m_splits(w.rows, w.cols);
@@ -130,6 +130,10 @@ void Fp8Gemm::run_small_m(const DeviceFp8Activations& x, const DeviceFp8Weight& 
   }
   if (partial && !fused) {
     const int64_t count = static_cast<int64_t>(tokens) * w.rows;
+    if (deferred) {
+      *deferred = SplitKPartials{partial, used_splits, count};
+      return;
+    }
     launch_programmatic(reduce_splits_kernel<Output>, dim3(static_cast<unsigned>(ceil_div(count, 256))), dim3(256), 0,
                         stream, partial, used_splits, count, out);
   }
@@ -171,7 +175,7 @@ void Fp8Gemm::run_impl(const DeviceFp8Activations& x, const float* x_scales_bloc
   }
   if (path == Fp8GemmPath::kSmallM) {
     FATHOM_CHECK(x.tokens <= kSmallMMaxTokens, "fp8_gemm: small-M path takes at most " << kSmallMMaxTokens << " tokens");
-    run_small_m(x, w, out, workspace, stream);
+    run_small_m(x, w, out, workspace, stream, nullptr);
     return;
   }
   FATHOM_CHECK(x_scales_block_major, "fp8_gemm: the cuBLASLt path needs block-major activation scales");
@@ -182,6 +186,17 @@ void Fp8Gemm::run_impl(const DeviceFp8Activations& x, const float* x_scales_bloc
 void Fp8Gemm::run(const DeviceFp8Activations& x, const float* x_scales_block_major, const DeviceFp8Weight& w,
                   __nv_bfloat16* out, const Fp8GemmWorkspace& workspace, cudaStream_t stream, Fp8GemmPath path) {
   run_impl(x, x_scales_block_major, w, out, workspace, stream, path);
+}
+
+SplitKPartials Fp8Gemm::run_small_m_deferred(const DeviceFp8Activations& x, const DeviceFp8Weight& w,
+                                             __nv_bfloat16* out, const Fp8GemmWorkspace& workspace,
+                                             cudaStream_t stream) {
+  FATHOM_CHECK(x.cols == w.cols, "fp8_gemm: activations have " << x.cols << " columns, weight has " << w.cols);
+  FATHOM_CHECK(w.cols % 16 == 0, "fp8_gemm: K = " << w.cols << " must be a multiple of 16");
+  FATHOM_CHECK(x.tokens <= kSmallMMaxTokens, "fp8_gemm: small-M path takes at most " << kSmallMMaxTokens << " tokens");
+  SplitKPartials deferred;
+  if (x.tokens > 0) run_small_m(x, w, out, workspace, stream, &deferred);
+  return deferred;
 }
 
 void Fp8Gemm::run(const DeviceFp8Activations& x, const float* x_scales_block_major, const DeviceFp8Weight& w,

@@ -9,6 +9,7 @@
 
 #include "kernels/cuda/fp8_gemm/fp8_gemm_heuristics.h"
 #include "kernels/cuda/fp8_gemm/fp8_types.h"
+#include "kernels/cuda/fp8_gemm/split_k_partials.h"
 
 namespace fathom::kernels::cuda {
 
@@ -54,6 +55,11 @@ class Fp8Gemm {
   void run(const DeviceFp8Activations& x, const float* x_scales_block_major, const DeviceFp8Weight& w,
            __nv_bfloat16* out, const Fp8GemmWorkspace& workspace, cudaStream_t stream,
            Fp8GemmPath path = Fp8GemmPath::kAuto);
+  // The small-M path (x.tokens <= kSmallMMaxTokens) without its split-K reduce launch: when the weight is split,
+  // returns the fp32 partials (in workspace.split_partials, valid until the next GEMM using that workspace) for the
+  // consumer to sum (split_k_sum.cuh) and leaves out unwritten; empty when the kernel wrote out itself.
+  SplitKPartials run_small_m_deferred(const DeviceFp8Activations& x, const DeviceFp8Weight& w, __nv_bfloat16* out,
+                                      const Fp8GemmWorkspace& workspace, cudaStream_t stream);
   void run(const DeviceFp8Activations& x, const float* x_scales_block_major, const DeviceFp8Weight& w, float* out,
            const Fp8GemmWorkspace& workspace, cudaStream_t stream, Fp8GemmPath path = Fp8GemmPath::kAuto);
 
@@ -65,7 +71,7 @@ class Fp8Gemm {
                 const Fp8GemmWorkspace& workspace, cudaStream_t stream, Fp8GemmPath path);
   template <typename Output>
   void run_small_m(const DeviceFp8Activations& x, const DeviceFp8Weight& w, Output* out,
-                   const Fp8GemmWorkspace& workspace, cudaStream_t stream);
+                   const Fp8GemmWorkspace& workspace, cudaStream_t stream, SplitKPartials* deferred);
   template <typename Output>
   void run_tiled(const DeviceFp8Activations& x, const DeviceFp8Weight& w, Output* out, cudaStream_t stream);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/fp8_gemm/split_k_sum.cuh"
 #include "kernels/cuda/norm/bf16x8.cuh"
 #include "kernels/cuda/programmatic_launch.cuh"
 
@@ -20,6 +21,8 @@ __global__ void __launch_bounds__(kThreads)
                    const float* __restrict__ expert_weights,      // [T, k]
                    const int32_t* __restrict__ token_slot_row,    // [T * k]
                    const __nv_bfloat16* __restrict__ shared_out,  // [T, H] or null
+                   SplitKPartials shared_partials,                // non-empty: shared_out still in [splits, T, H] fp32
+                   bool partials_aligned,
                    int32_t top_k, int64_t hidden, int64_t vectors_per_split, bool aligned,
                    __nv_bfloat16* __restrict__ out) {             // [T, H]
   begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
@@ -48,7 +51,12 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int i = 0; i < 8; ++i) acc[i] = fmaf(w, x[i], acc[i]);
     }
-    if (shared_out) {
+    if (!shared_partials.empty()) {
+      float x[8];
+      unpack_bf16x8(split_k_sum_bf16x8_bits(shared_partials, token * hidden + column, count, partials_aligned), x);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[i] += x[i];
+    } else if (shared_out) {
       float x[8];
       load_bf16x8_partial(shared_out + token * hidden + column, count, aligned, x);
 #pragma unroll
@@ -58,17 +66,17 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-}  // namespace
-
-void moe_combine(const __nv_bfloat16* expert_out, const float* expert_weights, const int32_t* token_slot_row,
-                 const __nv_bfloat16* shared_out, int64_t num_tokens, int32_t top_k, int64_t hidden,
-                 __nv_bfloat16* out, cudaStream_t stream) {
+void launch_combine(const __nv_bfloat16* expert_out, const float* expert_weights, const int32_t* token_slot_row,
+                    const __nv_bfloat16* shared_out, const SplitKPartials& shared_partials, int64_t num_tokens,
+                    int32_t top_k, int64_t hidden, __nv_bfloat16* out, cudaStream_t stream) {
   FATHOM_CHECK(num_tokens >= 0 && num_tokens < (int64_t{1} << 31), "moe combine: num_tokens " << num_tokens);
   FATHOM_CHECK(top_k >= 1 && top_k <= kMaxTopK, "moe combine: top_k " << top_k << " outside [1, " << kMaxTopK << "]");
   FATHOM_CHECK(hidden > 0, "moe combine: hidden " << hidden);
   if (num_tokens == 0) return;
   const bool aligned = hidden % kBf16PerVector == 0 && is_aligned_16(expert_out) && is_aligned_16(out) &&
                        (shared_out == nullptr || is_aligned_16(shared_out));
+  const bool partials_aligned = !shared_partials.empty() && hidden % kBf16PerVector == 0 &&
+                                split_k_partials_aligned(shared_partials);
   const int64_t vectors = (hidden + kBf16PerVector - 1) / kBf16PerVector;
   const int64_t max_splits = std::max<int64_t>(1, (vectors + kThreads - 1) / kThreads);
   const int64_t wanted = (kTargetBlocks + num_tokens - 1) / num_tokens;
@@ -76,7 +84,27 @@ void moe_combine(const __nv_bfloat16* expert_out, const float* expert_weights, c
   const int64_t vectors_per_split = (vectors + splits - 1) / splits;
   const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(splits));
   launch_programmatic(combine_kernel, grid, dim3(kThreads), 0, stream, expert_out, expert_weights, token_slot_row,
-                      shared_out, top_k, hidden, vectors_per_split, aligned, out);
+                      shared_out, shared_partials, partials_aligned, top_k, hidden, vectors_per_split, aligned, out);
+}
+
+}  // namespace
+
+void moe_combine(const __nv_bfloat16* expert_out, const float* expert_weights, const int32_t* token_slot_row,
+                 const __nv_bfloat16* shared_out, int64_t num_tokens, int32_t top_k, int64_t hidden,
+                 __nv_bfloat16* out, cudaStream_t stream) {
+  launch_combine(expert_out, expert_weights, token_slot_row, shared_out, SplitKPartials{}, num_tokens, top_k, hidden,
+                 out, stream);
+}
+
+void moe_combine(const __nv_bfloat16* expert_out, const float* expert_weights, const int32_t* token_slot_row,
+                 const SplitKPartials& shared_partials, int64_t num_tokens, int32_t top_k, int64_t hidden,
+                 __nv_bfloat16* out, cudaStream_t stream) {
+  FATHOM_CHECK(!shared_partials.empty() && shared_partials.splits >= 1 &&
+                   shared_partials.split_stride >= num_tokens * hidden,
+               "moe combine: " << shared_partials.splits << " shared-expert split-K partials of stride "
+                               << shared_partials.split_stride << " for " << num_tokens << " x " << hidden);
+  launch_combine(expert_out, expert_weights, token_slot_row, nullptr, shared_partials, num_tokens, top_k, hidden, out,
+                 stream);
 }
 
 }  // namespace fathom::kernels::cuda

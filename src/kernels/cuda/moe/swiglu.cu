@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/fp8_gemm/split_k_sum.cuh"
 #include "kernels/cuda/norm/bf16x8.cuh"
 #include "kernels/cuda/programmatic_launch.cuh"
 
@@ -21,12 +22,20 @@ __device__ __forceinline__ float swiglu_bf16_value(float gate, float up) {
 }
 
 // Loads 8 gate and 8 up values of `row` at `column` (count valid, others 0) and returns the bf16-rounded products.
-__device__ __forceinline__ void swiglu_vector(const __nv_bfloat16* __restrict__ gate_up, int64_t row, int64_t intermediate,
-                                              int64_t column, int count, bool aligned, float (&out)[8]) {
-  const __nv_bfloat16* gate_row = gate_up + row * 2 * intermediate;
+// With non-empty partials gate_up is still in its GEMM's split-K partials [splits, rows, 2I] (gate_up is not read).
+__device__ __forceinline__ void swiglu_vector(const __nv_bfloat16* __restrict__ gate_up, const SplitKPartials& partials,
+                                              bool partials_aligned, int64_t row, int64_t intermediate, int64_t column,
+                                              int count, bool aligned, float (&out)[8]) {
   float gate[8], up[8];
-  load_bf16x8_partial(gate_row + column, count, aligned, gate);
-  load_bf16x8_partial(gate_row + intermediate + column, count, aligned, up);
+  if (!partials.empty()) {
+    const int64_t index = row * 2 * intermediate + column;
+    unpack_bf16x8(split_k_sum_bf16x8_bits(partials, index, count, partials_aligned), gate);
+    unpack_bf16x8(split_k_sum_bf16x8_bits(partials, index + intermediate, count, partials_aligned), up);
+  } else {
+    const __nv_bfloat16* gate_row = gate_up + row * 2 * intermediate;
+    load_bf16x8_partial(gate_row + column, count, aligned, gate);
+    load_bf16x8_partial(gate_row + intermediate + column, count, aligned, up);
+  }
 #pragma unroll
   for (int i = 0; i < 8; ++i) out[i] = i < count ? swiglu_bf16_value(gate[i], up[i]) : 0.0f;
 }
@@ -46,7 +55,7 @@ __global__ void __launch_bounds__(kThreads)
   if (column >= intermediate) return;
   const int count = static_cast<int>(min(int64_t{kBf16PerVector}, intermediate - column));
   float values[8];
-  swiglu_vector(gate_up, row, intermediate, column, count, aligned, values);
+  swiglu_vector(gate_up, SplitKPartials{}, false, row, intermediate, column, count, aligned, values);
   store_bf16x8_partial(out + row * intermediate + column, count, aligned, values);
 }
 
@@ -54,6 +63,8 @@ __global__ void __launch_bounds__(kThreads)
 // half-warp (lane covers 8 columns, the amax is a 16-lane reduction). A skipped row costs its warps one load.
 __global__ void __launch_bounds__(kThreads)
     swiglu_quant_fp8_kernel(const __nv_bfloat16* __restrict__ gate_up,  // [rows, 2I]
+                            SplitKPartials gate_up_partials,            // non-empty: gate_up as [splits, rows, 2I] fp32
+                            bool partials_aligned,
                             int64_t rows, int64_t intermediate,
                             const int32_t* __restrict__ row_expert,     // [rows] or null
                             bool aligned,
@@ -71,7 +82,9 @@ __global__ void __launch_bounds__(kThreads)
                         ? static_cast<int>(max(int64_t{0}, min(int64_t{kBf16PerVector}, intermediate - column)))
                         : 0;
   float values[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  if (count > 0) swiglu_vector(gate_up, row, intermediate, column, count, aligned, values);
+  if (count > 0) {
+    swiglu_vector(gate_up, gate_up_partials, partials_aligned, row, intermediate, column, count, aligned, values);
+  }
   float amax = 0.0f;
 #pragma unroll
   for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(values[i]));
@@ -132,8 +145,23 @@ void swiglu_quant_fp8(const __nv_bfloat16* gate_up, int64_t rows, int64_t interm
   const bool aligned = intermediate % kBf16PerVector == 0 && is_aligned_16(gate_up) &&
                        (reinterpret_cast<uintptr_t>(out) & 7u) == 0;
   launch_programmatic(swiglu_quant_fp8_kernel, grid_for(rows, intermediate, 2 * kSwigluQuantGroup), dim3(kThreads), 0,
-                      stream, gate_up, rows, intermediate, row_expert, aligned, out, scales, scale_row_stride,
-                      scale_group_stride);
+                      stream, gate_up, SplitKPartials{}, false, rows, intermediate, row_expert, aligned, out, scales,
+                      scale_row_stride, scale_group_stride);
+}
+
+void swiglu_quant_fp8(const SplitKPartials& gate_up_partials, int64_t rows, int64_t intermediate, __nv_fp8_e4m3* out,
+                      float* scales, int64_t scale_row_stride, int64_t scale_group_stride, cudaStream_t stream) {
+  FATHOM_CHECK(rows >= 0 && intermediate > 0, "swiglu: rows " << rows << ", intermediate " << intermediate);
+  FATHOM_CHECK(!gate_up_partials.empty() && gate_up_partials.splits >= 1 &&
+                   gate_up_partials.split_stride >= rows * 2 * intermediate,
+               "swiglu: " << gate_up_partials.splits << " split-K partials of stride " << gate_up_partials.split_stride
+                          << " for " << rows << " x " << 2 * intermediate);
+  if (rows == 0) return;
+  const bool aligned = intermediate % kBf16PerVector == 0 && (reinterpret_cast<uintptr_t>(out) & 7u) == 0;
+  const bool partials_aligned = intermediate % kBf16PerVector == 0 && split_k_partials_aligned(gate_up_partials);
+  launch_programmatic(swiglu_quant_fp8_kernel, grid_for(rows, intermediate, 2 * kSwigluQuantGroup), dim3(kThreads), 0,
+                      stream, nullptr, gate_up_partials, partials_aligned, rows, intermediate, nullptr, aligned, out,
+                      scales, scale_row_stride, scale_group_stride);
 }
 
 }  // namespace fathom::kernels::cuda

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/fp8_gemm/split_k_partials.h"
+
 namespace fathom::kernels::cuda {
 
 constexpr int64_t kSwigluQuantGroup = 128;  // columns per fp8 scale
@@ -25,5 +27,10 @@ void swiglu_bf16(const __nv_bfloat16* gate_up, int64_t rows, int64_t intermediat
 void swiglu_quant_fp8(const __nv_bfloat16* gate_up, int64_t rows, int64_t intermediate, const int32_t* row_expert,
                       __nv_fp8_e4m3* out, float* scales, int64_t scale_row_stride, int64_t scale_group_stride,
                       cudaStream_t stream);
+
+// Same for every row (no row_expert), with gate_up still in its GEMM's split-K partials ([splits, rows, 2I] fp32,
+// split_stride >= rows * 2I): bit-identical to reducing them to the bf16 gate_up first.
+void swiglu_quant_fp8(const SplitKPartials& gate_up_partials, int64_t rows, int64_t intermediate, __nv_fp8_e4m3* out,
+                      float* scales, int64_t scale_row_stride, int64_t scale_group_stride, cudaStream_t stream);
 
 }  // namespace fathom::kernels::cuda

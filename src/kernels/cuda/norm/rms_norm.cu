@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/fp8_gemm/fp8_types.h"
+#include "kernels/cuda/fp8_gemm/split_k_sum.cuh"
 #include "kernels/cuda/norm/bf16x8.cuh"
 #include "kernels/cuda/programmatic_launch.cuh"
 
@@ -15,6 +16,11 @@ namespace {
 // (vectors per thread, block size cap): dim <= 512*4*8 = 16384 with the first, <= 256*16*8 = 32768 with the second.
 constexpr int kSmallVectors = 4, kSmallMaxThreads = 512;
 constexpr int kLargeVectors = 16, kLargeMaxThreads = 256;
+// add+RMSNorm rows of 4097..8192 columns (DeepSeek-V3's hidden 7168): one vector per thread, up to 1024 threads. A
+// decode row is one block, so the row's latency is its per-thread chain: measured 1.61-1.64 -> 1.55-1.56 ms per V3
+// slice decode step on an H200 against 4 vectors x 224 threads. Only the residual variant: mla_prepare_qkv mirrors
+// rms_norm_bf16's layout bit for bit for kv_lora up to 16384.
+constexpr int kWideRowVectors = 1, kWideRowMaxThreads = 1024;
 
 // The e4m3 quantization's constants, as in kernels/cuda/fp8_gemm/act_quant.cu (whose bits the fp8 output matches).
 constexpr float kE4m3Max = 448.0f;
@@ -71,6 +77,8 @@ __device__ __forceinline__ uint32_t e4m3_bits(float value, float scale) {
 // One block per row; thread t owns the 8-column vectors t, t + blockDim, ... (at most kVectors), kept in registers.
 // kAddResidual: residual = bf16(residual + x) is stored, then normalised.
 // kFp8: the bf16 output is also quantized per 128 columns (requires aligned and dim % 128 == 0).
+// x_partials (kAddResidual only; non-empty): x is the split-K GEMM output still in fp32 partials [splits, rows, dim],
+// summed here as the GEMM's reduce would (x itself is not read).
 // Every global load (row, residual, weight) is issued before the first store and the barrier, so a row costs one
 // memory round trip before the reduction and none after it.
 template <int kVectors, int kMaxThreads, bool kAddResidual, bool kFp8>
@@ -82,10 +90,11 @@ __global__ void __launch_bounds__(kMaxThreads)
                     __nv_bfloat16* out, int64_t out_row_stride,                 // [rows, dim]
                     float* __restrict__ out_f32, bool f32_aligned,              // [rows, dim] or null
                     uint8_t* __restrict__ fp8_values,                           // [rows, dim] e4m3 (kFp8)
-                    float* __restrict__ fp8_scales) {                           // [rows, dim / 128] (kFp8)
+                    float* __restrict__ fp8_scales,                             // [rows, dim / 128] (kFp8)
+                    SplitKPartials x_partials, bool partials_aligned) {
   __shared__ float warp_partials[32];
   const int64_t row = blockIdx.x;
-  const __nv_bfloat16* x_row = x + row * x_row_stride;
+  const __nv_bfloat16* x_row = x ? x + row * x_row_stride : nullptr;  // null when x_partials hold x
   __nv_bfloat16* residual_row = kAddResidual ? residual + row * dim : nullptr;
 
   // Columns fit in 32 bits (dim <= 32768); recomputing them per loop is cheaper than holding them in registers.
@@ -108,7 +117,11 @@ __global__ void __launch_bounds__(kMaxThreads)
     const int column = column_of(j), count = count_of(column);
     row_bits[j] = make_uint4(0u, 0u, 0u, 0u);
     if (count > 0) {
-      row_bits[j] = load_bf16x8_bits(x_row + column, count, aligned);
+      if (kAddResidual && !x_partials.empty()) {
+        row_bits[j] = split_k_sum_bf16x8_bits(x_partials, row * dim + column, count, partials_aligned);
+      } else {
+        row_bits[j] = load_bf16x8_bits(x_row + column, count, aligned);
+      }
       if constexpr (kAddResidual) {
         float sum[8], res[8];
         unpack_bf16x8(row_bits[j], sum);
@@ -228,6 +241,7 @@ struct NormLaunch {
   bool f32_aligned = false;
   uint8_t* fp8_values = nullptr;  // [rows, dim] (fused quantization only)
   float* fp8_scales = nullptr;    // [rows, dim / 128]
+  SplitKPartials x_partials;      // non-empty: x is still in split-K partials [splits, rows, dim] (x unused)
 };
 
 template <int kVectors, int kMaxThreads, bool kAddResidual, bool kFp8>
@@ -237,12 +251,19 @@ void launch_norm_kernel(const NormLaunch& p, cudaStream_t stream) {
   const int block = static_cast<int>((threads + 31) / 32 * 32);  // a multiple of 32: the fp8 groups rely on it
   launch_programmatic(rms_norm_kernel<kVectors, kMaxThreads, kAddResidual, kFp8>, dim3(static_cast<unsigned>(p.rows)),
                       dim3(block), 0, stream, p.x, p.x_row_stride, p.residual, p.dim, p.weight, p.eps, p.aligned, p.out,
-                      p.out_row_stride, p.out_f32, p.f32_aligned, p.fp8_values, p.fp8_scales);
+                      p.out_row_stride, p.out_f32, p.f32_aligned, p.fp8_values, p.fp8_scales, p.x_partials,
+                      p.aligned && !p.x_partials.empty() && split_k_partials_aligned(p.x_partials));
 }
 
 template <bool kAddResidual, bool kFp8>
 void launch_sized(const NormLaunch& p, cudaStream_t stream) {
   const int64_t vectors = (p.dim + kBf16PerVector - 1) / kBf16PerVector;
+  if constexpr (kAddResidual) {
+    if (vectors > kSmallMaxThreads && vectors <= int64_t{kWideRowMaxThreads} * kWideRowVectors) {
+      launch_norm_kernel<kWideRowVectors, kWideRowMaxThreads, kAddResidual, kFp8>(p, stream);
+      return;
+    }
+  }
   if (vectors <= int64_t{kSmallMaxThreads} * kSmallVectors) {
     launch_norm_kernel<kSmallVectors, kSmallMaxThreads, kAddResidual, kFp8>(p, stream);
   } else {
@@ -330,8 +351,20 @@ void add_rms_norm_bf16(const __nv_bfloat16* x, __nv_bfloat16* residual, int64_t 
 void add_rms_norm_bf16(const __nv_bfloat16* x, __nv_bfloat16* residual, int64_t rows, int64_t dim,
                        const __nv_bfloat16* weight, float eps, __nv_bfloat16* out, float* out_f32,
                        const Fp8RowsOut* fp8, cudaStream_t stream) {
+  add_rms_norm_bf16(x, SplitKPartials{}, residual, rows, dim, weight, eps, out, out_f32, fp8, stream);
+}
+
+void add_rms_norm_bf16(const __nv_bfloat16* x, const SplitKPartials& x_partials, __nv_bfloat16* residual, int64_t rows,
+                       int64_t dim, const __nv_bfloat16* weight, float eps, __nv_bfloat16* out, float* out_f32,
+                       const Fp8RowsOut* fp8, cudaStream_t stream) {
   validate(rows, dim);
   if (rows == 0) return;
+  if (!x_partials.empty()) {
+    FATHOM_CHECK(x_partials.splits >= 1 && x_partials.split_stride >= rows * dim,
+                 "add_rms_norm: " << x_partials.splits << " split-K partials of stride " << x_partials.split_stride
+                                  << " for " << rows << " x " << dim << " rows");
+    x = nullptr;  // never read: the kernel sums the partials
+  }
   NormLaunch p;
   p.x = x;
   p.x_row_stride = dim;
@@ -340,11 +373,12 @@ void add_rms_norm_bf16(const __nv_bfloat16* x, __nv_bfloat16* residual, int64_t 
   p.dim = dim;
   p.weight = weight;
   p.eps = eps;
-  p.aligned = dim % kBf16PerVector == 0 && is_aligned_16(x) && is_aligned_16(residual) && is_aligned_16(out) &&
-              is_aligned_16(weight);
+  p.aligned = dim % kBf16PerVector == 0 && (x == nullptr || is_aligned_16(x)) && is_aligned_16(residual) &&
+              is_aligned_16(out) && is_aligned_16(weight);
   p.out = out;
   p.out_row_stride = dim;
   p.out_f32 = out_f32;
+  p.x_partials = x_partials;
   launch_rms_norm<true>(p, fp8, stream);
 }
 

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/fp8_gemm/split_k_partials.h"
+
 namespace fathom::kernels::cuda {
 
 // Optional e4m3 copy of a norm's bf16 output, bit-identical to quantize_activations_fp8 (kernels/cuda/fp8_gemm)
@@ -42,6 +44,11 @@ void add_rms_norm_bf16(const __nv_bfloat16* x, __nv_bfloat16* residual, int64_t 
 // Same, also quantizing out to fp8 when fp8 is non-null (fused under the same conditions as rms_norm_bf16's).
 void add_rms_norm_bf16(const __nv_bfloat16* x, __nv_bfloat16* residual, int64_t rows, int64_t dim,
                        const __nv_bfloat16* weight, float eps, __nv_bfloat16* out, float* out_f32,
+                       const Fp8RowsOut* fp8, cudaStream_t stream);
+// Same, with x still in a decode GEMM's split-K partials when x_partials is non-empty ([splits, rows, dim] at
+// split_stride >= rows * dim; x is then not read and may be null): bit-identical to reducing them to bf16 x first.
+void add_rms_norm_bf16(const __nv_bfloat16* x, const SplitKPartials& x_partials, __nv_bfloat16* residual, int64_t rows,
+                       int64_t dim, const __nv_bfloat16* weight, float eps, __nv_bfloat16* out, float* out_f32,
                        const Fp8RowsOut* fp8, cudaStream_t stream);
 
 }  // namespace fathom::kernels::cuda

@@ -1,0 +1,178 @@
+// A decode GEMM's split-K partials summed by the kernel that consumes the GEMM output (add+RMSNorm, MoE combine,
+// SwiGLU + fp8 quantization) == the split-K reduce to bf16 followed by the same consumer, bit for bit.
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "fp8_test_util.h"
+#include "kernels/cuda/fp8_gemm/act_quant.h"
+#include "kernels/cuda/moe/moe_combine.h"
+#include "kernels/cuda/moe/swiglu.h"
+#include "kernels/cuda/norm/rms_norm.h"
+
+namespace fathom::kernels::cuda {
+namespace {
+
+// One GEMM run both ways: reduced to bf16 (`reduced`) and left in split-K partials (`partials`).
+struct SplitGemm {
+  DeviceBuffer<uint8_t> x_values;
+  DeviceBuffer<float> x_scales;
+  DeviceBuffer<float> workspace;
+  DeviceBuffer<__nv_bfloat16> reduced;  // [tokens, rows]
+  SplitKPartials partials;
+};
+
+SplitGemm run_split_gemm(Fp8Gemm& gemm, const TestWeight& w, int64_t tokens, std::mt19937& rng) {
+  const int64_t rows = w.cpu.rows, cols = w.cpu.cols;
+  SplitGemm g;
+  DeviceBuffer<__nv_bfloat16> x(testing::float_to_bf16_vector(testing::random_normal(rng, tokens * cols)));
+  g.x_values = DeviceBuffer<uint8_t>(static_cast<size_t>(tokens * cols));
+  g.x_scales = DeviceBuffer<float>(static_cast<size_t>(tokens * ((cols + 127) / 128)));
+  quantize_activations_fp8(x.data(), tokens, cols, g.x_values.data(), g.x_scales.data(), nullptr, nullptr);
+  const DeviceFp8Activations activations{g.x_values.data(), g.x_scales.data(), tokens, cols};
+  const size_t bytes = gemm.small_m_workspace_bytes(rows, cols);
+  g.workspace = DeviceBuffer<float>(bytes / sizeof(float));
+  Fp8GemmWorkspace workspace{g.workspace.data(), bytes};
+  g.reduced = DeviceBuffer<__nv_bfloat16>(static_cast<size_t>(tokens * rows));
+  g.reduced.fill_bytes(0xff);
+  gemm.run(activations, nullptr, w.view(), g.reduced.data(), workspace, nullptr, Fp8GemmPath::kSmallM);
+  // Same GEMM again, its reduce left to the consumer: the partials it returns stay in the workspace.
+  DeviceBuffer<__nv_bfloat16> untouched(static_cast<size_t>(tokens * rows));
+  untouched.fill_bytes(0x7f);
+  g.partials = gemm.run_small_m_deferred(activations, w.view(), untouched.data(), workspace, nullptr);
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_FALSE(g.partials.empty()) << rows << " x " << cols << " should split K";
+  EXPECT_EQ(g.partials.splits, gemm.small_m_splits(rows, cols));
+  for (const __nv_bfloat16 v : untouched.download()) {
+    uint16_t bits;
+    std::memcpy(&bits, &v, 2);
+    if (bits != 0x7f7f) {
+      ADD_FAILURE() << "the deferred GEMM wrote its output";
+      break;
+    }
+  }
+  return g;
+}
+
+template <typename T>
+void expect_same_bits(const DeviceBuffer<T>& a, const DeviceBuffer<T>& b, const char* what) {
+  const std::vector<T> ha = a.download(), hb = b.download();
+  ASSERT_EQ(ha.size(), hb.size());
+  EXPECT_EQ(std::memcmp(ha.data(), hb.data(), ha.size() * sizeof(T)), 0) << what << " differs";
+}
+
+class SplitKConsumers : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(SplitKConsumers, AddRmsNormEqualsReduceThenNorm) {
+  FATHOM_REQUIRE_GPU();
+  const int64_t tokens = GetParam();
+  std::mt19937 rng(static_cast<uint32_t>(100 + tokens));
+  Fp8Gemm gemm(device_sm_count());
+  // 1024 wide (fp8 output fused into the norm) and 1000 wide (separate quantize launch after the norm).
+  for (const int64_t dim : {int64_t{1024}, int64_t{1000}}) {
+    SCOPED_TRACE(::testing::Message() << "tokens " << tokens << " dim " << dim);
+    const TestWeight w = make_weight(rng, dim, 4096);
+    const SplitGemm g = run_split_gemm(gemm, w, tokens, rng);
+    const std::vector<__nv_bfloat16> residual = testing::float_to_bf16_vector(testing::random_normal(rng, tokens * dim));
+    const std::vector<__nv_bfloat16> weight = testing::float_to_bf16_vector(testing::random_normal(rng, dim));
+    DeviceBuffer<__nv_bfloat16> d_weight(weight);
+    struct Outputs {
+      DeviceBuffer<__nv_bfloat16> residual, out;
+      DeviceBuffer<float> out_f32, scales;
+      DeviceBuffer<uint8_t> values;
+    };
+    auto make_outputs = [&] {
+      Outputs o{DeviceBuffer<__nv_bfloat16>(residual), DeviceBuffer<__nv_bfloat16>(static_cast<size_t>(tokens * dim)),
+                DeviceBuffer<float>(static_cast<size_t>(tokens * dim)),
+                DeviceBuffer<float>(static_cast<size_t>(tokens * ((dim + 127) / 128))),
+                DeviceBuffer<uint8_t>(static_cast<size_t>(tokens * dim))};
+      o.out.fill_bytes(0xff);
+      o.out_f32.fill_bytes(0xff);
+      o.scales.fill_bytes(0xff);
+      o.values.fill_bytes(0xff);
+      return o;
+    };
+    Outputs expected = make_outputs(), got = make_outputs();
+    Fp8RowsOut fp8_expected{expected.values.data(), expected.scales.data()};
+    Fp8RowsOut fp8_got{got.values.data(), got.scales.data()};
+    add_rms_norm_bf16(g.reduced.data(), expected.residual.data(), tokens, dim, d_weight.data(), 1e-6f,
+                      expected.out.data(), expected.out_f32.data(), &fp8_expected, nullptr);
+    add_rms_norm_bf16(nullptr, g.partials, got.residual.data(), tokens, dim, d_weight.data(), 1e-6f, got.out.data(),
+                      got.out_f32.data(), &fp8_got, nullptr);
+    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+    expect_same_bits(got.residual, expected.residual, "residual");
+    expect_same_bits(got.out, expected.out, "bf16 output");
+    expect_same_bits(got.out_f32, expected.out_f32, "fp32 output");
+    expect_same_bits(got.values, expected.values, "e4m3 output");
+    expect_same_bits(got.scales, expected.scales, "fp8 scales");
+  }
+}
+
+TEST_P(SplitKConsumers, MoeCombineEqualsReduceThenCombine) {
+  FATHOM_REQUIRE_GPU();
+  const int64_t tokens = GetParam();
+  std::mt19937 rng(static_cast<uint32_t>(200 + tokens));
+  Fp8Gemm gemm(device_sm_count());
+  const int64_t hidden = 1024;
+  const int32_t top_k = 4;
+  const TestWeight w = make_weight(rng, hidden, 2048);  // the shared expert's down projection
+  const SplitGemm g = run_split_gemm(gemm, w, tokens, rng);
+  const int64_t rows = tokens * top_k;
+  DeviceBuffer<__nv_bfloat16> expert_out(testing::float_to_bf16_vector(testing::random_normal(rng, rows * hidden)));
+  DeviceBuffer<float> weights(testing::random_normal(rng, rows));
+  std::vector<int32_t> slot_row(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) slot_row[i] = i % 5 == 3 ? -1 : static_cast<int32_t>((i * 7) % rows);
+  DeviceBuffer<int32_t> d_slot_row(slot_row);
+  DeviceBuffer<__nv_bfloat16> expected(static_cast<size_t>(tokens * hidden)), got(static_cast<size_t>(tokens * hidden));
+  expected.fill_bytes(0xff);
+  got.fill_bytes(0xff);
+  moe_combine(expert_out.data(), weights.data(), d_slot_row.data(), g.reduced.data(), tokens, top_k, hidden,
+              expected.data(), nullptr);
+  moe_combine(expert_out.data(), weights.data(), d_slot_row.data(), g.partials, tokens, top_k, hidden, got.data(),
+              nullptr);
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+  expect_same_bits(got, expected, "combined output");
+}
+
+TEST_P(SplitKConsumers, SwigluQuantEqualsReduceThenSwiglu) {
+  FATHOM_REQUIRE_GPU();
+  const int64_t tokens = GetParam();
+  std::mt19937 rng(static_cast<uint32_t>(300 + tokens));
+  Fp8Gemm gemm(device_sm_count());
+  // Intermediate 512 (4 groups) and 448 (3.5 groups: a partial last group).
+  for (const int64_t intermediate : {int64_t{512}, int64_t{448}}) {
+    SCOPED_TRACE(::testing::Message() << "tokens " << tokens << " I " << intermediate);
+    const TestWeight w = make_weight(rng, 2 * intermediate, 4096);  // the shared expert's gate_up projection
+    const SplitGemm g = run_split_gemm(gemm, w, tokens, rng);
+    const int64_t groups = (intermediate + 127) / 128;
+    DeviceBuffer<uint8_t> values_expected(static_cast<size_t>(tokens * intermediate)),
+        values_got(static_cast<size_t>(tokens * intermediate));
+    DeviceBuffer<float> scales_expected(static_cast<size_t>(tokens * groups)), scales_got(static_cast<size_t>(tokens * groups));
+    values_expected.fill_bytes(0xff);
+    values_got.fill_bytes(0xff);
+    scales_expected.fill_bytes(0xff);
+    scales_got.fill_bytes(0xff);
+    swiglu_quant_fp8(g.reduced.data(), tokens, intermediate, nullptr,
+                     reinterpret_cast<__nv_fp8_e4m3*>(values_expected.data()), scales_expected.data(), groups, 1, nullptr);
+    swiglu_quant_fp8(g.partials, tokens, intermediate, reinterpret_cast<__nv_fp8_e4m3*>(values_got.data()),
+                     scales_got.data(), groups, 1, nullptr);
+    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+    expect_same_bits(values_got, values_expected, "e4m3 values");
+    expect_same_bits(scales_got, scales_expected, "scales");
+  }
+}
+
+// 1 token, the gemv kernel's token tiles (8, 16), and the reference small-M kernel (17..64).
+INSTANTIATE_TEST_SUITE_P(Tokens, SplitKConsumers, ::testing::Values(1, 3, 8, 16, 17, 40, 64));
+
+TEST(SplitKConsumersChecks, RejectsPartialsTooShortForTheRows) {
+  const SplitKPartials partials{reinterpret_cast<const float*>(16), 4, 100};
+  EXPECT_THROW(add_rms_norm_bf16(nullptr, partials, nullptr, 2, 64, nullptr, 1e-6f, nullptr, nullptr, nullptr, nullptr),
+               std::exception);
+  EXPECT_THROW(moe_combine(nullptr, nullptr, nullptr, partials, 2, 1, 64, nullptr, nullptr), std::exception);
+  EXPECT_THROW(swiglu_quant_fp8(partials, 2, 64, nullptr, nullptr, 1, 1, nullptr), std::exception);
+}
+
+}  // namespace
+}  // namespace fathom::kernels::cuda
