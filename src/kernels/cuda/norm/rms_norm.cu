@@ -16,11 +16,6 @@ namespace {
 // (vectors per thread, block size cap): dim <= 512*4*8 = 16384 with the first, <= 256*16*8 = 32768 with the second.
 constexpr int kSmallVectors = 4, kSmallMaxThreads = 512;
 constexpr int kLargeVectors = 16, kLargeMaxThreads = 256;
-// add+RMSNorm rows of 4097..8192 columns (DeepSeek-V3's hidden 7168): one vector per thread, up to 1024 threads. A
-// decode row is one block, so the row's latency is its per-thread chain: measured 1.61-1.64 -> 1.55-1.56 ms per V3
-// slice decode step on an H200 against 4 vectors x 224 threads. Only the residual variant: mla_prepare_qkv mirrors
-// rms_norm_bf16's layout bit for bit for kv_lora up to 16384.
-constexpr int kWideRowVectors = 1, kWideRowMaxThreads = 1024;
 
 // The e4m3 quantization's constants, as in kernels/cuda/fp8_gemm/act_quant.cu (whose bits the fp8 output matches).
 constexpr float kE4m3Max = 448.0f;
@@ -258,12 +253,6 @@ void launch_norm_kernel(const NormLaunch& p, cudaStream_t stream) {
 template <bool kAddResidual, bool kFp8>
 void launch_sized(const NormLaunch& p, cudaStream_t stream) {
   const int64_t vectors = (p.dim + kBf16PerVector - 1) / kBf16PerVector;
-  if constexpr (kAddResidual) {
-    if (vectors > kSmallMaxThreads && vectors <= int64_t{kWideRowMaxThreads} * kWideRowVectors) {
-      launch_norm_kernel<kWideRowVectors, kWideRowMaxThreads, kAddResidual, kFp8>(p, stream);
-      return;
-    }
-  }
   if (vectors <= int64_t{kSmallMaxThreads} * kSmallVectors) {
     launch_norm_kernel<kSmallVectors, kSmallMaxThreads, kAddResidual, kFp8>(p, stream);
   } else {
