@@ -29,10 +29,29 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// The greedy next token of each of `rows`: argmax on the device when `device_sampling` (only token ids cross the
+// bus, as in the server's decode steps), else fp32 logits [rows, V] to the host and argmax there.
+std::vector<int32_t> forward_greedy(executor::ModelBackend& backend, const model::ForwardBatch& batch,
+                                    const std::vector<int64_t>& rows, bool device_sampling) {
+  std::vector<int32_t> tokens(rows.size());
+  if (device_sampling) {
+    const std::vector<sampling::DeviceSamplingRow> greedy(rows.size());  // temperature 0
+    const executor::SampledForward out = backend.forward_sampled(batch, {}, rows, greedy);
+    FATHOM_CHECK(out.samples.size() == rows.size(), "bench-one-batch: " << out.samples.size() << " samples for "
+                                                                         << rows.size() << " rows");
+    for (size_t i = 0; i < rows.size(); ++i) tokens[i] = out.samples[i].token_id;
+    return tokens;
+  }
+  const int64_t vocab = backend.config().vocab_size;
+  const std::vector<float> logits = backend.forward(batch, rows);  // [rows, V]
+  for (size_t i = 0; i < rows.size(); ++i) tokens[i] = model::argmax(logits.data() + i * vocab, vocab);
+  return tokens;
+}
+
 // Prefills `batch_size` random prompts together, then decodes greedily one token per sequence per step.
 // Sequence b owns KV slots [b * (input_len + output_len), (b + 1) * (input_len + output_len)).
 RunResult run_once(executor::ModelBackend& backend, int64_t batch_size, int64_t input_len, int64_t output_len,
-                   uint64_t seed, bool print_steps) {
+                   uint64_t seed, bool device_sampling, bool print_steps) {
   const model::ModelConfig& config = backend.config();
   const int64_t per_sequence = input_len + output_len;
   std::vector<std::vector<int32_t>> slots(static_cast<size_t>(batch_size));
@@ -52,7 +71,7 @@ RunResult run_once(executor::ModelBackend& backend, int64_t batch_size, int64_t 
   RunResult result;
   const auto total_start = std::chrono::steady_clock::now();
   auto start = std::chrono::steady_clock::now();
-  std::vector<float> logits = backend.forward(prefill, last_rows);  // [batch, V]
+  std::vector<int32_t> next = forward_greedy(backend, prefill, last_rows, device_sampling);  // [batch]
   result.prefill_s = seconds_since(start);
   if (print_steps) {
     std::printf("Prefill. latency: %.5f s, throughput: %10.2f token/s\n", result.prefill_s,
@@ -63,11 +82,8 @@ RunResult run_once(executor::ModelBackend& backend, int64_t batch_size, int64_t 
   for (int64_t step = 0; step + 1 < output_len; ++step) {
     start = std::chrono::steady_clock::now();
     model::ForwardBatch decode;
-    for (int64_t b = 0; b < batch_size; ++b) {
-      const int32_t next = model::argmax(logits.data() + b * config.vocab_size, config.vocab_size);
-      decode.add_sequence({next}, input_len + step, slots[b].data());
-    }
-    logits = backend.forward(decode, decode_rows);
+    for (int64_t b = 0; b < batch_size; ++b) decode.add_sequence({next[b]}, input_len + step, slots[b].data());
+    next = forward_greedy(backend, decode, decode_rows, device_sampling);
     const double latency = seconds_since(start);
     result.decode_s.push_back(latency);
     if (print_steps && step < 5) {
@@ -91,7 +107,7 @@ double median(std::vector<double> values) {
 int run_bench_one_batch(const Args& raw_args) {
   std::set<std::string> value_flags = model_value_flags();
   value_flags.insert({"--batch-size", "--input-len", "--output-len", "--device", "--profile", "--result-filename", "--run-name"});
-  CliArgs args(raw_args, value_flags, {"--disable-cuda-graph"});
+  CliArgs args(raw_args, value_flags, {"--disable-cuda-graph", "--host-sampling"});
   ModelCliOptions options = parse_model_options(args);
   options.load.load_mtp = false;
   const std::string device = executor::device_name(options.device);
@@ -121,14 +137,20 @@ int run_bench_one_batch(const Args& raw_args) {
   std::unique_ptr<executor::ModelBackend> backend = executor::make_model_backend(backend_config);
   std::printf("%s\n", backend->describe().c_str());
   const uint64_t seed = static_cast<uint64_t>(args.get_int_or("--seed", 0));
+  // A step's greedy pick as the server makes it: on the device where the backend samples there (CUDA), so a step
+  // is the forward plus the sampling kernels and the token ids' copy. --host-sampling copies the fp32 logits of
+  // every row and takes the argmax on the host instead (how this command measured before: +1 row of V floats).
+  const bool device_sampling = backend->samples_on_device() && !args.has("--host-sampling");
+  std::printf("Sampling: greedy %s\n", device_sampling ? "on the device (token ids to the host)"
+                                                        : "on the host (fp32 logits to the host)");
 
   for (int64_t batch_size : batch_sizes) {
     std::printf("Warmup ...\n");
-    run_once(*backend, batch_size, input_len, std::min<int64_t>(output_len, 4), seed, false);
+    run_once(*backend, batch_size, input_len, std::min<int64_t>(output_len, 4), seed, device_sampling, false);
     std::printf("Benchmark ...\n");
     TraceRecorder trace;
     if (args.get("--profile")) backend->set_trace(&trace);
-    RunResult result = run_once(*backend, batch_size, input_len, output_len, seed, true);
+    RunResult result = run_once(*backend, batch_size, input_len, output_len, seed, device_sampling, true);
     backend->set_trace(nullptr);
     const double median_decode = median(result.decode_s);
     if (!result.decode_s.empty()) {
@@ -144,6 +166,7 @@ int run_bench_one_batch(const Args& raw_args) {
     }
     if (auto result_file = args.get("--result-filename")) {
       nlohmann::json line = {{"run_name", args.get_or("--run-name", "default")}, {"batch_size", batch_size},
+                             {"sampling", device_sampling ? "device" : "host"},
                              {"input_len", input_len}, {"output_len", output_len}, {"device", device},
                              {"prefill_latency", result.prefill_s},
                              {"prefill_throughput", static_cast<double>(batch_size * input_len) / result.prefill_s},

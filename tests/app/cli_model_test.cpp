@@ -51,8 +51,9 @@ TEST_F(Cli, BenchOneBatchReportsPrefillDecodeAndWritesATrace) {
   RunResult result = run("bench-one-batch " + model_flags() + " --batch-size 1,3 --input-len 6 --output-len 3 --profile " +
                          prefix + " --result-filename " + dir_.file("results.jsonl"));
   ASSERT_EQ(result.exit_code, 0) << result.output;
-  for (const char* expected : {"Warmup ...", "Benchmark ...", "Prefill. latency:", "Decode 0. Batch size: 3, latency:",
-                               "Decode.  median latency:", "Total. latency:"}) {
+  // The CPU backend samples on the host: the step includes the logits' copy and the host argmax.
+  for (const char* expected : {"Sampling: greedy on the host", "Warmup ...", "Benchmark ...", "Prefill. latency:",
+                               "Decode 0. Batch size: 3, latency:", "Decode.  median latency:", "Total. latency:"}) {
     EXPECT_NE(result.output.find(expected), std::string::npos) << expected << "\n" << result.output;
   }
   std::ifstream trace(prefix + "-bs3.trace.json");
@@ -64,6 +65,9 @@ TEST_F(Cli, BenchOneBatchReportsPrefillDecodeAndWritesATrace) {
   int lines = 0;
   for (std::string line; std::getline(results, line);) ++lines;
   EXPECT_EQ(lines, 2);
+  RunResult host = run("bench-one-batch " + model_flags() + " --input-len 6 --output-len 3 --host-sampling");
+  ASSERT_EQ(host.exit_code, 0) << host.output;
+  EXPECT_NE(host.output.find("Sampling: greedy on the host"), std::string::npos) << host.output;
   RunResult cuda = run("bench-one-batch " + model_flags() + " --input-len 6 --output-len 3 --device cuda");
   EXPECT_NE(cuda.exit_code, 0);
   // CI has no GPU: a clear error either way (built with CUDA: no device; without: no CUDA backend).
