@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -55,6 +56,15 @@ inline std::vector<float> random_normal(std::mt19937& rng, size_t count, float s
   std::vector<float> values(count);
   for (float& v : values) v = dist(rng);
   return values;
+}
+
+// Two device buffers hold the same bytes (bit-identity checks between two paths).
+template <typename T>
+void expect_same_device_bits(const kernels::cuda::DeviceBuffer<T>& got, const kernels::cuda::DeviceBuffer<T>& expected,
+                             const char* what) {
+  const std::vector<T> a = got.download(), b = expected.download();
+  ASSERT_EQ(a.size(), b.size()) << what;
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(T)), 0) << what << " differs";
 }
 
 }  // namespace fathom::testing

@@ -55,13 +55,6 @@ SplitGemm run_split_gemm(Fp8Gemm& gemm, const TestWeight& w, int64_t tokens, std
   return g;
 }
 
-template <typename T>
-void expect_same_bits(const DeviceBuffer<T>& a, const DeviceBuffer<T>& b, const char* what) {
-  const std::vector<T> ha = a.download(), hb = b.download();
-  ASSERT_EQ(ha.size(), hb.size());
-  EXPECT_EQ(std::memcmp(ha.data(), hb.data(), ha.size() * sizeof(T)), 0) << what << " differs";
-}
-
 class SplitKConsumers : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(SplitKConsumers, AddRmsNormEqualsReduceThenNorm) {
@@ -101,11 +94,11 @@ TEST_P(SplitKConsumers, AddRmsNormEqualsReduceThenNorm) {
     add_rms_norm_bf16(nullptr, g.partials, got.residual.data(), tokens, dim, d_weight.data(), 1e-6f, got.out.data(),
                       got.out_f32.data(), &fp8_got, nullptr);
     FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
-    expect_same_bits(got.residual, expected.residual, "residual");
-    expect_same_bits(got.out, expected.out, "bf16 output");
-    expect_same_bits(got.out_f32, expected.out_f32, "fp32 output");
-    expect_same_bits(got.values, expected.values, "e4m3 output");
-    expect_same_bits(got.scales, expected.scales, "fp8 scales");
+    testing::expect_same_device_bits(got.residual, expected.residual, "residual");
+    testing::expect_same_device_bits(got.out, expected.out, "bf16 output");
+    testing::expect_same_device_bits(got.out_f32, expected.out_f32, "fp32 output");
+    testing::expect_same_device_bits(got.values, expected.values, "e4m3 output");
+    testing::expect_same_device_bits(got.scales, expected.scales, "fp8 scales");
   }
 }
 
@@ -132,7 +125,7 @@ TEST_P(SplitKConsumers, MoeCombineEqualsReduceThenCombine) {
   moe_combine(expert_out.data(), weights.data(), d_slot_row.data(), g.partials, tokens, top_k, hidden, got.data(),
               nullptr);
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
-  expect_same_bits(got, expected, "combined output");
+  testing::expect_same_device_bits(got, expected, "combined output");
 }
 
 TEST_P(SplitKConsumers, SwigluQuantEqualsReduceThenSwiglu) {
@@ -158,8 +151,8 @@ TEST_P(SplitKConsumers, SwigluQuantEqualsReduceThenSwiglu) {
     swiglu_quant_fp8(g.partials, tokens, intermediate, reinterpret_cast<__nv_fp8_e4m3*>(values_got.data()),
                      scales_got.data(), groups, 1, nullptr);
     FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
-    expect_same_bits(values_got, values_expected, "e4m3 values");
-    expect_same_bits(scales_got, scales_expected, "scales");
+    testing::expect_same_device_bits(values_got, values_expected, "e4m3 values");
+    testing::expect_same_device_bits(scales_got, scales_expected, "scales");
   }
 }
 

@@ -1,6 +1,5 @@
 // The fused decode routing + permutation launch == moe_route followed by moe_build_permutation, every output bit for
 // bit (the two-launch pair is itself checked against the CPU in moe_routing_test / moe_permutation_test).
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -35,13 +34,6 @@ struct Outputs {
   }
 };
 
-template <typename T>
-void expect_same(const DeviceBuffer<T>& got, const DeviceBuffer<T>& expected, const char* what) {
-  const std::vector<T> a = got.download(), b = expected.download();
-  ASSERT_EQ(a.size(), b.size());
-  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(T)), 0) << what;
-}
-
 void check(const MoeRoutingConfig& config, int64_t tokens, bool with_bias, uint32_t seed) {
   SCOPED_TRACE(::testing::Message() << "E " << config.num_experts << " G " << config.num_groups << " k " << config.top_k
                                     << " tokens " << tokens << " bias " << with_bias);
@@ -59,14 +51,14 @@ void check(const MoeRoutingConfig& config, int64_t tokens, bool with_bias, uint3
   moe_route_and_permute(d_logits.data(), bias, config, shape, got.ids.data(), got.weights.data(), got.workspace.data(),
                         got.workspace.size(), got.view(), nullptr);
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
-  expect_same(got.ids, expected.ids, "expert ids");
-  expect_same(got.weights, expected.weights, "expert weights");
-  expect_same(got.offsets, expected.offsets, "expert offsets");
-  expect_same(got.counts, expected.counts, "expert counts");
-  expect_same(got.row_token_slot, expected.row_token_slot, "row_token_slot");
-  expect_same(got.row_expert, expected.row_expert, "row_expert");
-  expect_same(got.token_slot_row, expected.token_slot_row, "token_slot_row");
-  expect_same(got.active, expected.active, "active experts");
+  testing::expect_same_device_bits(got.ids, expected.ids, "expert ids");
+  testing::expect_same_device_bits(got.weights, expected.weights, "expert weights");
+  testing::expect_same_device_bits(got.offsets, expected.offsets, "expert offsets");
+  testing::expect_same_device_bits(got.counts, expected.counts, "expert counts");
+  testing::expect_same_device_bits(got.row_token_slot, expected.row_token_slot, "row_token_slot");
+  testing::expect_same_device_bits(got.row_expert, expected.row_expert, "row_expert");
+  testing::expect_same_device_bits(got.token_slot_row, expected.token_slot_row, "token_slot_row");
+  testing::expect_same_device_bits(got.active, expected.active, "active experts");
 }
 
 TEST(CudaMoeRoutePermute, DeepSeekV3DecodeBatches) {

@@ -58,8 +58,12 @@ void launch_fused(const float* router_logits, const float* correction_bias, cons
                   const MoePermutation& out, cudaStream_t stream) {
   auto kernel = route_permute_kernel<kPerLane>;
   const size_t shared_bytes = fused_shared_bytes(config.num_experts, shape.num_tokens * shape.top_k);
-  // Above the 48 KB default for E > 256; a per-function attribute (not a stream operation): graph-capture safe.
-  FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
+  // Past the 48 KB default only for E > 256 (V3's 256 experts need ~39 KB): a per-function attribute, not a stream
+  // operation (graph-capture safe), set only when needed so the decode path makes no extra driver call.
+  constexpr size_t kDefaultDynamicSharedBytes = 48 * 1024;
+  if (shared_bytes > kDefaultDynamicSharedBytes) {
+    FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
+  }
   launch_programmatic(kernel, dim3(1), dim3(kBlockThreads), shared_bytes, stream, router_logits, shape.num_tokens,
                       correction_bias, config.num_experts, config.num_groups, config.top_groups, config.top_k,
                       moe_routing_detail::routing_lanes_per_group(config.num_groups), config.normalize,
