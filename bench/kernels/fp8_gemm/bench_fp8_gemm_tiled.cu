@@ -1,5 +1,5 @@
 // The tiled (batch-invariant) FP8 GEMM against cuBLASLt block-scaled FP8 at DeepSeek-V3 prefill shapes, the
-// grouped tiled kernel against the grouped small-M kernel on a routed MoE batch, and the decode grouped GEMMs
+// grouped prefill kernels (tiled, warpgroup MMA) against their floors on routed MoE batches, and the decode grouped GEMMs
 // (grid over all experts vs over the active ones) against the bytes of the touched experts. Same inputs, same run.
 #include <cuda_bf16.h>
 
@@ -144,37 +144,67 @@ struct GroupedProblem {
   }
 };
 
-void grouped_tiled_vs_small_m() {
+// Prefill-sized MoE batches (top-8 of 256 experts): the tiled mma.sync kernel (batch-invariant mode) against the
+// warpgroup-MMA kernel with 64- and 128-token tiles, each against its floor: max(bytes of the touched experts'
+// weights + activations + output / copy bandwidth, FLOPs / the dense cuBLASLt block-scaled FP8 rate measured on
+// the same rows and weight shape in this run).
+void grouped_prefill(Fp8Gemm& gemm, double copy_gbps) {
   constexpr int kExperts = 256, kTopK = 8;
-  constexpr int64_t kTokens = 4096;
-  std::mt19937 rng(7);
-  const std::vector<int32_t> counts = routed_counts(kTokens, kExperts, kTopK, rng);
-  std::vector<int32_t> offsets(kExperts + 1, 0);
-  for (int e = 0; e < kExperts; ++e) offsets[e + 1] = offsets[e] + counts[e];
-  const int32_t total = offsets.back(), max_count = *std::max_element(counts.begin(), counts.end());
-  std::printf("\n## grouped (MoE): %d experts, top-%d of %lld tokens = %d rows, largest expert %d rows; bf16 out\n",
-              kExperts, kTopK, (long long)kTokens, total, max_count);
-  std::printf("%-16s %6s %6s %10s %9s %10s %9s %8s\n", "weight", "rows", "cols", "tiled_us", "TFLOP/s", "small_m_us",
-              "TFLOP/s", "ratio");
-  DeviceBuffer<int32_t> offsets_device(offsets), counts_device(counts);
+  std::printf("\n## grouped prefill (MoE): %d experts, top-%d; median of %d runs; bf16 out; floor = max(bytes / %.0f GB/s, "
+              "FLOP / dense cuBLASLt rate)\n", kExperts, kTopK, kRuns, copy_gbps);
+  std::printf("%-16s %6s %6s %7s %10s %10s %10s %10s %9s %9s %9s %8s\n", "weight", "tokens", "rows", "experts",
+              "tiled_us", "wgmma64_us", "wgmma128_us", "auto_us", "TFLOP/s", "cublas_TF", "floor_us", "auto/floor");
   for (const WeightShape shape : {WeightShape{"expert_gate_up", 4096, 7168}, WeightShape{"expert_down", 7168, 2048}}) {
+    const int64_t k_blocks = ceil_div(shape.cols, 128);
     const ExpertWeights weights(kExperts, shape);
-    GroupedProblem problem(total, shape, weights, kExperts, offsets_device, counts_device);
-    Fp8GroupedGemmArgs& args = problem.args;
-    __nv_bfloat16* out = problem.out.data();
-    args.max_rows_per_expert = max_count;
-    const double flop = 2.0 * total * shape.rows * shape.cols;
-    args.tiled = true;
-    const double tiled_ms = fathom::bench::median_ms([&](int) { fp8_grouped_gemm(args, out, nullptr); },
-                                                     kWarmup, kRuns);
-    args.tiled = false;
-    const double small_ms = fathom::bench::median_ms([&](int) { fp8_grouped_gemm(args, out, nullptr); },
-                                                     kWarmup, kRuns);
-    std::printf("%-16s %6lld %6lld %10.1f %9.1f %10.1f %9.1f %7.2fx\n", shape.name, (long long)shape.rows,
-                (long long)shape.cols, tiled_ms * 1e3, flop / (tiled_ms * 1e-3) / 1e12, small_ms * 1e3,
-                flop / (small_ms * 1e-3) / 1e12, tiled_ms / small_ms);
+    for (int64_t tokens : {128, 256, 512, 1024, 2048, 4096, 8192}) {
+      std::mt19937 rng(static_cast<uint32_t>(tokens) * 3 + 1);
+      const std::vector<int32_t> counts = routed_counts(tokens, kExperts, kTopK, rng);
+      std::vector<int32_t> offsets(kExperts + 1, 0);
+      int32_t touched = 0;
+      for (int e = 0; e < kExperts; ++e) {
+        offsets[e + 1] = offsets[e] + counts[e];
+        touched += counts[e] > 0;
+      }
+      const int32_t total = offsets.back();
+      DeviceBuffer<int32_t> offsets_device(offsets), counts_device(counts);
+      GroupedProblem problem(total, shape, weights, kExperts, offsets_device, counts_device);
+      Fp8GroupedGemmArgs& args = problem.args;
+      __nv_bfloat16* out = problem.out.data();
+      args.max_rows_per_expert = *std::max_element(counts.begin(), counts.end());
+      args.x_rows = total;
+      auto time_kernel = [&](Fp8GroupedKernel kernel, int32_t tokens_per_tile) {
+        args.kernel = kernel;
+        args.wgmma_tokens_per_tile = tokens_per_tile;
+        return fathom::bench::median_ms([&](int) { fp8_grouped_gemm(args, out, nullptr); }, kWarmup, kRuns);
+      };
+      const double tiled_ms = time_kernel(Fp8GroupedKernel::kTiled, 0);
+      const double w64_ms = time_kernel(Fp8GroupedKernel::kWgmma, 64);
+      const double w128_ms = time_kernel(Fp8GroupedKernel::kWgmma, 128);
+      const double auto_ms = time_kernel(Fp8GroupedKernel::kWgmma, 0);
+      const double flop = 2.0 * total * shape.rows * shape.cols;
+      const double bytes = static_cast<double>(touched) * (shape.rows * shape.cols + 4.0 * ceil_div(shape.rows, 128) * k_blocks) +
+                           static_cast<double>(total) * (shape.cols + 4.0 * k_blocks + 2.0 * shape.rows);
+      // The compute ceiling: cuBLASLt on the same rows as one dense GEMM against one expert's weight.
+      const int64_t dense_rows = static_cast<int64_t>(total) / 128 * 128;
+      double cublas_tflops = 0;
+      const DeviceFp8Weight w{weights.values.data(), weights.scales.data(), shape.rows, shape.cols};
+      if (dense_rows >= 128 && gemm.cublaslt().supports(dense_rows, shape.rows, shape.cols, CUDA_R_16BF)) {
+        const DeviceFp8Activations xa{problem.x.data(), problem.x_scales.data(), dense_rows, shape.cols};
+        const double ms = fathom::bench::median_ms(
+            [&](int) { gemm.run(xa, problem.x_scales.data(), w, out, Fp8GemmWorkspace{}, nullptr, Fp8GemmPath::kCublasLt); },
+            kWarmup, kRuns);
+        cublas_tflops = 2.0 * dense_rows * shape.rows * shape.cols / (ms * 1e-3) / 1e12;
+      }
+      const double memory_floor_ms = bytes / (copy_gbps * 1e9) * 1e3;
+      const double compute_floor_ms = cublas_tflops > 0 ? flop / (cublas_tflops * 1e12) * 1e3 : 0.0;
+      const double floor_ms = std::max(memory_floor_ms, compute_floor_ms);
+      std::printf("%-16s %6lld %6d %7d %10.1f %10.1f %11.1f %10.1f %9.1f %9.1f %9.1f %7.2fx\n", shape.name,
+                  (long long)tokens, total, touched, tiled_ms * 1e3, w64_ms * 1e3, w128_ms * 1e3, auto_ms * 1e3,
+                  flop / (auto_ms * 1e-3) / 1e12, cublas_tflops, floor_ms * 1e3, auto_ms / floor_ms);
+    }
   }
-  std::printf("(ratio = tiled time / small-M time; < 1 means the tiled kernel is faster)\n");
+  std::printf("(auto = the wgmma kernel with the tile the model's heuristic picks; TFLOP/s of auto)\n");
 }
 
 // Decode-sized MoE batches (1..64 tokens, top-8 of 256): the grouped small-M kernel (grid over all 256 experts)
@@ -234,16 +264,17 @@ void grouped_decode(double copy_gbps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --only decode: just the decode-sized grouped section (the prefill sections take minutes).
-  const bool decode_only = argc == 3 && std::string(argv[1]) == "--only" && std::string(argv[2]) == "decode";
+  // --only decode: just the decode-sized grouped section; --only grouped: the grouped sections (the dense one takes
+  // minutes).
+  const std::string only = argc == 3 && std::string(argv[1]) == "--only" ? argv[2] : "";
+  const bool decode_only = only == "decode";
   cudaDeviceProp prop{};
   FATHOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   Fp8Gemm gemm(prop.multiProcessorCount);
-  if (!decode_only) {
-    dense_tiled_vs_cublaslt(gemm);
-    grouped_tiled_vs_small_m();
-  }
-  grouped_decode(fathom::bench::copy_bandwidth_gbps());
+  if (only.empty()) dense_tiled_vs_cublaslt(gemm);
+  const double copy_gbps = fathom::bench::copy_bandwidth_gbps();
+  if (!decode_only) grouped_prefill(gemm, copy_gbps);
+  grouped_decode(copy_gbps);
   return 0;
 }

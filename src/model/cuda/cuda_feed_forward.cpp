@@ -104,9 +104,17 @@ void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out)
   gate_up_args.rows = 2 * padded;
   gate_up_args.cols = hidden;
   gate_up_args.max_rows_per_expert = static_cast<int32_t>(n);  // a token picks an expert at most once
-  // Prefill-sized batches: 128-row tiles that share each expert's weight tile (same bits as the small-M kernel).
-  gate_up_args.tiled = n > kc::Fp8Gemm::kSmallMMaxTokens;
-  if (!gate_up_args.tiled) {
+  // Prefill-sized batches share each expert's weight tile among many rows: warpgroup-MMA tiles by default; for
+  // batch-invariant inference the mma.sync tiles, whose bits equal the small-M (decode) kernel's.
+  const bool prefill_sized = n > kc::Fp8Gemm::kSmallMMaxTokens;
+  auto prefill_kernel = [&](int64_t rows) {
+    return options_.deterministic || !kc::fp8_grouped_wgmma_supports(rows, experts)
+               ? kc::Fp8GroupedKernel::kTiled
+               : kc::Fp8GroupedKernel::kWgmma;
+  };
+  gate_up_args.kernel = prefill_sized ? prefill_kernel(gate_up_args.rows) : kc::Fp8GroupedKernel::kSmallM;
+  gate_up_args.x_rows = max_rows;
+  if (!prefill_sized) {
     // Decode: a grid over the (at most n * top_k) experts with rows, not over all E, reading each row's token from x
     // through the permutation (no gather launches).
     gate_up_args.active_experts = permutation.active_experts;
@@ -139,6 +147,7 @@ void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out)
   down_args.w_scales = weights.experts.down.scales.data();
   down_args.rows = hidden;
   down_args.cols = padded;
+  if (prefill_sized) down_args.kernel = prefill_kernel(hidden);
   kc::fp8_grouped_gemm(down_args, expert_out, stream_);
   if (weights.shared) FATHOM_CUDA_CHECK(cudaStreamWaitEvent(stream_, shared_join_, 0));
   if (shared_partials.empty()) {

@@ -133,7 +133,7 @@ TEST_P(GroupedGemm, MatchesCpuW8A8PerExpert) {
     Fp8GroupedGemmArgs unsized = indirect_args;  // the source row count bounds the kernel's int offsets
     unsized.x_source_rows = 0;
     EXPECT_THROW(fp8_grouped_gemm(unsized, indirect_out.data(), nullptr), Error);
-    indirect_args.tiled = true;  // only the decode kernel reads through a row map
+    indirect_args.kernel = Fp8GroupedKernel::kTiled;  // only the decode kernel reads through a row map
     EXPECT_THROW(fp8_grouped_gemm(indirect_args, indirect_out.data(), nullptr), Error);
   }
 

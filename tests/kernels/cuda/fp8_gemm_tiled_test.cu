@@ -1,4 +1,4 @@
-// The tiled FP8 GEMM (Fp8GemmPath::kTiled, grouped args.tiled) against the CPU w8a8 linear, and bit for bit against
+// The tiled FP8 GEMM (Fp8GemmPath::kTiled, grouped Fp8GroupedKernel::kTiled) against the CPU w8a8 linear, and bit for bit against
 // the small-M kernel run without split-K: the deterministic mode's promise is that a token's output row has the
 // same bits whatever the batch size, position or path.
 #include <cuda_bf16.h>
@@ -232,9 +232,9 @@ TEST_P(TiledGroupedGemm, BitIdenticalToSmallM) {
   DeviceBuffer<__nv_bfloat16> small_m(static_cast<size_t>(total * c.rows)), tiled(static_cast<size_t>(total * c.rows));
   small_m.fill_bytes(0xff);
   tiled.fill_bytes(0xff);
-  args.tiled = false;
+  args.kernel = Fp8GroupedKernel::kSmallM;
   fp8_grouped_gemm(args, small_m.data(), nullptr);
-  args.tiled = true;
+  args.kernel = Fp8GroupedKernel::kTiled;
   fp8_grouped_gemm(args, tiled.data(), nullptr);
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<__nv_bfloat16> got = tiled.download(), want = small_m.download();

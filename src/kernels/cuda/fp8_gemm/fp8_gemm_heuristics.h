@@ -61,4 +61,13 @@ constexpr SmallMVariant kSmallMDefaultVariant = SmallMVariant::kW4D2P2;
 // best at 1..64 tokens on an H200 (expert gate_up at 1 token: 73.9 us without, 69.1 with 2, 76.9 with 4, 103 with 8).
 constexpr int kGroupedGemvPrefetchBlocks = 2;
 
+// Token tile (wgmma N) of the grouped prefill kernel from the average rows per expert: a 128-token tile halves
+// the weight-tile reads per token but computes more padding columns for experts whose rows do not fill it.
+// H200, 256 experts top-8 (bench_fp8_gemm_tiled): 64 faster up to 4096 tokens (average 128 rows: gate_up 4053 vs
+// 4233 us, down 1975 vs 2240), 128 faster at 8192 (average 256: 6901 vs 7843, 3620 vs 3982).
+inline int wgmma_tokens_per_tile(int64_t x_rows, int32_t num_experts) {
+  constexpr int64_t kLargeTileMinAverageRows = 192;
+  return x_rows >= kLargeTileMinAverageRows * std::max<int32_t>(num_experts, 1) ? 128 : 64;
+}
+
 }  // namespace fathom::kernels::cuda

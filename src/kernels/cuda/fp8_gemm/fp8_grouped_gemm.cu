@@ -2,9 +2,11 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/fp8_gemm/fp8_types.h"
+#include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_grouped_wgmma.cuh"
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_gemv.cuh"
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_small_m.cuh"
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_tiled.cuh"
+#include "kernels/cuda/fp8_gemm/tma_tensor_map.h"
 #include "kernels/cuda/programmatic_launch.cuh"
 
 namespace fathom::kernels::cuda {
@@ -33,6 +35,43 @@ void launch_tiled(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bfloat16* o
   FATHOM_CUDA_CHECK_LAUNCH();
 }
 
+// A persistent grid of one CTA per SM walks every expert's (token tile, 128-row weight block) tiles; the tile
+// count lives on the device, so CTAs without a tile exit at once.
+template <int kTokens>
+void launch_wgmma_tokens(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bfloat16* out, cudaStream_t stream) {
+  using Layout = sm90::GroupedWgmmaLayout<kTokens>;
+  const CUtensorMap w_map = make_tensor_map_2d_bytes_sw128(
+      args.w_values, static_cast<uint64_t>(args.cols), static_cast<uint64_t>(args.num_experts) * args.rows,
+      static_cast<uint64_t>(args.cols), sm90::kWgmmaTileRows);
+  const CUtensorMap x_map = make_tensor_map_2d_bytes_sw128(args.x_values, static_cast<uint64_t>(args.cols),
+                                                           static_cast<uint64_t>(args.x_rows),
+                                                           static_cast<uint64_t>(args.cols), kTokens);
+  int device = 0, num_sms = 0;
+  FATHOM_CUDA_CHECK(cudaGetDevice(&device));
+  FATHOM_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+  auto kernel = sm90::fp8_gemm_grouped_wgmma_kernel<kTokens>;
+  // Above the 48 KB default; a per-function attribute (not a stream operation), so safe under graph capture.
+  FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Layout::kSmemBytes));
+  kernel<<<num_sms, sm90::kWgmmaThreads, Layout::kSmemBytes, stream>>>(
+      w_map, x_map, args.x_scales, args.w_scales, args.expert_offsets, args.expert_counts, args.num_experts,
+      static_cast<int>(args.rows), k_blocks, out);
+  FATHOM_CUDA_CHECK_LAUNCH();
+}
+
+void launch_wgmma(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bfloat16* out, cudaStream_t stream) {
+  FATHOM_CHECK(fp8_grouped_wgmma_supports(args.rows, args.num_experts) && args.x_rows >= 1 && args.x_rows <= INT32_MAX,
+               "fp8_grouped_gemm: the wgmma kernel needs rows % 128 == 0 (got " << args.rows << "), at most "
+                   << sm90::kWgmmaMaxExperts << " experts (got " << args.num_experts << ") and x_rows in [1, 2^31) (got "
+                   << args.x_rows << ")");
+  FATHOM_CHECK(reinterpret_cast<uintptr_t>(out) % 16 == 0, "fp8_grouped_gemm: the wgmma kernel needs a 16-byte aligned output");
+  int tokens_per_tile = args.wgmma_tokens_per_tile;
+  if (tokens_per_tile == 0) tokens_per_tile = wgmma_tokens_per_tile(args.x_rows, args.num_experts);
+  FATHOM_CHECK(tokens_per_tile == 64 || tokens_per_tile == 128,
+               "fp8_grouped_gemm: wgmma_tokens_per_tile must be 0, 64 or 128, got " << tokens_per_tile);
+  if (tokens_per_tile == 64) launch_wgmma_tokens<64>(args, k_blocks, out, stream);
+  else launch_wgmma_tokens<128>(args, k_blocks, out, stream);
+}
+
 // Grid: (weight row blocks of 64, 1, max_active_experts); slot s runs expert active_experts[s].
 void launch_gemv(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bfloat16* out, cudaStream_t stream) {
   constexpr int kWarps = 4, kDepth = 2;  // the decode GEMM's default variant (fp8_gemm_heuristics.h: w4d2)
@@ -55,6 +94,11 @@ void launch_gemv(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bfloat16* ou
 
 }  // namespace
 
+bool fp8_grouped_wgmma_supports(int64_t rows, int32_t num_experts) {
+  return rows > 0 && rows % sm90::kWgmmaTileRows == 0 && num_experts >= 1 && num_experts <= sm90::kWgmmaMaxExperts &&
+         num_experts * rows <= INT32_MAX;
+}
+
 void fp8_grouped_gemm(const Fp8GroupedGemmArgs& args, __nv_bfloat16* out, cudaStream_t stream) {
   FATHOM_CHECK(args.num_experts >= 1 && args.num_experts <= 65535, "fp8_grouped_gemm: " << args.num_experts << " experts");
   FATHOM_CHECK(args.rows > 0 && args.cols > 0 && args.cols % 16 == 0,
@@ -64,15 +108,19 @@ void fp8_grouped_gemm(const Fp8GroupedGemmArgs& args, __nv_bfloat16* out, cudaSt
   FATHOM_CHECK(args.x_values && args.x_scales && args.expert_offsets && args.expert_counts && args.w_values &&
                    args.w_scales && out,
                "fp8_grouped_gemm: null pointer argument");
-  FATHOM_CHECK(!args.x_row_source || (args.active_experts && !args.tiled && args.x_row_divisor >= 1),
-               "fp8_grouped_gemm: x_row_source needs the decode path (active_experts, not tiled) and a divisor >= 1, got "
+  FATHOM_CHECK(!args.x_row_source || (args.active_experts && args.kernel == Fp8GroupedKernel::kSmallM && args.x_row_divisor >= 1),
+               "fp8_grouped_gemm: x_row_source needs the decode path (kSmallM with active_experts) and a divisor >= 1, got "
                    << args.x_row_divisor);
   FATHOM_CHECK(!args.x_row_source || (args.x_source_rows >= 1 && args.x_source_rows * args.cols <= INT32_MAX),
                "fp8_grouped_gemm: x_row_source over " << args.x_source_rows << " rows of " << args.cols
                                                       << " columns (int offsets: at most 2^31 bytes)");
   const int k_blocks = static_cast<int>(ceil_div(args.cols, kFp8ScaleBlock));
-  if (args.tiled) {
+  if (args.kernel == Fp8GroupedKernel::kTiled) {
     launch_tiled(args, k_blocks, out, stream);
+    return;
+  }
+  if (args.kernel == Fp8GroupedKernel::kWgmma) {
+    launch_wgmma(args, k_blocks, out, stream);
     return;
   }
   if (args.active_experts) {

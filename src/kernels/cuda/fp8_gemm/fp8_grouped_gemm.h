@@ -1,8 +1,8 @@
 #pragma once
 // Grouped FP8 block-scaled GEMM for MoE: every routed expert multiplies its contiguous segment of the permuted
 // (expert-grouped, kernels/cuda/moe/moe_permutation.h) activation rows by its own weight. Only experts with rows
-// read their weights, so a decode step streams just the selected experts. Same numerics as Fp8Gemm's small-M path
-// (fp32 accumulation promoted per 128-wide K block), row by row: a row's result does not depend on its neighbours.
+// read their weights, so a decode step streams just the selected experts. fp32 accumulation promoted per 128-wide
+// K block, row by row: a row's result does not depend on its neighbours (for a given kernel; see `kernel`).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -11,6 +11,8 @@
 #include "kernels/cuda/fp8_gemm/fp8_gemm_heuristics.h"
 
 namespace fathom::kernels::cuda {
+
+enum class Fp8GroupedKernel { kSmallM, kTiled, kWgmma };
 
 struct Fp8GroupedGemmArgs {
   const uint8_t* x_values = nullptr;        // [max_rows, cols] e4m3, rows in permuted order
@@ -23,12 +25,18 @@ struct Fp8GroupedGemmArgs {
   int64_t rows = 0;                         // output features per expert
   int64_t cols = 0;                         // input features, a multiple of 16
   int32_t max_rows_per_expert = 0;          // host upper bound of any expert's count (picks the row tile)
-  // false: the small-M kernel (decode: each expert's weight streamed once per 64 rows). true: the tiled kernel
-  // (prefill: each weight tile reused by 128 rows; max_rows_per_expert sizes its grid and must bound every count,
-  // else the kernel traps). Both compute every element with the same arithmetic, so the choice never changes a
-  // bit and may differ from batch to batch.
-  bool tiled = false;
-  // Decode (not tiled): the experts that have rows, ascending, then -1 (MoePermutation::active_experts), and a host
+  // Which kernel multiplies the segments:
+  //   kSmallM: decode (each expert's weight streamed once per 64 rows; with active_experts, the gemv kernel).
+  //   kTiled: prefill on mma.sync 128-row tiles, every element's arithmetic bitwise identical to kSmallM, so the
+  //     choice between the two never changes a bit (batch-invariant inference). max_rows_per_expert sizes its grid
+  //     and must bound every count, else the kernel traps.
+  //   kWgmma: prefill on warpgroup MMA fed by TMA (sm90/fp8_gemm_grouped_wgmma.cuh): same promotion contract, not
+  //     the same bits as the other two (the tensor core sums a K block in its own order). Needs x_rows, rows a
+  //     multiple of 128, num_experts <= 1024 and 16-byte aligned operands and output.
+  Fp8GroupedKernel kernel = Fp8GroupedKernel::kSmallM;
+  int64_t x_rows = 0;                       // kWgmma: rows of x and out (the bound of its tensor map)
+  int32_t wgmma_tokens_per_tile = 0;        // kWgmma: 64 or 128; 0 picks from the average rows per expert
+  // Decode (kSmallM): the experts that have rows, ascending, then -1 (MoePermutation::active_experts), and a host
   // bound on how many there are (min(E, tokens * top_k)). When set, the grid covers only that many experts and each
   // streams its weight with fp8_gemm_grouped_gemv_kernel (same bits as without).
   const int32_t* active_experts = nullptr;  // [num_experts] (device)
@@ -42,6 +50,9 @@ struct Fp8GroupedGemmArgs {
   // Decode only: each warp asks L2 for its weight rows this many K blocks ahead (data movement only, same bits).
   int32_t gemv_prefetch_blocks = kGroupedGemvPrefetchBlocks;
 };
+
+// Whether Fp8GroupedKernel::kWgmma takes this weight shape (rows a multiple of 128, at most 1024 experts).
+bool fp8_grouped_wgmma_supports(int64_t rows, int32_t num_experts);
 
 // out: [max_rows, rows] bf16; rows of each expert's segment written, others untouched. No sync, no allocation.
 void fp8_grouped_gemm(const Fp8GroupedGemmArgs& args, __nv_bfloat16* out, cudaStream_t stream);

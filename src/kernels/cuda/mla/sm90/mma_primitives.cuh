@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/sm90/wgmma.cuh"
+
 namespace fathom::kernels::cuda::mla_detail {
 
 __device__ __forceinline__ uint32_t smem_u32(const void* pointer) {
@@ -95,32 +97,14 @@ __device__ __forceinline__ void store_shared_v4(uint32_t smem_address, uint4 val
                : "memory");
 }
 
-// ---- wgmma (sm_90a): warpgroup-wide asynchronous MMA reading operands from shared memory.
-
-// Descriptor of an operand in the 128-byte-swizzle layout (kblock_chunk_offset, 1024-aligned regions).
-// K-major (no transpose): SBO = 1024 B between 8-row groups, LBO unused (a k16 slice never leaves its 128-byte
-// atom); a k16 step inside a 64-wide k-block advances the start address by 32 B.
-// MN-major (transposed B): LBO = bytes between 64-element blocks along N, SBO = bytes between 8-row groups
-// along K; a k16 step advances the start address by 16 rows.
-__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_address, uint32_t leading_bytes,
-                                                     uint32_t stride_bytes) {
-  uint64_t desc = static_cast<uint64_t>((smem_address & 0x3FFFFu) >> 4);
-  desc |= static_cast<uint64_t>((leading_bytes >> 4) & 0x3FFFu) << 16;
-  desc |= static_cast<uint64_t>((stride_bytes >> 4) & 0x3FFFu) << 32;
-  desc |= static_cast<uint64_t>(1) << 62;  // 128-byte swizzle
-  return desc;
-}
-__device__ __forceinline__ uint64_t wgmma_desc_kmajor_sw128(uint32_t smem_address) {
-  return wgmma_desc_sw128(smem_address, 16, 1024);
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-// Orders this thread's generic-proxy shared-memory writes (st.shared, cp.async) before async-proxy reads (wgmma).
-__device__ __forceinline__ void fence_proxy_async_shared() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
+// ---- wgmma (sm_90a): warpgroup-wide asynchronous MMA reading operands from shared memory. The descriptor and
+// the fence / commit / wait protocol are shared with the other Hopper kernels (kernels/cuda/sm90/wgmma.cuh).
+using hopper::fence_proxy_async_shared;
+using hopper::wgmma_commit;
+using hopper::wgmma_desc_kmajor_sw128;
+using hopper::wgmma_desc_sw128;
+using hopper::wgmma_fence;
+using hopper::wgmma_wait_all;
 
 // d[64 x 32] += A[64 x 16] · B[16 x 32], A and B K-major bf16 in shared memory, fp32 accumulators. Per thread,
 // d[4j + e] is the mma.sync m16n8 C element e of n-tile j for the warp's 16 rows (warp w of the group: rows 16w..).
