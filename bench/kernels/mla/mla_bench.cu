@@ -315,7 +315,8 @@ void bench_absorb_decode(Timer& timer, int reps, double copy_gbps) {
 void bench_prefill(Timer& timer, int reps) {
   std::printf("\nprefill (expanded, causal, %d heads, qk %d, v %d); FLOPs = 2 * heads * visible pairs * (qk + v)\n",
               kHeads, kNope + kRope, kV);
-  std::printf("%-12s %8s %10s %9s\n", "sequences", "tokens", "time_ms", "TFLOP/s");
+  std::printf("%-12s %8s %9s %10s %9s %10s %9s %8s\n", "sequences", "tokens", "kernel", "time_ms", "TFLOP/s", "mma_ms",
+              "TFLOP/s", "speedup");
   for (int num_seqs : {1, 4}) {
     const int len = 4096 / num_seqs, total = 4096, page_size = 64;
     const int pages_per_seq = (len + page_size - 1) / page_size;
@@ -347,11 +348,14 @@ void bench_prefill(Timer& timer, int reps) {
     args.nope_dim = kNope;
     args.v_dim = kV;
     args.softmax_scale = 0.0722f;
-    const double ms = timer.median_ms(reps, [&] { kc::mla_prefill(args, nullptr); });
+    const double ms = timer.median_ms(reps, [&] { kc::mla_prefill(args, nullptr); });  // kAuto: wgmma at V3 dims
+    args.kernel = kc::MlaPrefillKernel::kMmaSync;
+    const double mma_ms = timer.median_ms(reps, [&] { kc::mla_prefill(args, nullptr); });
     const double pairs = static_cast<double>(num_seqs) * len * (len + 1) / 2.0;
     const double flops = 2.0 * kHeads * pairs * (kNope + kRope + kV);
-    std::printf("%-12s %8d %10.3f %9.1f\n", (std::to_string(num_seqs) + " x " + std::to_string(len)).c_str(), total, ms,
-                flops / (ms * 1e-3) / 1e12);
+    std::printf("%-12s %8d %9s %10.3f %9.1f %10.3f %9.1f %7.2fx\n",
+                (std::to_string(num_seqs) + " x " + std::to_string(len)).c_str(), total, "auto", ms,
+                flops / (ms * 1e-3) / 1e12, mma_ms, flops / (mma_ms * 1e-3) / 1e12, mma_ms / ms);
   }
 }
 

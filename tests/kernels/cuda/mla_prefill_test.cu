@@ -94,14 +94,31 @@ TEST_P(MlaPrefillSweep, MatchesCpuReference) {
   args.nope_dim = c.nope;
   args.v_dim = c.v;
   args.softmax_scale = scale;
-  out_device.fill_bytes(0xff);
-  kernels::cuda::mla_prefill(args, nullptr);
-  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
-  const std::vector<float> actual = bf16_to_float_vector(out_device.download());
-  ASSERT_TRUE(all_finite(actual)) << "unwritten or non-finite output";
-  const double error = relative_l2_error(actual, expected);
-  EXPECT_LE(error, kTolerance);
-  std::printf("[ mla prefill ] %-34s rel_l2 %.2e\n", c.name.c_str(), error);
+  // Every kernel that takes the shape: kAuto (the wgmma kernel at V3's dims), and the mma.sync kernel.
+  const bool v3_dims = c.nope == 128 && c.rope == 64 && c.v == 128;
+  std::vector<float> mma_sync_out;
+  for (kernels::cuda::MlaPrefillKernel kernel :
+       {kernels::cuda::MlaPrefillKernel::kMmaSync, kernels::cuda::MlaPrefillKernel::kAuto}) {
+    args.kernel = kernel;
+    out_device.fill_bytes(0xff);
+    kernels::cuda::mla_prefill(args, nullptr);
+    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> actual = bf16_to_float_vector(out_device.download());
+    const char* kernel_name = kernel == kernels::cuda::MlaPrefillKernel::kMmaSync ? "mma.sync" : (v3_dims ? "wgmma" : "auto");
+    ASSERT_TRUE(all_finite(actual)) << kernel_name << ": unwritten or non-finite output";
+    const double error = relative_l2_error(actual, expected);
+    EXPECT_LE(error, kTolerance) << kernel_name;
+    std::printf("[ mla prefill ] %-34s %-8s rel_l2 %.2e\n", c.name.c_str(), kernel_name, error);
+    if (kernel == kernels::cuda::MlaPrefillKernel::kMmaSync) {
+      mma_sync_out = actual;
+    } else if (v3_dims) {  // the two kernels agree to bf16 rounding
+      EXPECT_LE(relative_l2_error(actual, mma_sync_out), 5e-3) << "wgmma vs mma.sync";
+    }
+  }
+  if (!v3_dims) {  // asking for the wgmma kernel where it does not apply is an error, not a silent fallback
+    args.kernel = kernels::cuda::MlaPrefillKernel::kWgmma;
+    EXPECT_THROW(kernels::cuda::mla_prefill(args, nullptr), Error);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -5,6 +5,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/mla/sm90/mla_prefill_kernel.cuh"
+#include "kernels/cuda/mla/sm90/mla_prefill_wgmma_kernel.cuh"
 
 namespace fathom::kernels::cuda {
 
@@ -20,6 +21,16 @@ void launch_prefill(PrefillKernelParams params, const MlaPrefillArgs& args, cuda
   params.vector_loads = params.vector_loads && args.nope_dim == kNopePad && args.cache.rope_dim == kRopePad &&
                         args.v_dim == kVPad;
   auto kernel = mla_detail::mla_prefill_kernel<kNopePad, kRopePad, kVPad>;
+  FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmemBytes));
+  const dim3 grid(static_cast<unsigned>((args.max_q_len + mla_detail::kPrefillTileQ - 1) / mla_detail::kPrefillTileQ),
+                  static_cast<unsigned>(args.num_heads), static_cast<unsigned>(args.batch));
+  kernel<<<grid, mla_detail::kPrefillThreads, L::kSmemBytes, stream>>>(params);
+  FATHOM_CUDA_CHECK_LAUNCH();
+}
+
+void launch_prefill_wgmma(const PrefillKernelParams& params, const MlaPrefillArgs& args, cudaStream_t stream) {
+  using L = mla_detail::PrefillWgmmaLayout;
+  auto kernel = mla_detail::mla_prefill_wgmma_kernel;
   FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmemBytes));
   const dim3 grid(static_cast<unsigned>((args.max_q_len + mla_detail::kPrefillTileQ - 1) / mla_detail::kPrefillTileQ),
                   static_cast<unsigned>(args.num_heads), static_cast<unsigned>(args.batch));
@@ -64,7 +75,15 @@ void mla_prefill(const MlaPrefillArgs& args, cudaStream_t stream) {
   params.scale_log2 = args.softmax_scale * static_cast<float>(M_LOG2E);
   params.vector_loads = aligned16(args.q) && aligned16(args.k_nope) && aligned16(args.v) && aligned16(cache.pool) &&
                         args.q_head_stride % 8 == 0 && cache.kv_lora_dim % 8 == 0;
-  if (args.nope_dim <= 64 && args.v_dim <= 64) {
+  using L = mla_detail::PrefillWgmmaLayout;
+  const bool wgmma_applies = params.vector_loads && args.nope_dim == L::kNope && cache.rope_dim == L::kRope &&
+                             args.v_dim == L::kV;
+  FATHOM_CHECK(args.kernel != MlaPrefillKernel::kWgmma || wgmma_applies,
+               "mla_prefill: the wgmma kernel takes nope 128, rope 64, v 128 with 16-byte aligned rows; got nope "
+                   << args.nope_dim << ", rope " << cache.rope_dim << ", v " << args.v_dim);
+  if (wgmma_applies && args.kernel != MlaPrefillKernel::kMmaSync) {
+    launch_prefill_wgmma(params, args, stream);
+  } else if (args.nope_dim <= 64 && args.v_dim <= 64) {
     launch_prefill<64, 64, 64>(params, args, stream);
   } else {
     launch_prefill<128, 64, 128>(params, args, stream);

@@ -14,6 +14,11 @@
 
 namespace fathom::kernels::cuda {
 
+// kWgmma: warpgroup-MMA kernel for DeepSeek-V3's head dims (nope 128, rope 64, v 128) with 16-byte aligned rows;
+// kMmaSync: the mma.sync kernel, any dims; kAuto: kWgmma where it applies. Same algorithm, results within bf16
+// rounding of each other (the tensor cores sum in their own order); each is row-independent.
+enum class MlaPrefillKernel { kAuto, kMmaSync, kWgmma };
+
 struct MlaPrefillArgs {
   const __nv_bfloat16* q = nullptr;       // [total_q, num_heads, q_head_stride]: [q_nope (nope) ; rotated q_pe (rope)]
   int64_t q_head_stride = 0;              // elements between heads of q (nope + rope when packed)
@@ -31,6 +36,7 @@ struct MlaPrefillArgs {
   int32_t nope_dim = 0;                   // 128 for DeepSeek-V3 (<= 128)
   int32_t v_dim = 0;                      // 128 (<= 128); rope = cache.rope_dim (<= 64)
   float softmax_scale = 1.0f;
+  MlaPrefillKernel kernel = MlaPrefillKernel::kAuto;
 };
 
 void mla_prefill(const MlaPrefillArgs& args, cudaStream_t stream);

@@ -1,0 +1,201 @@
+#pragma once
+// MLA prefill kernel (expanded form) on Hopper's warpgroup MMA, for DeepSeek-V3's head dims (nope 128, rope 64,
+// v 128) with 16-byte aligned rows. Same algorithm and data flow as mla_prefill_kernel.cuh (one CTA = 64 queries
+// of one sequence and one head; K/V tiles of 64 keys through a two-stage cp.async pipeline; causal tiles only;
+// fp32 online softmax in the log2 domain; bf16 probabilities), but one warpgroup issues S = Q·Kᵀ as wgmma
+// m64n64k16 from shared memory and O += P·V as wgmma m64n128k16 with P straight from the score registers.
+// Shared-memory tiles use the k-block-major 128-byte-swizzle layout (kblock_chunk_offset) wgmma reads.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/mla/sm90/mla_prefill_kernel.cuh"  // PrefillKernelParams, tile sizes
+#include "kernels/cuda/mla/sm90/mma_primitives.cuh"
+
+namespace fathom::kernels::cuda::mla_detail {
+
+struct PrefillWgmmaLayout {
+  static constexpr int kNope = 128, kRope = 64, kV = 128;
+  static constexpr int kQkChunks = (kNope + kRope) / 8;  // 24 chunks of 8 bf16 = 3 k-blocks of 64
+  static constexpr int kVChunks = kV / 8;                // 16 = 2 k-blocks
+  static constexpr int kQkSteps = (kNope + kRope) / 16;  // 12 k16 steps
+  static constexpr int kQTileBytes = kPrefillTileQ * (kNope + kRope) * 2;   // [3 blocks][64 rows][128 B]
+  static constexpr int kKTileBytes = kPrefillTileKv * (kNope + kRope) * 2;  // [3 blocks][64 keys][128 B]
+  static constexpr int kVTileBytes = kPrefillTileKv * kV * 2;               // [2 blocks][64 keys][128 B]
+  static constexpr int kQOffset = 0;
+  static constexpr int kKOffset = kQOffset + kQTileBytes;
+  static constexpr int kVOffset = kKOffset + 2 * kKTileBytes;
+  static constexpr int kAlignSlack = 1024;  // the kernel aligns its base to the 1024-byte swizzle atom
+  static constexpr int kSmemBytes = kVOffset + 2 * kVTileBytes + kAlignSlack;
+  static_assert(kPrefillThreads == 128 && kPrefillTileQ == 64 && kPrefillTileKv == 64, "one warpgroup, m64 tiles");
+  static_assert(kKOffset % 1024 == 0 && kVOffset % 1024 == 0 && kKTileBytes % 1024 == 0, "1024-aligned tiles");
+};
+
+// Requires p.nope == 128, p.rope == 64, p.v_dim == 128 and p.vector_loads (checked by the host).
+__global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_wgmma_kernel(const PrefillKernelParams p) {
+  using L = PrefillWgmmaLayout;
+  extern __shared__ uint8_t prefill_smem_raw[];
+  const uint32_t raw = smem_u32(prefill_smem_raw);
+  const uint32_t base = raw + ((1024 - (raw & 1023)) & 1023);
+  const uint32_t q_smem = base + L::kQOffset, k_smem = base + L::kKOffset, v_smem = base + L::kVOffset;
+
+  const int b = blockIdx.z, h = blockIdx.y;
+  const int q_tile = gridDim.x - 1 - blockIdx.x;  // the longest (latest) query tiles start first
+  const int q_begin = p.cu_q_lens[b], q_len = p.cu_q_lens[b + 1] - q_begin;
+  const int kv_begin = p.cu_kv_lens[b], kv_len = p.cu_kv_lens[b + 1] - kv_begin;
+  const int q0 = q_tile * kPrefillTileQ;
+  if (q0 >= q_len) return;
+  const int pos_offset = kv_len - q_len;  // query j is at position pos_offset + j
+  const int last_pos = min(pos_offset + min(q0 + kPrefillTileQ, q_len) - 1, kv_len - 1);
+  const int kv_tiles = last_pos < 0 ? 0 : ceil_div_int(last_pos + 1, kPrefillTileKv);
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const int64_t q_token_stride = static_cast<int64_t>(p.num_heads) * p.q_head_stride;
+  const int64_t k_token_stride = static_cast<int64_t>(p.num_heads) * L::kNope;
+  const int64_t v_token_stride = static_cast<int64_t>(p.num_heads) * L::kV;
+  const int64_t cache_row_elems = static_cast<int64_t>(p.kv_lora) + L::kRope;
+  const int32_t* pages = p.page_table + static_cast<int64_t>(b) * p.max_pages_per_seq;
+
+  // ---- Q tile [64 queries][nope ; rope]: chunks 0..15 nope, 16..23 rope.
+  for (int idx = tid; idx < kPrefillTileQ * L::kQkChunks; idx += kPrefillThreads) {
+    const int r = idx / L::kQkChunks, c = idx % L::kQkChunks;
+    const bool valid = q0 + r < q_len;
+    const __nv_bfloat16* src = p.q;
+    if (valid) src = p.q + (q_begin + q0 + r) * q_token_stride + h * p.q_head_stride + c * 8;  // rope follows nope
+    cp_async_16(q_smem + kblock_chunk_offset(r, c, kPrefillTileQ), src, valid ? 16 : 0);
+  }
+  // ---- K/V tiles: keys [tile*64, tile*64 + 64); keys >= kv_len are zero rows.
+  auto load_kv = [&](int stage, int tile) {
+    const uint32_t k_base = k_smem + stage * L::kKTileBytes, v_base = v_smem + stage * L::kVTileBytes;
+    for (int idx = tid; idx < kPrefillTileKv * L::kQkChunks; idx += kPrefillThreads) {
+      const int r = idx / L::kQkChunks, c = idx % L::kQkChunks, key = tile * kPrefillTileKv + r;
+      const bool valid = key < kv_len;
+      const __nv_bfloat16* src = p.k_nope;
+      if (valid) {
+        if (c < L::kNope / 8) {
+          src = p.k_nope + (kv_begin + key) * k_token_stride + h * L::kNope + c * 8;
+        } else {
+          const int64_t slot = static_cast<int64_t>(pages[key / p.page_size]) * p.page_size + key % p.page_size;
+          src = p.cache + slot * cache_row_elems + p.kv_lora + (c - L::kNope / 8) * 8;
+        }
+      }
+      cp_async_16(k_base + kblock_chunk_offset(r, c, kPrefillTileKv), src, valid ? 16 : 0);
+    }
+    for (int idx = tid; idx < kPrefillTileKv * L::kVChunks; idx += kPrefillThreads) {
+      const int r = idx / L::kVChunks, c = idx % L::kVChunks, key = tile * kPrefillTileKv + r;
+      const bool valid = key < kv_len;
+      const __nv_bfloat16* src = valid ? p.v + (kv_begin + key) * v_token_stride + h * L::kV + c * 8 : p.v;
+      cp_async_16(v_base + kblock_chunk_offset(r, c, kPrefillTileKv), src, valid ? 16 : 0);
+    }
+  };
+
+  if (kv_tiles > 0) load_kv(0, 0);
+  cp_async_commit();
+
+  float o[64];  // O [64 queries x 128 v]: o[4j + e] = (row warp*16 + g + 8 (e >> 1), column 8j + 2 tq + (e & 1))
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+  const int row_q[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};  // query index within the sequence
+  const int row_pos[2] = {pos_offset + row_q[0], pos_offset + row_q[1]};
+
+  for (int tile = 0; tile < kv_tiles; ++tile) {
+    const int stage = tile & 1;
+    cp_async_wait_all();
+    fence_proxy_async_shared();  // this thread's cp.async bytes before the async proxy (wgmma) reads them
+    __syncthreads();             // every thread's; and stage ^ 1 (read by the previous tile's wgmmas) is free
+    if (tile + 1 < kv_tiles) load_kv(stage ^ 1, tile + 1);
+    cp_async_commit();
+    const uint32_t kt = k_smem + stage * L::kKTileBytes, vt = v_smem + stage * L::kVTileBytes;
+
+    // ---- S = Q · Kᵀ [64 queries x 64 keys]
+    float s[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) s[i] = 0.0f;
+    wgmma_fence_operands(s);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < L::kQkSteps; ++ks) {
+      const uint32_t k_offset = (ks & 3) * 32 + (ks >> 2) * (kPrefillTileQ * 128);
+      wgmma_m64n64k16_bf16(s, wgmma_desc_kmajor_sw128(q_smem + k_offset), wgmma_desc_kmajor_sw128(kt + k_offset));
+    }
+    wgmma_commit();
+    wgmma_wait_all();
+    wgmma_fence_operands(s);
+
+    // ---- causal mask, scale, online softmax (rows row_q[0], row_q[1]; a quad of lanes shares a row)
+    float row_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = tile * kPrefillTileKv + j * 8 + 2 * tq + (e & 1);
+        const bool valid = key <= row_pos[e >> 1] && key < kv_len;
+        s[4 * j + e] = valid ? s[4 * j + e] * p.scale_log2 : -INFINITY;
+        row_max[e >> 1] = fmaxf(row_max[e >> 1], s[4 * j + e]);
+      }
+    float m_use[2], alpha[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      row_max[half] = fmaxf(row_max[half], __shfl_xor_sync(0xffffffffu, row_max[half], 1));
+      row_max[half] = fmaxf(row_max[half], __shfl_xor_sync(0xffffffffu, row_max[half], 2));
+      const float m_new = fmaxf(m_run[half], row_max[half]);
+      m_use[half] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no visible key yet stays at zero
+      alpha[half] = exp2f(m_run[half] - m_use[half]);
+      m_run[half] = m_new;
+    }
+    uint32_t p_frag[8][2];  // bf16 pairs: [j][0] row g, [j][1] row g + 8
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        p_frag[j][half] =
+            pack_bf16x2(exp2f(s[4 * j + 2 * half] - m_use[half]), exp2f(s[4 * j + 2 * half + 1] - m_use[half]));
+        const float2 rounded = unpack_bf16x2(p_frag[j][half]);
+        sum[half] += rounded.x + rounded.y;
+      }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) l_run[half] = l_run[half] * alpha[half] + sum[half];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      o[4 * j] *= alpha[0];
+      o[4 * j + 1] *= alpha[0];
+      o[4 * j + 2] *= alpha[1];
+      o[4 * j + 3] *= alpha[1];
+    }
+
+    // ---- O += P · V: P [64 x 64 keys] from registers, V [64 keys x 128] N-major (k-blocks of 64 columns)
+    wgmma_fence_operands(o);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kPrefillTileKv / 16; ++kk) {
+      const uint32_t a[4] = {p_frag[2 * kk][0], p_frag[2 * kk][1], p_frag[2 * kk + 1][0], p_frag[2 * kk + 1][1]};
+      wgmma_m64n128k16_bf16_rs_tn(o, a, wgmma_desc_sw128(vt + kk * 16 * 128, kPrefillTileKv * 128, 1024));
+    }
+    wgmma_commit();
+    wgmma_wait_all();
+    wgmma_fence_operands(o);
+  }
+
+  cp_async_wait_all();  // nothing may stay in flight (kv_tiles == 0 skips the loop)
+
+  // ---- normalize and store
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    l_run[half] += __shfl_xor_sync(0xffffffffu, l_run[half], 1);
+    l_run[half] += __shfl_xor_sync(0xffffffffu, l_run[half], 2);
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    if (row_q[half] >= q_len) continue;
+    const float inv_l = l_run[half] > 0.0f ? 1.0f / l_run[half] : 0.0f;
+    __nv_bfloat16* out = p.out + (static_cast<int64_t>(q_begin) + row_q[half]) * v_token_stride + h * L::kV;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      *reinterpret_cast<__nv_bfloat162*>(out + j * 8 + 2 * tq) =
+          __floats2bfloat162_rn(o[4 * j + 2 * half] * inv_l, o[4 * j + 2 * half + 1] * inv_l);
+    }
+  }
+}
+
+}  // namespace fathom::kernels::cuda::mla_detail
