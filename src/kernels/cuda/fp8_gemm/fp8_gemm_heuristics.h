@@ -61,12 +61,13 @@ constexpr SmallMVariant kSmallMDefaultVariant = SmallMVariant::kW4D2P2;
 // best at 1..64 tokens on an H200 (expert gate_up at 1 token: 73.9 us without, 69.1 with 2, 76.9 with 4, 103 with 8).
 constexpr int kGroupedGemvPrefetchBlocks = 2;
 
-// Token tile (wgmma N) of the grouped prefill kernel from the average rows per expert: a 128-token tile halves
-// the weight-tile reads per token but computes more padding columns for experts whose rows do not fill it.
-// H200, 256 experts top-8 (bench_fp8_gemm_tiled): 64 faster up to 4096 tokens (average 128 rows: gate_up 4053 vs
-// 4233 us, down 1975 vs 2240), 128 faster at 8192 (average 256: 6901 vs 7843, 3620 vs 3982).
+// Token tile of the grouped prefill kernel from the average rows per expert: 128-token tiles (the two warpgroups
+// split the tokens, so an empty half costs no MMAs) halve the weight-tile reads per token; 64-token tiles waste
+// less when experts have few rows. H200, 256 experts top-8 (bench_fp8_gemm_tiled, bench/RESULTS.md sixth session):
+// 64 faster up to 1024 tokens (average <= 32 rows: gate_up 1816 vs 2101 us), even at 2048 (64 rows: 2636 vs 2630),
+// 128 faster at 4096 (128 rows: 4025 vs 4202) and 8192 (6962 vs 7440).
 inline int wgmma_tokens_per_tile(int64_t x_rows, int32_t num_experts) {
-  constexpr int64_t kLargeTileMinAverageRows = 192;
+  constexpr int64_t kLargeTileMinAverageRows = 64;
   return x_rows >= kLargeTileMinAverageRows * std::max<int32_t>(num_experts, 1) ? 128 : 64;
 }
 

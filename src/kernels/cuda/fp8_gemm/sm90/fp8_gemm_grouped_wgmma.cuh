@@ -9,8 +9,9 @@
 // batch-invariant mode keeps the tiled kernel. Within this kernel a token's result depends only on its own row
 // (tokens are wgmma's N dimension: columns never mix), so it does not depend on the other tokens of its tile.
 //
-// Tiles: 128 weight rows (one scale block; 64 per consumer warpgroup, wgmma's M) x kTokens tokens of one expert
-// (wgmma's N). A persistent grid walks the tiles of all experts in (expert, token tile, weight row block) order,
+// Tiles: 128 weight rows (one scale block; wgmma's M, 64 per instruction) x kTokens tokens of one expert (wgmma's
+// N); the two consumer warpgroups split the rows (64-token tiles) or the tokens (128-token tiles, see
+// GroupedWgmmaLayout). A persistent grid walks the tiles of all experts in (expert, token tile, weight row block) order,
 // so CTAs running together share the expert's token tile and weight in L2. The tile table (prefix sums of each
 // expert's tile count) is built in shared memory from the device counts, so no host synchronisation is needed.
 // Roles: warpgroups 0..1 consume (wgmma + promotion + epilogue), warpgroup 2's first warp produces: per K block it
@@ -33,9 +34,15 @@ constexpr int kWgmmaSmemLimit = 227 * 1024;
 constexpr int kWgmmaProducerRegisters = 40;
 constexpr int kWgmmaConsumerRegisters = 232;
 
-template <int kTokens>
+// kSplitTokens: the two consumer warpgroups take halves of the token tile (each all 128 weight rows as two m64
+// blocks), so a warpgroup whose 64 tokens are all past the expert's rows skips its MMAs; otherwise each takes 64 of
+// the weight rows for all kTokens tokens.
+template <int kTokens, bool kSplitTokens>
 struct GroupedWgmmaLayout {
   static_assert(kTokens == 64 || kTokens == 128, "token tile of 64 or 128");
+  static constexpr int kGroupTokens = kSplitTokens ? kTokens / 2 : kTokens;  // wgmma N of one warpgroup
+  static constexpr int kRowBlocks = kSplitTokens ? 2 : 1;                     // m64 blocks of one warpgroup
+  static_assert(kGroupTokens == 64 || kGroupTokens == 128, "e4m3 wgmma shapes provided: n64, n128");
   // One stage: [128 weight rows][128 B] and [kTokens][128 B] swizzled tiles, then kTokens token scales and the
   // tile's weight scale (fp32); stages are 1024-byte aligned (the swizzle atom).
   static constexpr int kWTileBytes = kWgmmaTileRows * 128;
@@ -43,9 +50,9 @@ struct GroupedWgmmaLayout {
   static constexpr int kXScaleOffset = kWTileBytes + kXTileBytes;
   static constexpr int kWScaleOffset = kXScaleOffset + kTokens * 4;
   static constexpr int kStageBytes = (kWScaleOffset + 16 + 1023) / 1024 * 1024;
-  // Epilogue staging per consumer warpgroup: [kTokens][64 rows + 8] bf16 (16-byte aligned rows).
-  static constexpr int kOutRowStride = 64 + 8;
-  static constexpr int kOutGroupBytes = kTokens * kOutRowStride * 2;
+  // Epilogue staging per consumer warpgroup: [kGroupTokens][its rows + 8] bf16 (16-byte aligned rows).
+  static constexpr int kOutRowStride = kRowBlocks * 64 + 8;
+  static constexpr int kOutGroupBytes = kGroupTokens * kOutRowStride * 2;
   static constexpr int kMaxStages = 8;
   static constexpr int kAlignSlack = 1024;  // the dynamic shared memory base is aligned up to 1024 in the kernel
   static constexpr int kFixedBytes = kWgmmaConsumerGroups * kOutGroupBytes + 2 * kMaxStages * 8 +
@@ -82,9 +89,10 @@ __device__ __forceinline__ Tile locate_tile(int t, const int32_t* table, int num
 }  // namespace wgmma_detail
 
 // out[first_e + t, r] for every expert e with rows: see the header comment. Launch: a persistent 1-D grid (at most
-// one CTA per SM), kWgmmaThreads threads, GroupedWgmmaLayout<kTokens>::kSmemBytes of dynamic shared memory.
+// one CTA per SM), kWgmmaThreads threads, GroupedWgmmaLayout<kTokens, kSplitTokens>::kSmemBytes of dynamic shared
+// memory.
 // Requires rows % 128 == 0, cols % 16 == 0, num_experts <= kWgmmaMaxExperts, counts >= 0.
-template <int kTokens>
+template <int kTokens, bool kSplitTokens>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
 fp8_gemm_grouped_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,  // [E * rows][cols] e4m3, box [128][128 B]
                               const __grid_constant__ CUtensorMap x_map,  // [x_rows][cols] e4m3, box [kTokens][128 B]
@@ -94,7 +102,7 @@ fp8_gemm_grouped_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,  // [E 
                               const int32_t* __restrict__ expert_counts,  // [E] rows of each expert
                               int num_experts, int rows, int k_blocks,
                               __nv_bfloat16* __restrict__ out) {          // [x_rows, rows]
-  using Layout = GroupedWgmmaLayout<kTokens>;
+  using Layout = GroupedWgmmaLayout<kTokens, kSplitTokens>;
   namespace hw = hopper;
   extern __shared__ uint8_t wgmma_smem_raw[];
   uint8_t* smem = wgmma_smem_raw + ((1024 - (hw::shared_address(wgmma_smem_raw) & 1023)) & 1023);
@@ -190,43 +198,61 @@ fp8_gemm_grouped_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,  // [E 
     return;
   }
 
-  // Consumers: warpgroup g owns weight rows [64g, 64g + 64) of each tile.
+  // Consumers: warpgroup g owns tokens [group_token, + kGroupTokens) x weight rows [group_row, + 64 kRowBlocks).
   hw::warpgroup_claim_registers<kWgmmaConsumerRegisters>();
+  constexpr int kGroupTokens = Layout::kGroupTokens, kRowBlocks = Layout::kRowBlocks;
   const int thread = threadIdx.x % 128, warp = thread / 32;
+  const int group_token = kSplitTokens ? warpgroup * kGroupTokens : 0;
+  const int group_row = kSplitTokens ? 0 : warpgroup * 64;
   __nv_bfloat16* staged = reinterpret_cast<__nv_bfloat16*>(smem + Layout::kOutOffset + warpgroup * Layout::kOutGroupBytes);
   int stage = 0;
   uint32_t phase = 0;
   for (int t = blockIdx.x; t < total_tiles; t += gridDim.x) {
     const wgmma_detail::Tile tile = wgmma_detail::locate_tile(t, table, num_experts, row_blocks);
-    float total[kTokens / 2];  // [n8 tile j][fragment element e] = total[4j + e]
-    float block[kTokens / 2];
+    const int count = expert_counts[tile.expert];
+    const int token_base = tile.token_tile * kTokens;
+    const bool active = token_base + group_token < count;  // else every column of this group is padding
+    float total[kRowBlocks][kGroupTokens / 2];  // [m64 block][n8 tile j][fragment element e] = [h][4j + e]
+    float block[kRowBlocks][kGroupTokens / 2];
 #pragma unroll
-    for (int i = 0; i < kTokens / 2; ++i) total[i] = block[i] = 0.0f;
+    for (int h = 0; h < kRowBlocks; ++h)
+#pragma unroll
+      for (int i = 0; i < kGroupTokens / 2; ++i) total[h][i] = block[h][i] = 0.0f;
     for (int kb = 0; kb < k_blocks; ++kb) {
       hw::mbarrier_wait(&full[stage], phase);
       const uint8_t* stage_base = smem + stage * Layout::kStageBytes;
-      const uint32_t w_tile = hw::shared_address(stage_base) + warpgroup * 64 * 128;  // this group's 64 rows
-      const uint32_t x_tile = hw::shared_address(stage_base + Layout::kWTileBytes);
-      hw::wgmma_fence_operands(block);
-      hw::wgmma_fence();
+      if (active) {
+        const uint32_t w_tile = hw::shared_address(stage_base) + group_row * 128;
+        const uint32_t x_tile = hw::shared_address(stage_base + Layout::kWTileBytes) + group_token * 128;
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {  // 32 bytes of K per wgmma inside the 128-byte swizzled rows
-        hw::wgmma_m64k32_e4m3<kTokens>(block, hw::wgmma_desc_kmajor_sw128(w_tile + 32 * k),
-                                       hw::wgmma_desc_kmajor_sw128(x_tile + 32 * k), k > 0);
-      }
-      hw::wgmma_commit();
-      hw::wgmma_wait_all();
-      hw::wgmma_fence_operands(block);
-      const float w_scale = *reinterpret_cast<const float*>(stage_base + Layout::kWScaleOffset);
-      const float* x_scale_tile = reinterpret_cast<const float*>(stage_base + Layout::kXScaleOffset);
+        for (int h = 0; h < kRowBlocks; ++h) hw::wgmma_fence_operands(block[h]);
+        hw::wgmma_fence();
 #pragma unroll
-      for (int j = 0; j < kTokens / 8; ++j) {  // columns 8j + 2 (lane % 4) + {0, 1}
-        const float2 x_scale = *reinterpret_cast<const float2*>(x_scale_tile + 8 * j + 2 * (lane % 4));
-        const float scale0 = w_scale * x_scale.x, scale1 = w_scale * x_scale.y;
-        total[4 * j + 0] += block[4 * j + 0] * scale0;
-        total[4 * j + 1] += block[4 * j + 1] * scale1;
-        total[4 * j + 2] += block[4 * j + 2] * scale0;
-        total[4 * j + 3] += block[4 * j + 3] * scale1;
+        for (int k = 0; k < 4; ++k) {  // 32 bytes of K per wgmma inside the 128-byte swizzled rows
+#pragma unroll
+          for (int h = 0; h < kRowBlocks; ++h) {
+            hw::wgmma_m64k32_e4m3<kGroupTokens>(block[h], hw::wgmma_desc_kmajor_sw128(w_tile + h * 64 * 128 + 32 * k),
+                                                hw::wgmma_desc_kmajor_sw128(x_tile + 32 * k), k > 0);
+          }
+        }
+        hw::wgmma_commit();
+        hw::wgmma_wait_all();
+#pragma unroll
+        for (int h = 0; h < kRowBlocks; ++h) hw::wgmma_fence_operands(block[h]);
+        const float w_scale = *reinterpret_cast<const float*>(stage_base + Layout::kWScaleOffset);
+        const float* x_scale_tile = reinterpret_cast<const float*>(stage_base + Layout::kXScaleOffset) + group_token;
+#pragma unroll
+        for (int j = 0; j < kGroupTokens / 8; ++j) {  // columns 8j + 2 (lane % 4) + {0, 1} of the group
+          const float2 x_scale = *reinterpret_cast<const float2*>(x_scale_tile + 8 * j + 2 * (lane % 4));
+          const float scale0 = w_scale * x_scale.x, scale1 = w_scale * x_scale.y;
+#pragma unroll
+          for (int h = 0; h < kRowBlocks; ++h) {
+            total[h][4 * j + 0] += block[h][4 * j + 0] * scale0;
+            total[h][4 * j + 1] += block[h][4 * j + 1] * scale1;
+            total[h][4 * j + 2] += block[h][4 * j + 2] * scale0;
+            total[h][4 * j + 3] += block[h][4 * j + 3] * scale1;
+          }
+        }
       }
       __syncwarp();  // the warp's shared reads of this stage are done
       if (lane == 0) hw::mbarrier_arrive(&empty[stage]);
@@ -235,25 +261,26 @@ fp8_gemm_grouped_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,  // [E 
         phase ^= 1;
       }
     }
+    if (!active) continue;  // no token of this group is stored (the group's barriers are its own)
 
-    // Epilogue: stage the group's [64 rows x kTokens] as [token][row] bf16, then 16-byte row segments per token.
+    // Epilogue: stage the group's [rows x tokens] as [token][row] bf16, then 16-byte row segments per token.
 #pragma unroll
-    for (int j = 0; j < kTokens / 8; ++j) {
+    for (int h = 0; h < kRowBlocks; ++h)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int row = warp * 16 + lane / 4 + (e >= 2 ? 8 : 0);
-        const int token = 8 * j + 2 * (lane % 4) + (e & 1);
-        staged[token * Layout::kOutRowStride + row] = __float2bfloat16_rn(total[4 * j + e]);
-      }
-    }
+      for (int j = 0; j < kGroupTokens / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int row = h * 64 + warp * 16 + lane / 4 + (e >= 2 ? 8 : 0);
+          const int token = 8 * j + 2 * (lane % 4) + (e & 1);
+          staged[token * Layout::kOutRowStride + row] = __float2bfloat16_rn(total[h][4 * j + e]);
+        }
     hw::named_barrier_sync(1 + warpgroup, 128);
-    const int count = expert_counts[tile.expert];
-    const int token_base = tile.token_tile * kTokens;
-    const int64_t first_row = expert_offsets[tile.expert] + token_base;
-    const int column = tile.row_block * kWgmmaTileRows + warpgroup * 64;
-    for (int c = thread; c < kTokens * 8; c += 128) {  // 8 chunks of 8 bf16 per token
-      const int token = c / 8, chunk = c % 8;
-      if (token_base + token >= count) continue;
+    const int64_t first_row = expert_offsets[tile.expert] + token_base + group_token;
+    const int column = tile.row_block * kWgmmaTileRows + group_row;
+    constexpr int kChunksPerToken = kRowBlocks * 8;  // 8 bf16 per chunk
+    for (int c = thread; c < kGroupTokens * kChunksPerToken; c += 128) {
+      const int token = c / kChunksPerToken, chunk = c % kChunksPerToken;
+      if (token_base + group_token + token >= count) continue;
       *reinterpret_cast<uint4*>(out + (first_row + token) * rows + column + chunk * 8) =
           *reinterpret_cast<const uint4*>(staged + token * Layout::kOutRowStride + chunk * 8);
     }
