@@ -342,18 +342,23 @@ CudaModelImpl::Quantized CudaModelImpl::quantized_input(int64_t tokens, int64_t 
   return q;
 }
 
-void CudaModelImpl::gemm(const Quantized& x, const kc::DeviceFp8Weight& w, bf16* out) {
-  const int64_t tokens = x.activations.tokens, head = x.cublas_tokens;
+kc::Fp8GemmWorkspace CudaModelImpl::small_m_workspace(const kc::DeviceFp8Weight& w, bool with_counters) {
   kc::Fp8GemmWorkspace workspace;
-  if (tokens > head) {
-    const size_t bytes = fp8_gemm_->small_m_workspace_bytes(w.rows, w.cols);
-    if (bytes) {
-      workspace.split_partials = split_partials_.ensure(bytes / sizeof(float), stream_);
-      workspace.split_partials_bytes = bytes;
+  const size_t bytes = fp8_gemm_->small_m_workspace_bytes(w.rows, w.cols);
+  if (bytes) {
+    workspace.split_partials = split_partials_.ensure(bytes / sizeof(float), stream_);
+    workspace.split_partials_bytes = bytes;
+    if (with_counters) {
       workspace.split_counters = split_counters_.data();
       workspace.split_counters_bytes = split_counters_.bytes();
     }
   }
+  return workspace;
+}
+
+void CudaModelImpl::gemm(const Quantized& x, const kc::DeviceFp8Weight& w, bf16* out) {
+  const int64_t tokens = x.activations.tokens, head = x.cublas_tokens;
+  const kc::Fp8GemmWorkspace workspace = tokens > head ? small_m_workspace(w, true) : kc::Fp8GemmWorkspace{};
   if (head > 0) {
     kc::DeviceFp8Activations rows = x.activations;
     rows.tokens = head;
@@ -374,14 +379,8 @@ kc::SplitKPartials CudaModelImpl::gemm_deferred(const Quantized& x, const kc::De
     gemm(x, w, out);
     return {};
   }
-  kc::Fp8GemmWorkspace workspace;
-  const size_t bytes = fp8_gemm_->small_m_workspace_bytes(w.rows, w.cols);
-  if (bytes) {
-    workspace.split_partials = split_partials_.ensure(bytes / sizeof(float), stream_);
-    workspace.split_partials_bytes = bytes;
-  }
   // No split counters: the fused in-kernel reduction would leave nothing to defer.
-  return fp8_gemm_->run_small_m_deferred(x.activations, w, out, workspace, stream_);
+  return fp8_gemm_->run_small_m_deferred(x.activations, w, out, small_m_workspace(w, false), stream_);
 }
 
 void CudaModelImpl::linear(const bf16* x, int64_t tokens, const DeviceLinear& w, bf16* out, QuantizedActivations& scratch) {

@@ -184,6 +184,9 @@ class CudaModelImpl {
   // Same, except that a decode-sized batch on a split-K weight leaves its fp32 partials for the consumer (returned,
   // out unwritten; valid until the next GEMM of this stream): empty when out was written.
   kc::SplitKPartials gemm_deferred(const Quantized& x, const kc::DeviceFp8Weight& w, bf16* out);
+  // The small-M path's split-K scratch for weight w (grown on the model stream), with the fused reduction's
+  // arrival counters or without them (deferred partials).
+  kc::Fp8GemmWorkspace small_m_workspace(const kc::DeviceFp8Weight& w, bool with_counters);
   // quantize + gemm, with `scratch` holding the quantized x.
   void linear(const bf16* x, int64_t tokens, const DeviceLinear& w, bf16* out, QuantizedActivations& scratch);
   // A SwiGLU MLP (dense layer or shared expert) over already-quantized input rows; the result as gemm_deferred's.
