@@ -11,8 +11,8 @@
 //
 // Tiles: 128 weight rows (one scale block; wgmma's M, 64 per instruction) x kTokens tokens of one expert (wgmma's
 // N); the two consumer warpgroups split the rows (64-token tiles) or the tokens (128-token tiles, see
-// GroupedWgmmaLayout). A persistent grid walks the tiles of all experts in (expert, token tile, weight row block) order,
-// so CTAs running together share the expert's token tile and weight in L2. The tile table (prefix sums of each
+// GroupedWgmmaLayout). A persistent grid walks the tiles of all experts in (expert, token tile, weight row block)
+// order, so CTAs running together share the expert's token tile and weight in L2. The tile table (prefix sums of each
 // expert's tile count) is built in shared memory from the device counts, so no host synchronisation is needed.
 // Roles: warpgroups 0..1 consume (wgmma + promotion + epilogue), warpgroup 2's first warp produces: per K block it
 // stores the tile's token and weight scales in the stage and issues two TMA boxes (weight tile, token tile).
@@ -27,7 +27,7 @@
 namespace fathom::kernels::cuda::sm90 {
 
 constexpr int kWgmmaTileRows = 128;       // weight rows per tile: one 128-row scale block
-constexpr int kWgmmaConsumerGroups = 2;   // 64 weight rows each
+constexpr int kWgmmaConsumerGroups = 2;   // split the weight rows or the tokens of a tile (GroupedWgmmaLayout)
 constexpr int kWgmmaThreads = 128 * (kWgmmaConsumerGroups + 1);
 constexpr int kWgmmaMaxExperts = 1024;    // tile table entries in shared memory
 constexpr int kWgmmaSmemLimit = 227 * 1024;
