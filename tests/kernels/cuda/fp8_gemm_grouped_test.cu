@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "cuda_test_util.h"
+#include "fp8_test_util.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cuda/fp8_gemm/act_quant.h"
 #include "kernels/cuda/fp8_gemm/fp8_grouped_gemm.h"
@@ -27,15 +28,7 @@ TEST_P(GroupedGemm, MatchesCpuW8A8PerExpert) {
   const GroupedShape s = GetParam();
   std::mt19937 rng(static_cast<uint32_t>(s.rows * 31 + s.cols + s.num_experts));
   // Weights: one random fp8 matrix per expert, stacked on the device.
-  std::vector<WeightMatrix> experts;
-  std::vector<uint8_t> stacked_values;
-  std::vector<float> stacked_scales;
-  for (int32_t e = 0; e < s.num_experts; ++e) {
-    experts.push_back(fathom::testing::random_fp8_weight(rng, s.rows, s.cols));
-    const WeightMatrix& w = experts.back();
-    stacked_values.insert(stacked_values.end(), w.weight.data<uint8_t>(), w.weight.data<uint8_t>() + s.rows * s.cols);
-    stacked_scales.insert(stacked_scales.end(), w.scale_inv.data<float>(), w.scale_inv.data<float>() + w.scale_inv.numel());
-  }
+  const StackedExperts experts = make_stacked_experts(rng, s.num_experts, s.rows, s.cols);
   std::vector<int32_t> offsets(static_cast<size_t>(s.num_experts) + 1, 0);
   for (int32_t e = 0; e < s.num_experts; ++e) offsets[e + 1] = offsets[e] + s.counts[e];
   const int64_t total_rows = offsets.back();
@@ -48,8 +41,6 @@ TEST_P(GroupedGemm, MatchesCpuW8A8PerExpert) {
   DeviceBuffer<float> x_scales(static_cast<size_t>(total_rows * k_blocks));
   quantize_activations_fp8(x_device.data(), total_rows, s.cols, x_values.data(), x_scales.data(), nullptr, nullptr);
 
-  DeviceBuffer<uint8_t> w_values(stacked_values);
-  DeviceBuffer<float> w_scales(stacked_scales);
   DeviceBuffer<int32_t> offsets_device(offsets), counts_device(s.counts);
   DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(total_rows * s.rows));
   out.fill_bytes(0xff);
@@ -58,8 +49,8 @@ TEST_P(GroupedGemm, MatchesCpuW8A8PerExpert) {
   args.x_scales = x_scales.data();
   args.expert_offsets = offsets_device.data();
   args.expert_counts = counts_device.data();
-  args.w_values = w_values.data();
-  args.w_scales = w_scales.data();
+  args.w_values = experts.values.data();
+  args.w_scales = experts.scales.data();
   args.num_experts = s.num_experts;
   args.rows = s.rows;
   args.cols = s.cols;
@@ -141,7 +132,7 @@ TEST_P(GroupedGemm, MatchesCpuW8A8PerExpert) {
   for (int32_t e = 0; e < s.num_experts; ++e) {
     if (s.counts[e] == 0) continue;
     std::vector<float> expected(static_cast<size_t>(s.counts[e] * s.rows));
-    cpu::linear(x.data() + offsets[e] * s.cols, s.counts[e], experts[e], NumericMode::kW8A8, expected.data(), pool);
+    cpu::linear(x.data() + offsets[e] * s.cols, s.counts[e], experts.cpu[e], NumericMode::kW8A8, expected.data(), pool);
     std::vector<float> actual(gpu.begin() + offsets[e] * s.rows, gpu.begin() + offsets[e + 1] * s.rows);
     EXPECT_LT(fathom::testing::relative_l2_error(actual, expected), 8e-3) << "expert " << e << " rows " << s.counts[e];
   }

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "cuda_test_util.h"
+#include "fp8_test_util.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cuda/fp8_gemm/act_quant.h"
 #include "kernels/cuda/fp8_gemm/fp8_grouped_gemm.h"
@@ -28,12 +29,12 @@ struct WgmmaShape {
 // One routed problem on both sides: stacked expert weights, permuted activations (bf16 rounded and fp8
 // quantized on the device), segment offsets with gaps, and the output poisoned with 0xff.
 struct Problem {
-  std::vector<WeightMatrix> experts;
+  StackedExperts experts;
   std::vector<int32_t> counts, offsets;
   int64_t x_rows = 0;
   std::vector<float> x;  // [x_rows, cols] bf16-rounded
-  DeviceBuffer<uint8_t> x_values, w_values;
-  DeviceBuffer<float> x_scales, w_scales;
+  DeviceBuffer<uint8_t> x_values;
+  DeviceBuffer<float> x_scales;
   DeviceBuffer<int32_t> offsets_device, counts_device;
 
   Problem(const WgmmaShape& s, std::mt19937& rng) {
@@ -45,17 +46,7 @@ struct Problem {
     offsets.assign(static_cast<size_t>(s.num_experts) + 1, 0);
     for (int32_t e = 0; e < s.num_experts; ++e) offsets[e + 1] = offsets[e] + counts[e] + s.gap_rows;
     x_rows = std::max<int64_t>(offsets.back(), 1);
-    std::vector<uint8_t> stacked_values;
-    std::vector<float> stacked_scales;
-    for (int32_t e = 0; e < s.num_experts; ++e) {
-      experts.push_back(fathom::testing::random_fp8_weight(rng, s.rows, s.cols));
-      const WeightMatrix& w = experts.back();
-      stacked_values.insert(stacked_values.end(), w.weight.data<uint8_t>(), w.weight.data<uint8_t>() + s.rows * s.cols);
-      stacked_scales.insert(stacked_scales.end(), w.scale_inv.data<float>(),
-                            w.scale_inv.data<float>() + w.scale_inv.numel());
-    }
-    w_values = DeviceBuffer<uint8_t>(stacked_values);
-    w_scales = DeviceBuffer<float>(stacked_scales);
+    experts = make_stacked_experts(rng, s.num_experts, s.rows, s.cols);
     x = fathom::testing::round_to_bf16(fathom::testing::random_normal(rng, static_cast<size_t>(x_rows * s.cols), 2.0f));
     DeviceBuffer<__nv_bfloat16> x_device(fathom::testing::float_to_bf16_vector(x));
     x_values = DeviceBuffer<uint8_t>(static_cast<size_t>(x_rows * s.cols));
@@ -72,8 +63,8 @@ struct Problem {
     a.x_scales = x_scales.data();
     a.expert_offsets = offsets_device.data();
     a.expert_counts = counts_device.data();
-    a.w_values = w_values.data();
-    a.w_scales = w_scales.data();
+    a.w_values = experts.values.data();
+    a.w_scales = experts.scales.data();
     a.num_experts = s.num_experts;
     a.rows = s.rows;
     a.cols = s.cols;
@@ -108,7 +99,7 @@ TEST_P(GroupedWgmma, MatchesCpuAndTiledKernel) {
   for (int32_t e = 0; e < s.num_experts; ++e) {
     if (p.counts[e] == 0) continue;
     expected[e].resize(static_cast<size_t>(p.counts[e] * s.rows));
-    cpu::linear(p.x.data() + p.offsets[e] * s.cols, p.counts[e], p.experts[e], NumericMode::kW8A8, expected[e].data(),
+    cpu::linear(p.x.data() + p.offsets[e] * s.cols, p.counts[e], p.experts.cpu[e], NumericMode::kW8A8, expected[e].data(),
                 pool);
   }
   for (int32_t tokens_per_tile : {64, 128}) {

@@ -200,22 +200,11 @@ TEST_P(TiledGroupedGemm, BitIdenticalToSmallM) {
   std::mt19937 rng(static_cast<uint32_t>(c.rows * 131 + c.cols + c.counts.size()));
   std::shuffle(c.counts.begin(), c.counts.end(), rng);
   const int32_t experts = static_cast<int32_t>(c.counts.size());
-  std::vector<uint8_t> stacked_values;
-  std::vector<float> stacked_scales;
-  std::vector<WeightMatrix> cpu_weights;
-  for (int32_t e = 0; e < experts; ++e) {
-    cpu_weights.push_back(fathom::testing::random_fp8_weight(rng, c.rows, c.cols));
-    const WeightMatrix& w = cpu_weights.back();
-    stacked_values.insert(stacked_values.end(), w.weight.data<uint8_t>(), w.weight.data<uint8_t>() + c.rows * c.cols);
-    stacked_scales.insert(stacked_scales.end(), w.scale_inv.data<float>(),
-                          w.scale_inv.data<float>() + w.scale_inv.numel());
-  }
+  const StackedExperts weights = make_stacked_experts(rng, experts, c.rows, c.cols);
   std::vector<int32_t> offsets(static_cast<size_t>(experts) + 1, 0);
   for (int32_t e = 0; e < experts; ++e) offsets[e + 1] = offsets[e] + c.counts[e];
   const int64_t total = offsets.back();
   TestActivations a = make_activations(rng, total, c.cols);
-  DeviceBuffer<uint8_t> w_values(stacked_values);
-  DeviceBuffer<float> w_scales(stacked_scales);
   DeviceBuffer<int32_t> offsets_device(offsets), counts_device(c.counts);
 
   Fp8GroupedGemmArgs args;
@@ -223,8 +212,8 @@ TEST_P(TiledGroupedGemm, BitIdenticalToSmallM) {
   args.x_scales = a.scales.data();
   args.expert_offsets = offsets_device.data();
   args.expert_counts = counts_device.data();
-  args.w_values = w_values.data();
-  args.w_scales = w_scales.data();
+  args.w_values = weights.values.data();
+  args.w_scales = weights.scales.data();
   args.num_experts = experts;
   args.rows = c.rows;
   args.cols = c.cols;
@@ -248,7 +237,7 @@ TEST_P(TiledGroupedGemm, BitIdenticalToSmallM) {
   const int64_t n = std::min<int64_t>(32, c.counts[big]);
   std::vector<float> expected(static_cast<size_t>(n * c.rows));
   ThreadPool pool;
-  cpu::linear(a.host.data() + offsets[big] * c.cols, n, cpu_weights[big], NumericMode::kW8A8, expected.data(), pool);
+  cpu::linear(a.host.data() + offsets[big] * c.cols, n, weights.cpu[big], NumericMode::kW8A8, expected.data(), pool);
   const std::vector<float> all = fathom::testing::bf16_to_float_vector(got);
   const std::vector<float> actual(all.begin() + offsets[big] * c.rows, all.begin() + (offsets[big] + n) * c.rows);
   EXPECT_LT(relative_l2_error(actual, expected), 8e-3) << "expert " << big;

@@ -34,4 +34,27 @@ inline TestWeight make_weight(std::mt19937& rng, int64_t rows, int64_t cols) {
   return w;
 }
 
+// num_experts random FP8 weights [rows, cols] on the CPU and stacked on the device as grouped GEMMs read them:
+// values [E, rows, cols], scales [E, ceil(rows/128), ceil(cols/128)].
+struct StackedExperts {
+  std::vector<WeightMatrix> cpu;
+  DeviceBuffer<uint8_t> values;
+  DeviceBuffer<float> scales;
+};
+
+inline StackedExperts make_stacked_experts(std::mt19937& rng, int32_t num_experts, int64_t rows, int64_t cols) {
+  StackedExperts experts;
+  std::vector<uint8_t> values;
+  std::vector<float> scales;
+  for (int32_t e = 0; e < num_experts; ++e) {
+    experts.cpu.push_back(fathom::testing::random_fp8_weight(rng, rows, cols));
+    const WeightMatrix& w = experts.cpu.back();
+    values.insert(values.end(), w.weight.data<uint8_t>(), w.weight.data<uint8_t>() + rows * cols);
+    scales.insert(scales.end(), w.scale_inv.data<float>(), w.scale_inv.data<float>() + w.scale_inv.numel());
+  }
+  experts.values = DeviceBuffer<uint8_t>(values);
+  experts.scales = DeviceBuffer<float>(scales);
+  return experts;
+}
+
 }  // namespace fathom::kernels::cuda

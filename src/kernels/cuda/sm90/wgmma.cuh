@@ -8,6 +8,57 @@
 // a box whose inner extent is 128 bytes, and tiles must start 1024-byte aligned.
 #include <cstdint>
 
+// Accumulator operand lists shared by the wgmma wrappers (here and in mla/sm90/mma_primitives.cuh): the asm
+// text "%0, ..., %N-1" and the matching read-write constraints "+f"(d[0]) ... "+f"(d[N-1]), in chunks of 16.
+#define FATHOM_WGMMA_OPERANDS_0_15 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+#define FATHOM_WGMMA_OPERANDS_16_31 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define FATHOM_WGMMA_OPERANDS_32_47 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47"
+#define FATHOM_WGMMA_OPERANDS_48_63 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define FATHOM_WGMMA_OPERANDS_64_79 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79"
+#define FATHOM_WGMMA_OPERANDS_80_95 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+#define FATHOM_WGMMA_OPERANDS_96_111 \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111"
+#define FATHOM_WGMMA_OPERANDS_112_127 \
+  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define FATHOM_WGMMA_CONSTRAINTS_0_15(d) \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+#define FATHOM_WGMMA_CONSTRAINTS_16_31(d) \
+  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define FATHOM_WGMMA_CONSTRAINTS_32_47(d) \
+  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+#define FATHOM_WGMMA_CONSTRAINTS_48_63(d) \
+  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define FATHOM_WGMMA_CONSTRAINTS_64_79(d) \
+  "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+  "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79])
+#define FATHOM_WGMMA_CONSTRAINTS_80_95(d) \
+  "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+  "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+#define FATHOM_WGMMA_CONSTRAINTS_96_111(d) \
+  "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
+  "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111])
+#define FATHOM_WGMMA_CONSTRAINTS_112_127(d) \
+  "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
+  "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+#define FATHOM_WGMMA_ACC16_OPERANDS FATHOM_WGMMA_OPERANDS_0_15
+#define FATHOM_WGMMA_ACC32_OPERANDS FATHOM_WGMMA_ACC16_OPERANDS ", " FATHOM_WGMMA_OPERANDS_16_31
+#define FATHOM_WGMMA_ACC64_OPERANDS \
+  FATHOM_WGMMA_ACC32_OPERANDS ", " FATHOM_WGMMA_OPERANDS_32_47 ", " FATHOM_WGMMA_OPERANDS_48_63
+#define FATHOM_WGMMA_ACC128_OPERANDS                                                                  \
+  FATHOM_WGMMA_ACC64_OPERANDS ", " FATHOM_WGMMA_OPERANDS_64_79 ", " FATHOM_WGMMA_OPERANDS_80_95 ", " \
+      FATHOM_WGMMA_OPERANDS_96_111 ", " FATHOM_WGMMA_OPERANDS_112_127
+#define FATHOM_WGMMA_ACC16_CONSTRAINTS(d) FATHOM_WGMMA_CONSTRAINTS_0_15(d)
+#define FATHOM_WGMMA_ACC32_CONSTRAINTS(d) FATHOM_WGMMA_ACC16_CONSTRAINTS(d), FATHOM_WGMMA_CONSTRAINTS_16_31(d)
+#define FATHOM_WGMMA_ACC64_CONSTRAINTS(d) \
+  FATHOM_WGMMA_ACC32_CONSTRAINTS(d), FATHOM_WGMMA_CONSTRAINTS_32_47(d), FATHOM_WGMMA_CONSTRAINTS_48_63(d)
+#define FATHOM_WGMMA_ACC128_CONSTRAINTS(d)                                                             \
+  FATHOM_WGMMA_ACC64_CONSTRAINTS(d), FATHOM_WGMMA_CONSTRAINTS_64_79(d), FATHOM_WGMMA_CONSTRAINTS_80_95(d), \
+      FATHOM_WGMMA_CONSTRAINTS_96_111(d), FATHOM_WGMMA_CONSTRAINTS_112_127(d)
+
 namespace fathom::kernels::cuda::hopper {
 
 // Descriptor of an operand in the 128-byte-swizzle layout (1024-aligned regions).
@@ -49,13 +100,9 @@ __device__ __forceinline__ void wgmma_m64n64k32_e4m3(float (&d)[32], uint64_t de
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      FATHOM_WGMMA_ACC32_OPERANDS
       "}, %32, %33, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : FATHOM_WGMMA_ACC32_CONSTRAINTS(d)
       : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate))
       : "memory");
 }
@@ -67,19 +114,9 @@ __device__ __forceinline__ void wgmma_m64n128k32_e4m3(float (&d)[64], uint64_t d
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      FATHOM_WGMMA_ACC64_OPERANDS
       "}, %64, %65, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : FATHOM_WGMMA_ACC64_CONSTRAINTS(d)
       : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate))
       : "memory");
 }

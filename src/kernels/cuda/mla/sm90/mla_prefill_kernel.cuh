@@ -52,6 +52,79 @@ struct PrefillLayout {
   static_assert(kVPad % 64 == 0, "v rows: 8-chunk swizzle");
 };
 
+// The CTA's part of the batch: sequence blockIdx.z and a query tile (the longest, latest tiles start first), with
+// the key tiles it visits (causal: up to its last query's position). Shared by the prefill kernels.
+struct PrefillCtaTile {
+  int q_begin, q_len, kv_begin, kv_len;
+  int q0;          // first query of the tile within the sequence
+  int pos_offset;  // query j is at position pos_offset + j
+  int kv_tiles;    // key tiles of kPrefillTileKv to visit
+};
+
+// False when the tile starts past the sequence's queries (the CTA has nothing to do).
+__device__ __forceinline__ bool prefill_cta_tile(const PrefillKernelParams& p, PrefillCtaTile& t) {
+  const int b = blockIdx.z;
+  t.q_begin = p.cu_q_lens[b];
+  t.q_len = p.cu_q_lens[b + 1] - t.q_begin;
+  t.kv_begin = p.cu_kv_lens[b];
+  t.kv_len = p.cu_kv_lens[b + 1] - t.kv_begin;
+  t.q0 = (gridDim.x - 1 - blockIdx.x) * kPrefillTileQ;
+  if (t.q0 >= t.q_len) return false;
+  t.pos_offset = t.kv_len - t.q_len;
+  const int last_pos = min(t.pos_offset + min(t.q0 + kPrefillTileQ, t.q_len) - 1, t.kv_len - 1);
+  t.kv_tiles = last_pos < 0 ? 0 : ceil_div_int(last_pos + 1, kPrefillTileKv);
+  return true;
+}
+
+// One key tile of the online softmax for a thread's two query rows (the mma m16n8 C layout: s[j][e] is row
+// g + 8 (e >> 1), key key_base + 8j + 2 tq + (e & 1)): masks (causal, past kv_len) and scales the scores in place,
+// updates the running max and sum, and returns O's rescale factors and the bf16 probabilities as P·V's A fragments
+// ([j][0] row g, [j][1] row g + 8; the sum adds the rounded values P·V uses).
+__device__ __forceinline__ void prefill_online_softmax(float (&s)[kPrefillTileKv / 8][4], int key_base, int tq,
+                                                       const int (&row_pos)[2], int kv_len, float scale_log2,
+                                                       float (&m_run)[2], float (&l_run)[2], float (&alpha)[2],
+                                                       uint32_t (&p_frag)[kPrefillTileKv / 8][2]) {
+  float row_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int j = 0; j < kPrefillTileKv / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = key_base + j * 8 + 2 * tq + (e & 1);
+      const bool valid = key <= row_pos[e >> 1] && key < kv_len;
+      s[j][e] = valid ? s[j][e] * scale_log2 : -INFINITY;
+      row_max[e >> 1] = fmaxf(row_max[e >> 1], s[j][e]);
+    }
+  float m_use[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    row_max[half] = fmaxf(row_max[half], __shfl_xor_sync(0xffffffffu, row_max[half], 1));
+    row_max[half] = fmaxf(row_max[half], __shfl_xor_sync(0xffffffffu, row_max[half], 2));
+    const float m_new = fmaxf(m_run[half], row_max[half]);
+    m_use[half] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no visible key yet stays at zero
+    alpha[half] = exp2f(m_run[half] - m_use[half]);
+    m_run[half] = m_new;
+  }
+#pragma unroll
+  for (int j = 0; j < kPrefillTileKv / 8; ++j)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      p_frag[j][half] = pack_bf16x2(exp2f(s[j][2 * half] - m_use[half]), exp2f(s[j][2 * half + 1] - m_use[half]));
+      const float2 rounded = unpack_bf16x2(p_frag[j][half]);
+      sum[half] += rounded.x + rounded.y;
+    }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) l_run[half] = l_run[half] * alpha[half] + sum[half];
+}
+
+// The full softmax denominators of the thread's two rows (each quad of lanes held a quarter of the keys).
+__device__ __forceinline__ void prefill_row_sums(float (&l_run)[2]) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    l_run[half] += __shfl_xor_sync(0xffffffffu, l_run[half], 1);
+    l_run[half] += __shfl_xor_sync(0xffffffffu, l_run[half], 2);
+  }
+}
+
 template <int kNopePad, int kRopePad, int kVPad>
 __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_kernel(const PrefillKernelParams p) {
   using L = PrefillLayout<kNopePad, kRopePad, kVPad>;
@@ -61,14 +134,10 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_kernel(const P
   const uint32_t v_smem = smem_u32(smem + L::kVOffset);
 
   const int b = blockIdx.z, h = blockIdx.y;
-  const int q_tile = gridDim.x - 1 - blockIdx.x;  // the longest (latest) query tiles start first
-  const int q_begin = p.cu_q_lens[b], q_len = p.cu_q_lens[b + 1] - q_begin;
-  const int kv_begin = p.cu_kv_lens[b], kv_len = p.cu_kv_lens[b + 1] - kv_begin;
-  const int q0 = q_tile * kPrefillTileQ;
-  if (q0 >= q_len) return;
-  const int pos_offset = kv_len - q_len;  // query j is at position pos_offset + j
-  const int last_pos = min(pos_offset + min(q0 + kPrefillTileQ, q_len) - 1, kv_len - 1);
-  const int kv_tiles = last_pos < 0 ? 0 : ceil_div_int(last_pos + 1, kPrefillTileKv);
+  PrefillCtaTile cta;
+  if (!prefill_cta_tile(p, cta)) return;
+  const int q_begin = cta.q_begin, q_len = cta.q_len, kv_begin = cta.kv_begin, kv_len = cta.kv_len, q0 = cta.q0,
+            pos_offset = cta.pos_offset, kv_tiles = cta.kv_tiles;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
   const int64_t q_token_stride = static_cast<int64_t>(p.num_heads) * p.q_head_stride;
@@ -194,38 +263,9 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_kernel(const P
         mma_bf16_16816(s[2 * j2 + 1], q_frag[ks], bfrag[2], bfrag[3]);
       }
 
-    // causal mask, scale, online softmax (rows row_q[0], row_q[1]; a quad of lanes shares a row)
-    float row_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int j = 0; j < L::kScoreNTiles; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = tile * kPrefillTileKv + j * 8 + 2 * tq + (e & 1);
-        const bool valid = key <= row_pos[e >> 1] && key < kv_len;
-        s[j][e] = valid ? s[j][e] * p.scale_log2 : -INFINITY;
-        row_max[e >> 1] = fmaxf(row_max[e >> 1], s[j][e]);
-      }
-    float m_use[2], alpha[2], sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      row_max[half] = fmaxf(row_max[half], __shfl_xor_sync(0xffffffffu, row_max[half], 1));
-      row_max[half] = fmaxf(row_max[half], __shfl_xor_sync(0xffffffffu, row_max[half], 2));
-      const float m_new = fmaxf(m_run[half], row_max[half]);
-      m_use[half] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no visible key yet stays at zero
-      alpha[half] = exp2f(m_run[half] - m_use[half]);
-      m_run[half] = m_new;
-    }
-    uint32_t p_frag[L::kScoreNTiles][2];  // bf16 pairs: [j][0] row g, [j][1] row g + 8
-#pragma unroll
-    for (int j = 0; j < L::kScoreNTiles; ++j)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        p_frag[j][half] = pack_bf16x2(exp2f(s[j][2 * half] - m_use[half]), exp2f(s[j][2 * half + 1] - m_use[half]));
-        const float2 rounded = unpack_bf16x2(p_frag[j][half]);
-        sum[half] += rounded.x + rounded.y;
-      }
-#pragma unroll
-    for (int half = 0; half < 2; ++half) l_run[half] = l_run[half] * alpha[half] + sum[half];
+    float alpha[2];
+    uint32_t p_frag[L::kScoreNTiles][2];
+    prefill_online_softmax(s, tile * kPrefillTileKv, tq, row_pos, kv_len, p.scale_log2, m_run, l_run, alpha, p_frag);
 #pragma unroll
     for (int n = 0; n < L::kOutNTiles; ++n) {
       o_acc[n][0] *= alpha[0];
@@ -249,11 +289,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_kernel(const P
   cp_async_wait_all();  // nothing may stay in flight (kv_tiles == 0 skips the loop)
 
   // ---- normalize and store
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    l_run[half] += __shfl_xor_sync(0xffffffffu, l_run[half], 1);
-    l_run[half] += __shfl_xor_sync(0xffffffffu, l_run[half], 2);
-  }
+  prefill_row_sums(l_run);
   const bool pairs = (p.v_dim & 1) == 0;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/mla/sm90/mla_prefill_kernel.cuh"  // PrefillKernelParams, tile sizes
+#include "kernels/cuda/mla/sm90/mla_prefill_kernel.cuh"  // params, tile sizes, CTA tile, online softmax
 #include "kernels/cuda/mla/sm90/mma_primitives.cuh"
 
 namespace fathom::kernels::cuda::mla_detail {
@@ -40,14 +40,10 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_wgmma_kernel(c
   const uint32_t q_smem = base + L::kQOffset, k_smem = base + L::kKOffset, v_smem = base + L::kVOffset;
 
   const int b = blockIdx.z, h = blockIdx.y;
-  const int q_tile = gridDim.x - 1 - blockIdx.x;  // the longest (latest) query tiles start first
-  const int q_begin = p.cu_q_lens[b], q_len = p.cu_q_lens[b + 1] - q_begin;
-  const int kv_begin = p.cu_kv_lens[b], kv_len = p.cu_kv_lens[b + 1] - kv_begin;
-  const int q0 = q_tile * kPrefillTileQ;
-  if (q0 >= q_len) return;
-  const int pos_offset = kv_len - q_len;  // query j is at position pos_offset + j
-  const int last_pos = min(pos_offset + min(q0 + kPrefillTileQ, q_len) - 1, kv_len - 1);
-  const int kv_tiles = last_pos < 0 ? 0 : ceil_div_int(last_pos + 1, kPrefillTileKv);
+  PrefillCtaTile cta;
+  if (!prefill_cta_tile(p, cta)) return;
+  const int q_begin = cta.q_begin, q_len = cta.q_len, kv_begin = cta.kv_begin, kv_len = cta.kv_len, q0 = cta.q0,
+            pos_offset = cta.pos_offset, kv_tiles = cta.kv_tiles;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
   const int64_t q_token_stride = static_cast<int64_t>(p.num_heads) * p.q_head_stride;
@@ -109,53 +105,25 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_wgmma_kernel(c
     const uint32_t kt = k_smem + stage * L::kKTileBytes, vt = v_smem + stage * L::kVTileBytes;
 
     // ---- S = Q · Kᵀ [64 queries x 64 keys]
-    float s[32];
+    float s[kPrefillTileKv / 8][4];  // the mma m16n8 layout prefill_online_softmax takes; wgmma's d[4j + e] is s[j][e]
+    float(&s_flat)[32] = reinterpret_cast<float(&)[32]>(s);
 #pragma unroll
-    for (int i = 0; i < 32; ++i) s[i] = 0.0f;
-    wgmma_fence_operands(s);
+    for (int i = 0; i < 32; ++i) s_flat[i] = 0.0f;
+    wgmma_fence_operands(s_flat);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < L::kQkSteps; ++ks) {
       const uint32_t k_offset = (ks & 3) * 32 + (ks >> 2) * (kPrefillTileQ * 128);
-      wgmma_m64n64k16_bf16(s, wgmma_desc_kmajor_sw128(q_smem + k_offset), wgmma_desc_kmajor_sw128(kt + k_offset));
+      wgmma_m64n64k16_bf16(s_flat, wgmma_desc_kmajor_sw128(q_smem + k_offset), wgmma_desc_kmajor_sw128(kt + k_offset));
     }
     wgmma_commit();
     wgmma_wait_all();
-    wgmma_fence_operands(s);
+    wgmma_fence_operands(s_flat);
 
-    // ---- causal mask, scale, online softmax (rows row_q[0], row_q[1]; a quad of lanes shares a row)
-    float row_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = tile * kPrefillTileKv + j * 8 + 2 * tq + (e & 1);
-        const bool valid = key <= row_pos[e >> 1] && key < kv_len;
-        s[4 * j + e] = valid ? s[4 * j + e] * p.scale_log2 : -INFINITY;
-        row_max[e >> 1] = fmaxf(row_max[e >> 1], s[4 * j + e]);
-      }
-    float m_use[2], alpha[2], sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      row_max[half] = fmaxf(row_max[half], __shfl_xor_sync(0xffffffffu, row_max[half], 1));
-      row_max[half] = fmaxf(row_max[half], __shfl_xor_sync(0xffffffffu, row_max[half], 2));
-      const float m_new = fmaxf(m_run[half], row_max[half]);
-      m_use[half] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no visible key yet stays at zero
-      alpha[half] = exp2f(m_run[half] - m_use[half]);
-      m_run[half] = m_new;
-    }
+    // ---- causal mask, scale, online softmax
+    float alpha[2];
     uint32_t p_frag[8][2];  // bf16 pairs: [j][0] row g, [j][1] row g + 8
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        p_frag[j][half] =
-            pack_bf16x2(exp2f(s[4 * j + 2 * half] - m_use[half]), exp2f(s[4 * j + 2 * half + 1] - m_use[half]));
-        const float2 rounded = unpack_bf16x2(p_frag[j][half]);
-        sum[half] += rounded.x + rounded.y;
-      }
-#pragma unroll
-    for (int half = 0; half < 2; ++half) l_run[half] = l_run[half] * alpha[half] + sum[half];
+    prefill_online_softmax(s, tile * kPrefillTileKv, tq, row_pos, kv_len, p.scale_log2, m_run, l_run, alpha, p_frag);
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       o[4 * j] *= alpha[0];
@@ -180,11 +148,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_wgmma_kernel(c
   cp_async_wait_all();  // nothing may stay in flight (kv_tiles == 0 skips the loop)
 
   // ---- normalize and store
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    l_run[half] += __shfl_xor_sync(0xffffffffu, l_run[half], 1);
-    l_run[half] += __shfl_xor_sync(0xffffffffu, l_run[half], 2);
-  }
+  prefill_row_sums(l_run);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     if (row_q[half] >= q_len) continue;
