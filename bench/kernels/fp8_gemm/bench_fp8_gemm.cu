@@ -23,6 +23,7 @@ struct WeightShape { const char* name; int64_t rows, cols; };
 // V3 linear layers (rows = out features, cols = in features).
 const WeightShape kShapes[] = {
     {"q_a_proj", 1536, 7168},   {"q_b_proj", 24576, 1536},     {"kv_a_proj", 576, 7168},
+    {"qkv_a_fused", 2112, 7168},
     {"kv_b_proj", 32768, 512},  {"o_proj", 7168, 16384},       {"dense_gate_up", 36864, 7168},
     {"dense_down", 7168, 18432}, {"expert_gate_up", 4096, 7168}, {"expert_down", 7168, 2048},
 };
@@ -165,24 +166,51 @@ void bench_small_m_variants(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes
   for (const std::string& line : best_lines) std::printf("%s\n", line.c_str());
 }
 
-}  // namespace
+// 16..64 tokens: the mma.sync small-M kernel against the wgmma decode kernel at its heuristic split count and at
+// fixed ones (the calibration of wgmma_decode_split_count); graph us per GEMM, cold L2, % of copy bandwidth.
+void bench_wgmma_decode(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes) {
+  std::printf("\n## decode 16..64 tokens: mma.sync small-M vs wgmma (graph us per GEMM, cold L2; %% of copy)\n");
+  std::printf("%-16s %6s %14s %16s %s\n", "weight", "tokens", "mma.sync", "wgmma(heur:s)", "wgmma at splits 1 2 3 4 6 8");
+  constexpr int kFixedSplits[] = {1, 2, 3, 4, 6, 8};
+  for (const WeightShape& shape : kShapes) {
+    RotatingWeight weight(gemm, shape, rotate_bytes);
+    gemm.set_wgmma_decode_splits_override(8);  // the largest split count below: a workspace for all of them
+    DeviceBuffer<float> partials(gemm.small_m_workspace_bytes(shape.rows, shape.cols) / sizeof(float) + 1);
+    gemm.set_wgmma_decode_splits_override(0);
+    const Fp8GemmWorkspace ws{partials.data(), partials.bytes()};
+    for (int64_t tokens : {16, 32, 64}) {
+      RandomActivations input(tokens, shape.cols, 3);
+      DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(tokens * shape.rows));
+      FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+      auto time_with = [&](DecodeKernel kernel, int splits) {
+        gemm.set_decode_kernel(kernel);
+        gemm.set_wgmma_decode_splits_override(splits);
+        const double ms = graph_ms_per_gemm([&](int run, cudaStream_t stream) {
+          gemm.run(input.view, nullptr, weight.copy(run), out.data(), ws, stream, Fp8GemmPath::kSmallM);
+        });
+        return 100.0 * decode_bytes(shape, tokens) / (ms * 1e-3) / 1e9 / copy_gbps;
+      };
+      auto us_of = [&](double percent) { return decode_bytes(shape, tokens) / (percent / 100.0 * copy_gbps * 1e9) * 1e6; };
+      const double mma_sync = time_with(DecodeKernel::kMmaSync, 0);
+      const double heuristic = time_with(DecodeKernel::kWgmma, 0);
+      std::printf("%-16s %6lld %7.1fus %4.0f%% %8.1fus %4.0f%%:%-2d", shape.name, (long long)tokens, us_of(mma_sync),
+                  mma_sync, us_of(heuristic), heuristic, gemm.wgmma_decode_splits(shape.rows, shape.cols));
+      for (int splits : kFixedSplits) std::printf(" %4.0f%%", time_with(DecodeKernel::kWgmma, splits));
+      std::printf("\n");
+    }
+  }
+  gemm.set_decode_kernel(DecodeKernel::kAuto);
+  gemm.set_wgmma_decode_splits_override(0);
+}
 
-int main() {
-  cudaDeviceProp prop{};
-  FATHOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  const double copy_gbps = fathom::bench::copy_bandwidth_gbps();
-  std::printf("device %s, %d SMs, L2 %d MB; device-to-device copy %.0f GB/s (read+write)\n", prop.name,
-              prop.multiProcessorCount, prop.l2CacheSize >> 20, copy_gbps);
-  Fp8Gemm gemm(prop.multiProcessorCount);
-  constexpr size_t kRotateBytes = size_t{512} << 20;  // weight copies cycled so no run hits L2
-  bench_small_m_variants(gemm, copy_gbps, kRotateBytes);
-
-  std::printf("\n## decode (small-M kernel, default variant): bytes moved / time vs copy bandwidth\n");
+// Every shape at 1..64 tokens through the default small-M dispatch, timed alone and inside a graph.
+void bench_decode(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes) {
+  std::printf("\n## decode (small-M path, default kernels: gemv <= 16 tokens, wgmma above): bytes moved / time vs copy bandwidth\n");
   std::printf("(single = one launch timed alone; graph = per GEMM inside a captured chain of 20, as decode runs)\n");
   std::printf("%-16s %6s %6s %6s %7s %10s %10s %10s %8s\n", "weight", "rows", "cols", "tokens", "splits", "single_us",
               "graph_us", "GB/s", "of_copy");
   for (const WeightShape& shape : kShapes) {
-    RotatingWeight weight(gemm, shape, kRotateBytes);
+    RotatingWeight weight(gemm, shape, rotate_bytes);
     const Fp8GemmWorkspace ws = weight.workspace();
     for (int64_t tokens : {1, 2, 4, 8, 16, 32, 64}) {
       RandomActivations input(tokens, shape.cols, 3);
@@ -197,11 +225,18 @@ int main() {
       const double ms = graph_ms_per_gemm(one_gemm);
       const double gbps = decode_bytes(shape, tokens) / (ms * 1e-3) / 1e9;
       std::printf("%-16s %6lld %6lld %6lld %7d %10.2f %10.2f %10.0f %7.1f%%\n", shape.name, (long long)shape.rows,
-                  (long long)shape.cols, (long long)tokens, gemm.small_m_splits(shape.rows, shape.cols), ms_single * 1e3,
+                  (long long)shape.cols, (long long)tokens,
+                  tokens >= kWgmmaDecodeMinTokens ? gemm.wgmma_decode_splits(shape.rows, shape.cols)
+                                                  : gemm.small_m_splits(shape.rows, shape.cols),
+                  ms_single * 1e3,
                   ms * 1e3, gbps, 100.0 * gbps / copy_gbps);
     }
   }
 
+}
+
+// cuBLASLt's block-scaled FP8 at prefill sizes, and where it declines small batches.
+void bench_prefill(Fp8Gemm& gemm) {
   std::printf("\n## prefill (cuBLASLt block-scaled FP8): TFLOP/s\n");
   std::printf("%-16s %6s %6s %6s %10s %9s\n", "weight", "rows", "cols", "tokens", "time_us", "TFLOP/s");
   for (const WeightShape& shape : kShapes) {
@@ -236,5 +271,29 @@ int main() {
     std::printf("  tokens %3lld, 576x7168: %s\n", (long long)tokens,
                 gemm.cublaslt().supports(tokens, 576, 7168, CUDA_R_16BF) ? "supported" : "NOT supported");
   }
+}
+
+}  // namespace
+
+// Usage: bench_fp8_gemm [section ...] with sections variants, wgmma, decode, prefill (default: all).
+int main(int argc, char** argv) {
+  auto wanted = [&](const char* section) {
+    if (argc < 2) return true;
+    for (int i = 1; i < argc; ++i) {
+      if (std::string(argv[i]) == section) return true;
+    }
+    return false;
+  };
+  cudaDeviceProp prop{};
+  FATHOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const double copy_gbps = fathom::bench::copy_bandwidth_gbps();
+  std::printf("device %s, %d SMs, L2 %d MB; device-to-device copy %.0f GB/s (read+write)\n", prop.name,
+              prop.multiProcessorCount, prop.l2CacheSize >> 20, copy_gbps);
+  Fp8Gemm gemm(prop.multiProcessorCount);
+  constexpr size_t kRotateBytes = size_t{512} << 20;  // weight copies cycled so no run hits L2
+  if (wanted("variants")) bench_small_m_variants(gemm, copy_gbps, kRotateBytes);
+  if (wanted("wgmma")) bench_wgmma_decode(gemm, copy_gbps, kRotateBytes);
+  if (wanted("decode")) bench_decode(gemm, copy_gbps, kRotateBytes);
+  if (wanted("prefill")) bench_prefill(gemm);
   return 0;
 }

@@ -69,6 +69,8 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
   table_params.cos_sin = nullptr;
   kc::rope_build_cos_sin_table(table_params, table_positions, rope_cos_sin_.data(), stream_);
   fp8_gemm_ = std::make_unique<kc::Fp8Gemm>(num_sms_);
+  // Batch invariance: the mma.sync small-M kernels give a token the same bits at every batch size.
+  if (options.deterministic) fp8_gemm_->set_decode_kernel(kc::DecodeKernel::kMmaSync);
   size_t counter_bytes = 0;
   for (const DeviceLinear* linear : dense_linears()) {
     counter_bytes = std::max(counter_bytes, fp8_gemm_->small_m_counter_bytes(linear->rows, linear->cols));

@@ -21,42 +21,6 @@ namespace {
 
 using fathom::testing::relative_l2_error;
 
-// Activations: bf16 on the device; the CPU sees the same (bf16-rounded) values.
-struct TestActivations {
-  std::vector<float> host;  // [tokens, cols], bf16-representable
-  DeviceBuffer<uint8_t> values;
-  DeviceBuffer<float> scales, scales_block_major;
-  int64_t tokens, cols;
-  DeviceFp8Activations view() const { return {values.data(), scales.data(), tokens, cols}; }
-};
-
-TestActivations make_activations(std::mt19937& rng, int64_t tokens, int64_t cols) {
-  TestActivations a;
-  a.tokens = tokens;
-  a.cols = cols;
-  a.host = fathom::testing::round_to_bf16(fathom::testing::random_normal(rng, static_cast<size_t>(tokens * cols), 2.0f));
-  // Uneven magnitudes across 128-blocks exercise the per-block scales.
-  for (int64_t i = 0; i < tokens * cols; ++i) a.host[i] *= ((i % cols) / 128) % 3 == 0 ? 10.0f : 0.1f;
-  a.host = fathom::testing::round_to_bf16(a.host);
-  DeviceBuffer<__nv_bfloat16> x(fathom::testing::float_to_bf16_vector(a.host));
-  const int64_t groups = ceil_div(cols, 128);
-  a.values = DeviceBuffer<uint8_t>(static_cast<size_t>(tokens * cols));
-  a.scales = DeviceBuffer<float>(static_cast<size_t>(tokens * groups));
-  a.scales_block_major = DeviceBuffer<float>(static_cast<size_t>(tokens * groups));
-  a.values.fill_bytes(0xff);
-  a.scales.fill_bytes(0xff);
-  quantize_activations_fp8(x.data(), tokens, cols, a.values.data(), a.scales.data(), a.scales_block_major.data(), nullptr);
-  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
-  return a;
-}
-
-std::vector<float> cpu_w8a8(const TestActivations& a, const TestWeight& w) {
-  std::vector<float> out(static_cast<size_t>(a.tokens * w.cpu.rows));
-  ThreadPool pool;
-  cpu::linear(a.host.data(), a.tokens, w.cpu, NumericMode::kW8A8, out.data(), pool);
-  return out;
-}
-
 TEST(ActQuant, BitIdenticalToCpu) {
   FATHOM_REQUIRE_GPU();
   std::mt19937 rng(11);
@@ -219,6 +183,7 @@ TEST(SmallMVariants, BitIdenticalToReference) {
   const std::pair<int64_t, int64_t> shapes[] = {{1536, 7168}, {24576, 1536}, {576, 7168},  {32768, 512}, {7168, 16384},
                                                 {36864, 7168}, {7168, 18432}, {4096, 7168}, {7168, 2048}, {200, 912}};
   Fp8Gemm gemm(device_sm_count());
+  gemm.set_decode_kernel(DecodeKernel::kMmaSync);  // the mma.sync family (fp8_gemm_decode_wgmma_test.cu: wgmma)
   std::mt19937 rng(21);
   uint32_t seed = 1;
   for (auto [rows, cols] : shapes) {

@@ -111,10 +111,11 @@ cuda::CudaModelOptions small_options(int64_t slots) {
 
 // The GPU keeps activations in bf16 between ops (residual, norms, GEMM outputs, KV cache, attention), where the CPU
 // w8a8 path keeps fp32. A CPU emulation of exactly those roundings reproduces the GPU's numbers (tiny-noqlora:
-// 4.64e-2, from one near-tied group choice of its router that bf16 activations resolve the other way; 9.4e-2 at V3
+// 4.64e-2 with the mma.sync GEMMs, from one near-tied group choice of its router that bf16 activations resolve the
+// other way; 5.50e-2 since its 17-64-token GEMMs run the wgmma decode kernel, which rounds differently; 9.4e-2 at V3
 // dimensions with random dummy weights), so these bounds measure bf16 activations, not kernel error. Kernel errors
 // are bounded by the per-op tests (tests/kernels/cuda).
-constexpr double kFixtureTolerance = 5e-2;  // w8a8 + bf16 activations vs transformers fp32 (CPU w8a8: 3e-2)
+constexpr double kFixtureTolerance = 6e-2;  // w8a8 + bf16 activations vs transformers fp32 (CPU w8a8: 3e-2)
 constexpr double kV3DimsTolerance = 0.15;   // vs the CPU w8a8 forward (fp32 activations), random dummy weights
 
 LoadedModel load_fixture(const std::string& dir) {
@@ -162,7 +163,13 @@ TEST_P(CudaGoldenFixture, ChunkedPrefillAndDecodeAgreeWithOneShot) {
   const std::vector<int32_t> slots = iota_slots(count, 100);
   const std::vector<float> one_shot = prefill_logits(model, golden.ids, slots, 0);
   const std::vector<float> chunked = prefill_logits(model, golden.ids, slots, 3);
-  EXPECT_LE(relative_l2(chunked, one_shot), 1e-2);
+  // Chunks of 3 tokens run the gemv GEMMs, the one-shot prefill of 17+ tokens the wgmma decode kernel: different
+  // bf16 roundings, which the tiny models' near-tied routes amplify (1.9e-2 to 4.5e-2 measured on an H200), so the
+  // bound is the fixtures' rounding bound; the deterministic-inference test checks this comparison bit for bit.
+  EXPECT_LE(relative_l2(chunked, one_shot), kFixtureTolerance);
+  for (int64_t row = 0; row < count; ++row) {
+    EXPECT_EQ(argmax(chunked.data() + row * vocab, vocab), argmax(one_shot.data() + row * vocab, vocab)) << "row " << row;
+  }
   // Prefill all but the last token, then decode it with absorbed attention.
   std::vector<int32_t> prefix(golden.ids.begin(), golden.ids.end() - 1);
   prefill_logits(model, prefix, slots, 0);
@@ -214,28 +221,31 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGoldenFixture, ::testing::ValuesIn(fixtur
                          });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CudaGoldenFixture);
 
-// Decode through captured CUDA graphs (batch 3 padded to the captured 4) against the same padded shapes run eagerly
-// (--disable-cuda-graph): bit-identical logits, so greedy output does not depend on graphs. Against unpadded eager
-// decode (no padded sizes at all): equal up to the split-KV plan's fp32 rounding, same greedy tokens.
-TEST_P(CudaGoldenFixture, CudaGraphDecodeMatchesEagerDecode) {
-  REQUIRE_GPU();
-  LoadedModel loaded = load_fixture(GetParam());
+// Decode through captured CUDA graphs (batch 3 padded to the captured 4, and batch 20 padded to 24, whose GEMMs run
+// the wgmma decode kernel) against the same padded shapes run eagerly (--disable-cuda-graph): bit-identical logits,
+// so greedy output does not depend on graphs. Against unpadded eager decode (no padded sizes at all): equal up to
+// the split-KV plan's fp32 rounding, same greedy tokens.
+void check_graph_decode(const LoadedModel& loaded, const std::string& fixture, size_t num_sequences) {
   cuda::CudaModelOptions graph_options = small_options(4096);
-  graph_options.cuda_graph_batch_sizes = {1, 4};
+  graph_options.max_decode_batch = 32;
+  graph_options.cuda_graph_batch_sizes = {1, 4, 24};
   cuda::CudaModelOptions padded_eager_options = graph_options;
   padded_eager_options.capture_cuda_graphs = false;
-  cuda::CudaDeepseekV3Model unpadded(loaded.config, loaded.weights, small_options(4096));
+  cuda::CudaModelOptions unpadded_options = small_options(4096);
+  unpadded_options.max_decode_batch = 32;
+  cuda::CudaDeepseekV3Model unpadded(loaded.config, loaded.weights, unpadded_options);
   cuda::CudaDeepseekV3Model eager(loaded.config, loaded.weights, padded_eager_options);
   cuda::CudaDeepseekV3Model graphed(loaded.config, loaded.weights, graph_options);
-  EXPECT_GE(graphed.stats().num_cuda_graphs, 2);  // 2 sizes x 1 or 2 context buckets
+  EXPECT_GE(graphed.stats().num_cuda_graphs, 3);  // 3 sizes x 1 or 2 context buckets
   EXPECT_EQ(eager.stats().num_cuda_graphs, 0);
   const int64_t vocab = loaded.config.vocab_size;
-  std::vector<GoldenSequence> goldens = read_golden(GetParam());
-  goldens.resize(std::min<size_t>(goldens.size(), 3));
+  const std::vector<GoldenSequence> all = read_golden(fixture);
+  std::vector<GoldenSequence> goldens;  // the fixture's sequences, repeated up to num_sequences
+  for (size_t s = 0; s < num_sequences; ++s) goldens.push_back(all[s % all.size()]);
   std::vector<std::vector<int32_t>> slots;
   std::vector<int32_t> next;
   for (size_t s = 0; s < goldens.size(); ++s) {
-    slots.push_back(iota_slots(static_cast<int64_t>(goldens[s].ids.size()) + 8, static_cast<int32_t>(s * 512)));
+    slots.push_back(iota_slots(static_cast<int64_t>(goldens[s].ids.size()) + 8, static_cast<int32_t>(s * 128)));
     const std::vector<float> a = prefill_logits(eager, goldens[s].ids, slots.back(), 0);
     const std::vector<float> b = prefill_logits(graphed, goldens[s].ids, slots.back(), 0);
     ASSERT_EQ(a, b);  // prefill is eager in both
@@ -262,6 +272,13 @@ TEST_P(CudaGoldenFixture, CudaGraphDecodeMatchesEagerDecode) {
   }
   EXPECT_EQ(graphed.stats().graph_forwards, 6);
   EXPECT_EQ(eager.stats().graph_forwards, 0);
+}
+
+TEST_P(CudaGoldenFixture, CudaGraphDecodeMatchesEagerDecode) {
+  REQUIRE_GPU();
+  const LoadedModel loaded = load_fixture(GetParam());
+  check_graph_decode(loaded, GetParam(), 3);
+  check_graph_decode(loaded, GetParam(), 20);
 }
 
 double log_softmax_at(const float* logits, int64_t vocab, int32_t token) {

@@ -1,11 +1,16 @@
 #include "kernels/cuda/fp8_gemm/fp8_gemm.h"
 
+#include <algorithm>
+#include <type_traits>
+
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/fp8_gemm/cublaslt_fp8_gemm.h"
 #include "kernels/cuda/fp8_gemm/fp8_gemm_heuristics.h"
+#include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_decode_wgmma.cuh"
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_gemv.cuh"
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_small_m.cuh"
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_tiled.cuh"
+#include "kernels/cuda/fp8_gemm/tma_tensor_map.h"
 #include "kernels/cuda/programmatic_launch.cuh"
 
 namespace fathom::kernels::cuda {
@@ -24,6 +29,20 @@ __global__ void reduce_splits_kernel(const float* __restrict__ partial,  // [spl
   for (int s = 0; s < splits; ++s) sum += partial[s * count + i];
   out[i] = static_cast<Output>(sum);
 }
+
+// The split-K partials of a small-M GEMM: handed to the consumer (deferred) or summed into out by a reduce launch.
+template <typename Output>
+void reduce_or_defer_splits(float* partial, int splits, int64_t count, Output* out, cudaStream_t stream,
+                            SplitKPartials* deferred) {
+  if (deferred) {
+    *deferred = SplitKPartials{partial, splits, count};
+    return;
+  }
+  launch_programmatic(reduce_splits_kernel<Output>, dim3(static_cast<unsigned>(ceil_div(count, 256))), dim3(256), 0,
+                      stream, partial, splits, count, out);
+}
+
+bool aligned_16(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
 
 // fp8_gemm_gemv_kernel instantiations of one output type share this signature (token tiles, warps, depth and
 // fusion are template arguments).
@@ -68,8 +87,16 @@ Fp8Gemm::~Fp8Gemm() = default;
 
 int Fp8Gemm::small_m_splits(int64_t rows, int64_t cols) const { return small_m_split_count(rows, cols, num_sms_); }
 
+int Fp8Gemm::wgmma_decode_splits(int64_t rows, int64_t cols) const {
+  const int64_t k_blocks = ceil_div(cols, kFp8ScaleBlock);
+  const int wanted = wgmma_decode_splits_override_ > 0 ? wgmma_decode_splits_override_
+                                                       : wgmma_decode_split_count(rows, cols, num_sms_);
+  const int64_t per_split = ceil_div(k_blocks, std::clamp<int64_t>(wanted, 1, std::max<int64_t>(k_blocks, 1)));
+  return static_cast<int>(ceil_div(k_blocks, per_split));  // no empty split
+}
+
 size_t Fp8Gemm::small_m_workspace_bytes(int64_t rows, int64_t cols) const {
-  const int splits = small_m_splits(rows, cols);
+  const int splits = std::max(small_m_splits(rows, cols), wgmma_decode_splits(rows, cols));
   return splits > 1 ? static_cast<size_t>(splits) * kSmallMMaxTokens * rows * sizeof(float) : 0;
 }
 
@@ -79,9 +106,56 @@ size_t Fp8Gemm::small_m_counter_bytes(int64_t rows, int64_t cols) const {
                                         : 0;
 }
 
+bool Fp8Gemm::wgmma_decode_applies(const DeviceFp8Activations& x, const DeviceFp8Weight& w, const void* out) const {
+  if (decode_kernel_ == DecodeKernel::kMmaSync) return false;
+  if (decode_kernel_ == DecodeKernel::kAuto && x.tokens < kWgmmaDecodeMinTokens) return false;
+  return x.tokens >= 1 && x.tokens <= kSmallMMaxTokens && w.rows % 8 == 0 && w.rows <= INT32_MAX &&
+         aligned_16(x.values) && aligned_16(w.values) && aligned_16(out);
+}
+
+// A persistent grid of at most one CTA per SM walks the (token tile, 128-row block, K split) tiles.
+void Fp8Gemm::run_wgmma_decode(const DeviceFp8Activations& x, const DeviceFp8Weight& w, __nv_bfloat16* out,
+                               const Fp8GemmWorkspace& workspace, cudaStream_t stream, SplitKPartials* deferred) {
+  const int tokens = static_cast<int>(x.tokens);
+  const int k_blocks = static_cast<int>(ceil_div(w.cols, kFp8ScaleBlock));
+  const int splits = wgmma_decode_splits(w.rows, w.cols);
+  const int k_blocks_per_split = static_cast<int>(ceil_div(k_blocks, splits));
+  float* partial = nullptr;
+  if (splits > 1) {
+    const size_t needed = static_cast<size_t>(splits) * tokens * w.rows * sizeof(float);
+    FATHOM_CHECK(workspace.split_partials && workspace.split_partials_bytes >= needed,
+                 "fp8_gemm: split-K workspace of " << workspace.split_partials_bytes << " bytes, need " << needed
+                                                   << " (wgmma decode kernel, " << splits << " splits)");
+    partial = workspace.split_partials;
+  }
+  const CUtensorMap w_map = make_tensor_map_2d_bytes_sw128(w.values, static_cast<uint64_t>(w.cols),
+                                                           static_cast<uint64_t>(w.rows), static_cast<uint64_t>(w.cols),
+                                                           sm90::kWgmmaTileRows);
+  auto launch = [&](auto kernel, int token_tile, int shared_bytes) {
+    const CUtensorMap x_map = make_tensor_map_2d_bytes_sw128(x.values, static_cast<uint64_t>(x.cols),
+                                                             static_cast<uint64_t>(tokens),
+                                                             static_cast<uint64_t>(x.cols), token_tile);
+    const int64_t tiles = ceil_div(tokens, token_tile) * ceil_div(w.rows, sm90::kWgmmaTileRows) * splits;
+    // Above the 48 KB default; a per-function attribute (not a stream operation), so safe under graph capture.
+    FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes));
+    launch_programmatic(kernel, dim3(static_cast<unsigned>(std::min<int64_t>(tiles, num_sms_))),
+                        dim3(sm90::kWgmmaThreads), static_cast<size_t>(shared_bytes), stream, w_map, x_map, x.scales,
+                        w.scales, tokens, static_cast<int>(w.rows), k_blocks, k_blocks_per_split, splits, out, partial);
+  };
+  if (tokens <= 32) launch(sm90::fp8_gemm_decode_wgmma_kernel<32>, 32, sm90::DecodeWgmmaLayout<32>::kSmemBytes);
+  else launch(sm90::fp8_gemm_decode_wgmma_kernel<64>, 64, sm90::DecodeWgmmaLayout<64>::kSmemBytes);
+  if (partial) reduce_or_defer_splits(partial, splits, static_cast<int64_t>(tokens) * w.rows, out, stream, deferred);
+}
+
 template <typename Output>
 void Fp8Gemm::run_small_m(const DeviceFp8Activations& x, const DeviceFp8Weight& w, Output* out,
                           const Fp8GemmWorkspace& workspace, cudaStream_t stream, SplitKPartials* deferred) {
+  if constexpr (std::is_same_v<Output, __nv_bfloat16>) {
+    if (wgmma_decode_applies(x, w, out)) {
+      run_wgmma_decode(x, w, out, workspace, stream, deferred);
+      return;
+    }
+  }
   const int tokens = static_cast<int>(x.tokens);
   const int k_blocks = static_cast<int>(ceil_div(w.cols, kFp8ScaleBlock));
   const int splits = small_m_splits(w.rows, w.cols);
@@ -129,13 +203,7 @@ void Fp8Gemm::run_small_m(const DeviceFp8Activations& x, const DeviceFp8Weight& 
     FATHOM_CUDA_CHECK_LAUNCH();
   }
   if (partial && !fused) {
-    const int64_t count = static_cast<int64_t>(tokens) * w.rows;
-    if (deferred) {
-      *deferred = SplitKPartials{partial, used_splits, count};
-      return;
-    }
-    launch_programmatic(reduce_splits_kernel<Output>, dim3(static_cast<unsigned>(ceil_div(count, 256))), dim3(256), 0,
-                        stream, partial, used_splits, count, out);
+    reduce_or_defer_splits(partial, used_splits, static_cast<int64_t>(tokens) * w.rows, out, stream, deferred);
   }
 }
 

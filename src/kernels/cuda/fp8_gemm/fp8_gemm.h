@@ -19,6 +19,13 @@ class CublasLtFp8Gemm;  // cublaslt_fp8_gemm.h
 // the small-M kernel run without split-K (deterministic / batch-invariant mode; never picked by kAuto).
 enum class Fp8GemmPath { kAuto, kSmallM, kCublasLt, kTiled };
 
+// Kernel family of the small-M path (Fp8GemmPath::kSmallM and kAuto up to kSmallMMaxTokens tokens):
+//   kAuto: the wgmma decode kernel from kWgmmaDecodeMinTokens tokens where it applies (bf16 output, rows % 8 == 0,
+//     16-byte aligned operands), the mma.sync kernels below that.
+//   kMmaSync: always the mma.sync kernels, whose bits do not depend on the token count (batch-invariant inference).
+//   kWgmma: the wgmma decode kernel at any token count where it applies (benchmarks and tests).
+enum class DecodeKernel { kAuto, kMmaSync, kWgmma };
+
 struct Fp8GemmWorkspace {
   float* split_partials = nullptr;   // [max_splits, max_tokens_small_m, max_rows] fp32 for the small-M split-K path
   size_t split_partials_bytes = 0;
@@ -41,7 +48,9 @@ class Fp8Gemm {
   // Split-K factor of the small-M kernel for a weight; depends only on the weight's shape, never on the batch,
   // so a token's result is the same whatever batch it is in.
   int small_m_splits(int64_t rows, int64_t cols) const;
-  // Workspace bytes the small-M path needs for this weight at kSmallMMaxTokens.
+  // Split-K factor of the wgmma decode kernel (the override if set, else fp8_gemm_heuristics.h), also shape-only.
+  int wgmma_decode_splits(int64_t rows, int64_t cols) const;
+  // Workspace bytes the small-M path needs for this weight at kSmallMMaxTokens (either kernel family).
   size_t small_m_workspace_bytes(int64_t rows, int64_t cols) const;
   // Counter bytes (Fp8GemmWorkspace::split_counters) the fused split-K reduction needs for this weight; 0 if none.
   size_t small_m_counter_bytes(int64_t rows, int64_t cols) const;
@@ -49,6 +58,10 @@ class Fp8Gemm {
   // Kernel variant for 1..16 tokens (benchmarks and tests compare them; all give the same bits).
   void set_small_m_variant(SmallMVariant variant) { small_m_variant_ = variant; }
   SmallMVariant small_m_variant() const { return small_m_variant_; }
+  void set_decode_kernel(DecodeKernel kernel) { decode_kernel_ = kernel; }
+  DecodeKernel decode_kernel() const { return decode_kernel_; }
+  // Benchmarks: the wgmma decode kernel's split count for every weight (0: the heuristic; clamped to the K blocks).
+  void set_wgmma_decode_splits_override(int splits) { wgmma_decode_splits_override_ = splits; }
 
   // x.scales must be token-major [tokens, k_blocks]; the cuBLASLt path also needs x_scales_block_major
   // ([k_blocks, tokens], written by quantize_activations_fp8) and reads w.scales in checkpoint layout.
@@ -72,11 +85,18 @@ class Fp8Gemm {
   template <typename Output>
   void run_small_m(const DeviceFp8Activations& x, const DeviceFp8Weight& w, Output* out,
                    const Fp8GemmWorkspace& workspace, cudaStream_t stream, SplitKPartials* deferred);
+  // Whether the wgmma decode kernel takes this call (DecodeKernel, shape and alignment).
+  bool wgmma_decode_applies(const DeviceFp8Activations& x, const DeviceFp8Weight& w, const void* out) const;
+  // The wgmma decode kernel (bf16 output); split partials handled as in run_small_m.
+  void run_wgmma_decode(const DeviceFp8Activations& x, const DeviceFp8Weight& w, __nv_bfloat16* out,
+                        const Fp8GemmWorkspace& workspace, cudaStream_t stream, SplitKPartials* deferred);
   template <typename Output>
   void run_tiled(const DeviceFp8Activations& x, const DeviceFp8Weight& w, Output* out, cudaStream_t stream);
 
   int num_sms_;
   SmallMVariant small_m_variant_ = kSmallMDefaultVariant;
+  DecodeKernel decode_kernel_ = DecodeKernel::kAuto;
+  int wgmma_decode_splits_override_ = 0;
   std::unique_ptr<CublasLtFp8Gemm> cublaslt_;
 };
 

@@ -61,6 +61,43 @@ constexpr SmallMVariant kSmallMDefaultVariant = SmallMVariant::kW4D2P2;
 // best at 1..64 tokens on an H200 (expert gate_up at 1 token: 73.9 us without, 69.1 with 2, 76.9 with 4, 103 with 8).
 constexpr int kGroupedGemvPrefetchBlocks = 2;
 
+// Dense decode GEMMs with at least this many tokens (and at most Fp8Gemm::kSmallMMaxTokens) run the wgmma decode
+// kernel (sm90/fp8_gemm_decode_wgmma.cuh) unless batch invariance is asked for; fewer run the gemv kernel, which is
+// at the memory floor there while the wgmma tile would waste most of its MMA columns.
+constexpr int64_t kWgmmaDecodeMinTokens = 17;
+constexpr int kWgmmaDecodeMaxSplits = 16;
+// Cost model of the wgmma decode kernel's split-K (units: one K block of a 128-row tile, 16 KB of weight), fitted to
+// bench_fp8_gemm's split sweep on an H200 (bench/RESULTS.md, seventh session): an SM streams at most
+// kWgmmaDecodeSmRateShare times its even share of HBM bandwidth, and a tile costs kWgmmaDecodeTileOverheadBlocks
+// more than its K blocks (pipeline fill, epilogue).
+constexpr double kWgmmaDecodeSmRateShare = 2.0;
+constexpr int64_t kWgmmaDecodeTileOverheadBlocks = 2;
+
+// Split-K of the wgmma decode kernel: the count minimising the modelled time: the larger of streaming every weight
+// block at HBM rate and the busiest SM's ceil(tiles / SMs) rounds of (K range + overhead) at its rate, plus the fp32
+// partials of 64 tokens written and read back. A function of the weight shape only, so a token's bits do not depend
+// on the batch.
+inline int wgmma_decode_split_count(int64_t rows, int64_t cols, int num_sms) {
+  const int64_t row_blocks = (rows + 127) / 128, k_blocks = (cols + 127) / 128;
+  const double block_bytes = 128.0 * 128.0;
+  const double all_blocks = static_cast<double>(row_blocks * k_blocks);
+  int best = 1;
+  double best_cost = 0.0;
+  for (int64_t splits = 1; splits <= std::min<int64_t>(k_blocks, kWgmmaDecodeMaxSplits); ++splits) {
+    const int64_t per_split = (k_blocks + splits - 1) / splits;
+    if ((k_blocks + per_split - 1) / per_split != splits) continue;  // some split would be empty
+    const int64_t rounds = (row_blocks * splits + num_sms - 1) / num_sms;
+    const double busiest = static_cast<double>(rounds * (per_split + kWgmmaDecodeTileOverheadBlocks)) * num_sms /
+                           kWgmmaDecodeSmRateShare;
+    const double partials = splits > 1 ? 2.0 * static_cast<double>(splits) * 64.0 * static_cast<double>(rows) * 4.0 /
+                                             block_bytes
+                                       : 0.0;
+    const double cost = std::max(all_blocks, busiest) + partials;
+    if (splits == 1 || cost < best_cost) best = static_cast<int>(splits), best_cost = cost;
+  }
+  return best;
+}
+
 // Token tile of the grouped prefill kernel from the average rows per expert: 128-token tiles (the two warpgroups
 // split the tokens, so an empty half costs no MMAs) halve the weight-tile reads per token; 64-token tiles waste
 // less when experts have few rows. H200, 256 experts top-8 (bench_fp8_gemm_tiled, bench/RESULTS.md sixth session):

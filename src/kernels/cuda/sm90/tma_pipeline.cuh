@@ -57,6 +57,13 @@ __device__ __forceinline__ void tma_load_2d(void* smem_destination, const CUtens
       : "memory");
 }
 
+// TMA: asks L2 for the box at (inner, outer) of a 2-D tensor map (no shared memory, no completion to wait for).
+__device__ __forceinline__ void tma_prefetch_2d_l2(const CUtensorMap* map, int32_t inner, int32_t outer) {
+  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"(reinterpret_cast<uint64_t>(map)),
+               "r"(inner), "r"(outer)
+               : "memory");
+}
+
 __device__ __forceinline__ void tma_prefetch_descriptor(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }

@@ -93,6 +93,20 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+// d[64 x 32] (+)= A[64 x 32] · B[32 x 32]^T, e4m3 operands K-major in shared memory, fp32 accumulators;
+// accumulate = false overwrites d. Per thread, d[4j + e] is the mma.sync m16n8 C element e of n-tile j.
+__device__ __forceinline__ void wgmma_m64n32k32_e4m3(float (&d)[16], uint64_t desc_a, uint64_t desc_b,
+                                                    bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {"
+      FATHOM_WGMMA_ACC16_OPERANDS
+      "}, %16, %17, p, 1, 1;\n}\n"
+      : FATHOM_WGMMA_ACC16_CONSTRAINTS(d)
+      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate))
+      : "memory");
+}
+
 // d[64 x 64] (+)= A[64 x 32] · B[64 x 32]^T, e4m3 operands K-major in shared memory, fp32 accumulators;
 // accumulate = false overwrites d. Per thread, d[4j + e] is the mma.sync m16n8 C element e of n-tile j.
 __device__ __forceinline__ void wgmma_m64n64k32_e4m3(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
@@ -125,8 +139,10 @@ __device__ __forceinline__ void wgmma_m64n128k32_e4m3(float (&d)[64], uint64_t d
 template <int kN>
 __device__ __forceinline__ void wgmma_m64k32_e4m3(float (&d)[kN / 2], uint64_t desc_a, uint64_t desc_b,
                                                   bool accumulate) {
-  static_assert(kN == 64 || kN == 128, "e4m3 wgmma shapes provided: n64, n128");
-  if constexpr (kN == 64) {
+  static_assert(kN == 32 || kN == 64 || kN == 128, "e4m3 wgmma shapes provided: n32, n64, n128");
+  if constexpr (kN == 32) {
+    wgmma_m64n32k32_e4m3(d, desc_a, desc_b, accumulate);
+  } else if constexpr (kN == 64) {
     wgmma_m64n64k32_e4m3(d, desc_a, desc_b, accumulate);
   } else {
     wgmma_m64n128k32_e4m3(d, desc_a, desc_b, accumulate);
