@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -185,6 +186,10 @@ void bench_wgmma_decode(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes) {
       auto time_with = [&](DecodeKernel kernel, int splits) {
         gemm.set_decode_kernel(kernel);
         gemm.set_wgmma_decode_splits_override(splits);
+        if (std::getenv("FATHOM_BENCH_TRACE")) {
+          std::fprintf(stderr, "trace: %s tokens %lld %s splits %d\n", shape.name, (long long)tokens,
+                       kernel == DecodeKernel::kMmaSync ? "mma.sync" : "wgmma", gemm.wgmma_decode_splits(shape.rows, shape.cols));
+        }
         const double ms = graph_ms_per_gemm([&](int run, cudaStream_t stream) {
           gemm.run(input.view, nullptr, weight.copy(run), out.data(), ws, stream, Fp8GemmPath::kSmallM);
         });

@@ -1,16 +1,17 @@
 #pragma once
 // Dense FP8 block-scaled GEMM for decode-sized batches (up to 64 tokens) on warpgroup MMA: the swap-AB building
 // blocks of wgmma_swap_ab.cuh (weight rows on wgmma's M, tokens on its N) with split-K. At 17..64 tokens the
-// mma.sync small-M kernel is bound by its MMA rate (~50% of copy bandwidth at 64 tokens); wgmma keeps the weight
-// stream at the memory floor. The tensor core's in-block summation differs from mma.sync's, so the bits are not
-// those of the small-M kernel (batch-invariant inference keeps that one); a token's result depends only on its own
-// row and the weight's split count (a function of the weight shape), not on the other tokens.
+// mma.sync small-M kernel is bound by its MMA rate (17-30% of copy bandwidth at 64 tokens on an H200); wgmma
+// streams the weight several times faster. The tensor core's in-block summation differs from mma.sync's, so the
+// bits are not those of the small-M kernel (batch-invariant inference keeps that one).
 //
 // Tiles: (token tile, 128-row weight block, K split), split fastest; a persistent grid walks them. A tile covers
 // K blocks [split * k_blocks_per_split, + k_blocks_per_split) and stores either the bf16 output (one split) or its
 // fp32 partial sums, which the split-K reduce or the consuming kernel adds in split order (split_k_sum.cuh).
-// Within a tile the two consumer warpgroups sum the even and the odd K blocks (each promoted per block, in order),
-// then add the two sums: the order is fixed by the split count alone.
+// Within a tile the two consumer warpgroups sum the K blocks that land in the even and in the odd pipeline stages
+// (each promoted per block, in order), then add the two sums. Which blocks those are depends on the tiles the CTA
+// ran before (their K block counts), so the summation order is fixed by the weight shape, the split count, the SM
+// count and the token tile (32 or 64), never by the other tokens of a batch with the same token tile.
 #include <cuda.h>
 #include <cuda_bf16.h>
 
@@ -21,7 +22,7 @@
 
 namespace fathom::kernels::cuda::sm90 {
 
-// The consumer warpgroups take alternate K blocks of a tile (SwapAbSplit::kK): a decode tile's few tokens make each
+// The consumer warpgroups take alternate pipeline stages (SwapAbSplit::kK): a decode tile's few tokens make each
 // wgmma short, so the per-block wait, not the MMA rate, bounds a warpgroup.
 template <int kTokens>
 using DecodeWgmmaLayout = SwapAbLayout<kTokens, SwapAbSplit::kK, /*kTableEntries=*/0>;
@@ -92,8 +93,8 @@ fp8_gemm_decode_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,  // [row
     return;
   }
 
-  // Consumers: warpgroup g sums the tile's K blocks g, g + 2, ... for all 128 rows and kTokens tokens; warpgroup 0
-  // adds warpgroup 1's sums to its own and stores.
+  // Consumers: warpgroup g sums the tile's K blocks in stages s % 2 == g for all 128 rows and kTokens tokens;
+  // warpgroup 0 adds warpgroup 1's sums to its own and stores.
   hw::warpgroup_claim_registers<kWgmmaConsumerRegisters>();
   const int thread = threadIdx.x % 128, warp = thread / 32;
   float* exchange = reinterpret_cast<float*>(smem + Layout::kExchangeOffset);  // [accumulator][128 threads]

@@ -28,9 +28,10 @@ constexpr int kWgmmaProducerRegisters = 40;
 constexpr int kWgmmaConsumerRegisters = 232;
 
 // How the two consumer warpgroups share a tile: kRows: 64 weight rows each, all tokens; kTokens: half the tokens
-// each, all 128 rows (a warpgroup whose tokens are all padding skips its MMAs); kK: alternate K blocks, all rows and
-// tokens (each stage is read by one warpgroup; warpgroup 1's sums join warpgroup 0's at the end of the tile through
-// shared memory, even blocks' sum + odd blocks' sum, so twice the MMAs per wait and two K blocks in flight).
+// each, all 128 rows (a warpgroup whose tokens are all padding skips its MMAs); kK: alternate pipeline stages (an
+// even number of them), all rows and tokens: warpgroup g reads every round of the stages s with s % 2 == g, so each
+// stage keeps one reader and its parity waits stay in step; warpgroup 1's sums join warpgroup 0's at the end of the
+// tile through shared memory (twice the MMAs per wait, two K blocks in flight).
 enum class SwapAbSplit { kRows, kTokens, kK };
 
 // Shared memory of one CTA: kStages pipeline stages, the epilogue staging of the storing warpgroups, the kK exchange,
@@ -60,9 +61,10 @@ struct SwapAbLayout {
   static constexpr int kAlignSlack = 1024;  // the dynamic shared memory base is aligned up to 1024 in the kernel
   static constexpr int kFixedBytes = kStoringGroups * kOutGroupBytes + kExchangeBytes + 2 * kMaxStages * 8 +
                                      kTableEntries * 4 + kAlignSlack;
-  static constexpr int kStages = (kWgmmaSmemLimit - kFixedBytes) / kStageBytes < kMaxStages
-                                     ? (kWgmmaSmemLimit - kFixedBytes) / kStageBytes
-                                     : kMaxStages;
+  static constexpr int kStagesThatFit = (kWgmmaSmemLimit - kFixedBytes) / kStageBytes < kMaxStages
+                                            ? (kWgmmaSmemLimit - kFixedBytes) / kStageBytes
+                                            : kMaxStages;
+  static constexpr int kStages = kSplit == SwapAbSplit::kK ? kStagesThatFit / 2 * 2 : kStagesThatFit;
   static_assert(kStages >= 3, "too few pipeline stages");
   static constexpr int kOutOffset = kStages * kStageBytes;
   static constexpr int kExchangeOffset = kOutOffset + kStoringGroups * kOutGroupBytes;
@@ -151,13 +153,13 @@ __device__ __forceinline__ void swap_ab_produce_tile(SwapAbPipeline& pipe, const
 template <class Layout>
 using SwapAbAccumulators = float[Layout::kRowBlocks][Layout::kGroupTokens / 2];
 
-// Consumer warpgroup: sums the tile's K blocks kb = kb_first, kb_first + kb_stride, ... < num_k_blocks into `total`
-// (zeroed first), stepping over the stages of the other blocks (another warpgroup's). An inactive group (all its
-// tokens padding) skips the MMAs but still releases its stages.
+// Consumer warpgroup: sums the tile's num_k_blocks K blocks that land in its stages (s % stage_stride ==
+// stage_first; all of them with the default stride 1) into `total` (zeroed first), stepping over the others' stages
+// without waiting. An inactive group (all its tokens padding) skips the MMAs but still releases its stages.
 template <class Layout>
 __device__ __forceinline__ void swap_ab_consume_tile(SwapAbPipeline& pipe, bool active, int group_row, int group_token,
                                                      int num_k_blocks, int lane, SwapAbAccumulators<Layout>& total,
-                                                     int kb_first = 0, int kb_stride = 1) {
+                                                     int stage_first = 0, int stage_stride = 1) {
   namespace hw = hopper;
   constexpr int kGroupTokens = Layout::kGroupTokens, kRowBlocks = Layout::kRowBlocks;
   float block[kRowBlocks][kGroupTokens / 2];
@@ -166,7 +168,7 @@ __device__ __forceinline__ void swap_ab_consume_tile(SwapAbPipeline& pipe, bool 
 #pragma unroll
     for (int i = 0; i < kGroupTokens / 2; ++i) total[h][i] = block[h][i] = 0.0f;
   for (int kb = 0; kb < num_k_blocks; ++kb) {
-    if (kb_stride > 1 && kb % kb_stride != kb_first) {
+    if (stage_stride > 1 && pipe.stage % stage_stride != stage_first) {
       pipe.advance<Layout>();
       continue;
     }
