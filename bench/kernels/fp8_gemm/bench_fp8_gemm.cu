@@ -167,10 +167,10 @@ void bench_small_m_variants(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes
   for (const std::string& line : best_lines) std::printf("%s\n", line.c_str());
 }
 
-// 16..64 tokens: the mma.sync small-M kernel against the wgmma decode kernel at its heuristic split count and at
+// 8..64 tokens: the mma.sync small-M kernels against the wgmma decode kernel at its heuristic split count and at
 // fixed ones (the calibration of wgmma_decode_split_count); graph us per GEMM, cold L2, % of copy bandwidth.
 void bench_wgmma_decode(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes) {
-  std::printf("\n## decode 16..64 tokens: mma.sync small-M vs wgmma (graph us per GEMM, cold L2; %% of copy)\n");
+  std::printf("\n## decode 8..64 tokens: mma.sync small-M vs wgmma (graph us per GEMM, cold L2; %% of copy)\n");
   std::printf("%-16s %6s %14s %16s %s\n", "weight", "tokens", "mma.sync", "wgmma(heur:s)", "wgmma at splits 1 2 3 4 6 8");
   constexpr int kFixedSplits[] = {1, 2, 3, 4, 6, 8};
   for (const WeightShape& shape : kShapes) {
@@ -179,7 +179,7 @@ void bench_wgmma_decode(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes) {
     DeviceBuffer<float> partials(gemm.small_m_workspace_bytes(shape.rows, shape.cols) / sizeof(float) + 1);
     gemm.set_wgmma_decode_splits_override(0);
     const Fp8GemmWorkspace ws{partials.data(), partials.bytes()};
-    for (int64_t tokens : {16, 32, 64}) {
+    for (int64_t tokens : {8, 9, 16, 32, 64}) {
       RandomActivations input(tokens, shape.cols, 3);
       DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(tokens * shape.rows));
       FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
@@ -210,14 +210,14 @@ void bench_wgmma_decode(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes) {
 
 // Every shape at 1..64 tokens through the default small-M dispatch, timed alone and inside a graph.
 void bench_decode(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes) {
-  std::printf("\n## decode (small-M path, default kernels: gemv <= 16 tokens, wgmma above): bytes moved / time vs copy bandwidth\n");
+  std::printf("\n## decode (small-M path, default kernels: gemv up to 8 tokens, wgmma above): bytes moved / time vs copy bandwidth\n");
   std::printf("(single = one launch timed alone; graph = per GEMM inside a captured chain of 20, as decode runs)\n");
   std::printf("%-16s %6s %6s %6s %7s %10s %10s %10s %8s\n", "weight", "rows", "cols", "tokens", "splits", "single_us",
               "graph_us", "GB/s", "of_copy");
   for (const WeightShape& shape : kShapes) {
     RotatingWeight weight(gemm, shape, rotate_bytes);
     const Fp8GemmWorkspace ws = weight.workspace();
-    for (int64_t tokens : {1, 2, 4, 8, 16, 32, 64}) {
+    for (int64_t tokens : {1, 2, 4, 8, 9, 16, 32, 64}) {
       RandomActivations input(tokens, shape.cols, 3);
       DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(tokens * shape.rows));
       FATHOM_CUDA_CHECK(cudaDeviceSynchronize());

@@ -1,4 +1,4 @@
-// The dense wgmma decode GEMM (sm90/fp8_gemm_decode_wgmma.cuh, DecodeKernel::kWgmma / kAuto from 17 tokens)
+// The dense wgmma decode GEMM (sm90/fp8_gemm_decode_wgmma.cuh, DecodeKernel::kWgmma / kAuto from 9 tokens)
 // against the CPU w8a8 linear, over token counts around its 32/64-token tiles, weights whose rows and columns are
 // not multiples of 128, and split-K counts from 1 to many; plus its contracts: every output element written and
 // nothing past the batch, a token's bits independent of the other tokens of its tile size, the deferred partials
@@ -69,7 +69,7 @@ TEST_P(DecodeWgmmaGemm, MatchesCpuW8A8AtEverySplitCount) {
     const Fp8GemmWorkspace ws{partials.data(), partials.bytes()};
     std::vector<uint16_t> full_batch;  // 64 tokens: the bits the smaller batches of the same tile size must give
     std::vector<uint16_t> tile32_batch;
-    for (int64_t tokens : {64, 63, 40, 33, 32, 31, 17, 16, 2, 1}) {
+    for (int64_t tokens : {64, 63, 40, 33, 32, 31, 17, 16, 9, 8, 2, 1}) {
       const std::string where = std::to_string(s.rows) + "x" + std::to_string(s.cols) + " tokens " +
                                 std::to_string(tokens) + " splits " + std::to_string(used);
       const std::vector<uint16_t> bits = run_bf16(gemm, a, tokens, w.view(), ws);
@@ -142,7 +142,7 @@ TEST(DecodeWgmma, DeferredPartialsSumToTheStoredOutput) {
   }
 }
 
-// kAuto: the mma.sync kernels up to 16 tokens, wgmma from 17; kMmaSync never wgmma; a weight whose rows are not a
+// kAuto: the mma.sync kernels up to 8 tokens, wgmma from 9; kMmaSync never wgmma; a weight whose rows are not a
 // multiple of 8 stays on mma.sync even when wgmma is forced.
 TEST(DecodeWgmma, KernelChoice) {
   FATHOM_REQUIRE_GPU();
@@ -154,7 +154,7 @@ TEST(DecodeWgmma, KernelChoice) {
     Fp8Gemm gemm(device_sm_count());
     DeviceBuffer<float> partials(gemm.small_m_workspace_bytes(rows, cols) / sizeof(float) + 1);
     const Fp8GemmWorkspace ws{partials.data(), partials.bytes()};
-    for (const int64_t tokens : {int64_t{16}, int64_t{17}, int64_t{64}}) {
+    for (const int64_t tokens : {int64_t{8}, int64_t{9}, int64_t{17}, int64_t{64}}) {
       gemm.set_decode_kernel(DecodeKernel::kMmaSync);
       const std::vector<uint16_t> mma_sync = run_bf16(gemm, a, tokens, w.view(), ws);
       gemm.set_decode_kernel(DecodeKernel::kWgmma);
@@ -225,7 +225,7 @@ INSTANTIATE_TEST_SUITE_P(Chains, DecodeWgmmaGraphChain,
                          ::testing::Values(ChainCase{1536, 7168, 16, 0}, ChainCase{1536, 7168, 16, 3},
                                            ChainCase{2112, 7168, 32, 0}, ChainCase{24576, 1536, 64, 5},
                                            ChainCase{7168, 2048, 40, 0}, ChainCase{576, 7168, 64, 1},
-                                           ChainCase{32768, 512, 24, 4}, ChainCase{4096, 7168, 17, 8}));
+                                           ChainCase{32768, 512, 24, 4}, ChainCase{4096, 7168, 9, 8}));
 
 // The split heuristic: shape-only, never an empty split, within the cap; several splits for the long-K weights of a
 // V3 decode step that have few row blocks, one for a weight with enough row blocks to fill the SMs.

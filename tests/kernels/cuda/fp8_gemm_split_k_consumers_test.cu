@@ -44,7 +44,7 @@ SplitGemm run_split_gemm(Fp8Gemm& gemm, const TestWeight& w, int64_t tokens, std
   g.partials = gemm.run_small_m_deferred(activations, w.view(), untouched.data(), workspace, nullptr);
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
   EXPECT_FALSE(g.partials.empty()) << rows << " x " << cols << " should split K";
-  // From 17 tokens the wgmma decode kernel runs, with its own split count (both shape-only).
+  // From 9 tokens the wgmma decode kernel runs, with its own split count (both shape-only).
   EXPECT_EQ(g.partials.splits, tokens >= kWgmmaDecodeMinTokens ? gemm.wgmma_decode_splits(rows, cols)
                                                                : gemm.small_m_splits(rows, cols));
   for (const __nv_bfloat16 v : untouched.download()) {
@@ -159,8 +159,8 @@ TEST_P(SplitKConsumers, SwigluQuantEqualsReduceThenSwiglu) {
   }
 }
 
-// 1 token, the gemv kernel's token tiles (8, 16), and the reference small-M kernel (17..64).
-INSTANTIATE_TEST_SUITE_P(Tokens, SplitKConsumers, ::testing::Values(1, 3, 8, 16, 17, 40, 64));
+// 1 token, the gemv kernel's 8-token tile, and the wgmma decode kernel (9..64: its 32- and 64-token tiles).
+INSTANTIATE_TEST_SUITE_P(Tokens, SplitKConsumers, ::testing::Values(1, 3, 8, 9, 16, 17, 40, 64));
 
 TEST(SplitKConsumersChecks, RejectsPartialsTooShortForTheRows) {
   const SplitKPartials partials{reinterpret_cast<const float*>(16), 4, 100};

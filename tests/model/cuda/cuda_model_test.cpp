@@ -112,7 +112,7 @@ cuda::CudaModelOptions small_options(int64_t slots) {
 // The GPU keeps activations in bf16 between ops (residual, norms, GEMM outputs, KV cache, attention), where the CPU
 // w8a8 path keeps fp32. A CPU emulation of exactly those roundings reproduces the GPU's numbers (tiny-noqlora:
 // 4.64e-2 with the mma.sync GEMMs, from one near-tied group choice of its router that bf16 activations resolve the
-// other way; 5.50e-2 since its 17-64-token GEMMs run the wgmma decode kernel, which rounds differently; 9.4e-2 at V3
+// other way; 5.50e-2 since its 9-64-token GEMMs run the wgmma decode kernel, which rounds differently; 9.4e-2 at V3
 // dimensions with random dummy weights), so these bounds measure bf16 activations, not kernel error. Kernel errors
 // are bounded by the per-op tests (tests/kernels/cuda).
 constexpr double kFixtureTolerance = 6e-2;  // w8a8 + bf16 activations vs transformers fp32 (CPU w8a8: 3e-2)
@@ -163,7 +163,7 @@ TEST_P(CudaGoldenFixture, ChunkedPrefillAndDecodeAgreeWithOneShot) {
   const std::vector<int32_t> slots = iota_slots(count, 100);
   const std::vector<float> one_shot = prefill_logits(model, golden.ids, slots, 0);
   const std::vector<float> chunked = prefill_logits(model, golden.ids, slots, 3);
-  // Chunks of 3 tokens run the gemv GEMMs, the one-shot prefill of 17+ tokens the wgmma decode kernel: different
+  // Chunks of 3 tokens run the gemv GEMMs, the one-shot prefill of 9+ tokens the wgmma decode kernel: different
   // bf16 roundings, which the tiny models' near-tied routes amplify (1.9e-2 to 4.5e-2 measured on an H200), so the
   // bound is the fixtures' rounding bound; the deterministic-inference test checks this comparison bit for bit.
   EXPECT_LE(relative_l2(chunked, one_shot), kFixtureTolerance);

@@ -62,9 +62,10 @@ constexpr SmallMVariant kSmallMDefaultVariant = SmallMVariant::kW4D2P2;
 constexpr int kGroupedGemvPrefetchBlocks = 2;
 
 // Dense decode GEMMs with at least this many tokens (and at most Fp8Gemm::kSmallMMaxTokens) run the wgmma decode
-// kernel (sm90/fp8_gemm_decode_wgmma.cuh) unless batch invariance is asked for; fewer run the gemv kernel, which is
-// at the memory floor there while the wgmma tile would waste most of its MMA columns.
-constexpr int64_t kWgmmaDecodeMinTokens = 17;
+// kernel (sm90/fp8_gemm_decode_wgmma.cuh) unless batch invariance is asked for. H200 (bench_fp8_gemm, bench/RESULTS.md
+// seventh session): at 8 tokens the gemv kernel (one 8-token pass) and wgmma are even; from 9 the gemv kernel makes
+// two passes and falls to 36-60% of copy bandwidth where wgmma holds 41-83%.
+constexpr int64_t kWgmmaDecodeMinTokens = 9;
 constexpr int kWgmmaDecodeMaxSplits = 16;
 // Cost model of the wgmma decode kernel's split-K (units: one K block of a 128-row tile, 16 KB of weight), fitted to
 // bench_fp8_gemm's split sweep on an H200 (bench/RESULTS.md, seventh session): an SM streams at most

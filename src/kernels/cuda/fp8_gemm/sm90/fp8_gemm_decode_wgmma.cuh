@@ -1,8 +1,8 @@
 #pragma once
 // Dense FP8 block-scaled GEMM for decode-sized batches (up to 64 tokens) on warpgroup MMA: the swap-AB building
-// blocks of wgmma_swap_ab.cuh (weight rows on wgmma's M, tokens on its N) with split-K. At 17..64 tokens the
-// mma.sync small-M kernel is bound by its MMA rate (17-30% of copy bandwidth at 64 tokens on an H200); wgmma
-// streams the weight several times faster. The tensor core's in-block summation differs from mma.sync's, so the
+// blocks of wgmma_swap_ab.cuh (weight rows on wgmma's M, tokens on its N) with split-K. From 9 tokens the mma.sync
+// small-M kernels fall off the memory floor (17-30% of copy bandwidth at 64 tokens on an H200, bound by their MMA
+// rate); wgmma streams the weight several times faster. The tensor core's in-block summation differs from mma.sync's, so the
 // bits are not those of the small-M kernel (batch-invariant inference keeps that one).
 //
 // Tiles: (token tile, 128-row weight block, K split), split fastest; a persistent grid walks them. A tile covers
