@@ -118,6 +118,7 @@ struct RandomActivations {
 // (shape, tokens, variant), then per shape the variant with the least total time over the token counts.
 void bench_small_m_variants(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes) {
   constexpr int kVariants = static_cast<int>(SmallMVariant::kCount);
+  gemm.set_decode_kernel(DecodeKernel::kMmaSync);  // else 9..16 tokens would run the wgmma kernel for every variant
   std::printf("\n## decode variants (tokens <= 16; graph us per GEMM, cold L2; default = %s)\n",
               small_m_variant_info(kSmallMDefaultVariant).name);
   std::printf("%-16s %6s %-10s %9s %8s %8s\n", "weight", "tokens", "variant", "graph_us", "of_copy", "vs_ref");
@@ -163,6 +164,7 @@ void bench_small_m_variants(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes
     best_lines.push_back(line);
   }
   gemm.set_small_m_variant(kSmallMDefaultVariant);
+  gemm.set_decode_kernel(DecodeKernel::kAuto);
   std::printf("\n");
   for (const std::string& line : best_lines) std::printf("%s\n", line.c_str());
 }

@@ -55,7 +55,8 @@ class Fp8Gemm {
   // Counter bytes (Fp8GemmWorkspace::split_counters) the fused split-K reduction needs for this weight; 0 if none.
   size_t small_m_counter_bytes(int64_t rows, int64_t cols) const;
 
-  // Kernel variant for 1..16 tokens (benchmarks and tests compare them; all give the same bits).
+  // Gemv kernel variant for the mma.sync family's 1..16 tokens (1..8 under DecodeKernel::kAuto; benchmarks and
+  // tests compare them; all give the same bits).
   void set_small_m_variant(SmallMVariant variant) { small_m_variant_ = variant; }
   SmallMVariant small_m_variant() const { return small_m_variant_; }
   void set_decode_kernel(DecodeKernel kernel) { decode_kernel_ = kernel; }

@@ -49,8 +49,9 @@ static_assert(std::size(kSmallMVariants) == static_cast<size_t>(SmallMVariant::k
 
 constexpr const SmallMVariantInfo& small_m_variant_info(SmallMVariant v) { return kSmallMVariants[static_cast<int>(v)]; }
 
-// The variant Fp8Gemm runs for 1..16 tokens (more tokens always take the reference kernel). Switch it to the
-// variant that bench_fp8_gemm's "best" lines name; tests/kernels/cuda/fp8_gemm_test.cu checks every variant.
+// The variant Fp8Gemm's mma.sync family runs for 1..16 tokens (more take the reference kernel; under
+// DecodeKernel::kAuto 9..64 tokens run the wgmma decode kernel instead). Switch it to the variant that
+// bench_fp8_gemm's "best" lines name; tests/kernels/cuda/fp8_gemm_test.cu checks every variant.
 // w4d2p2 (4 warps, 2 K blocks in flight, L2 prefetch 2 blocks ahead, separate split-K reduce): fastest summed
 // over M = 1..16 on 5 of the 9 V3 decode weights on an H200 (o_proj 34.7 -> 34.0 us and dense down 38.8 -> 37.9 at
 // M = 1; bench/RESULTS.md), w4d2 on 2; the fused reduction (w4d2f) wins only on dense gate_up (one split) and loses
