@@ -5,7 +5,7 @@
 //            decode kernel (the default <= 64 tokens) vs the tiled reference kernels at tokens {1,8,32,64,128}
 //   prefill: one 4096-token causal sequence (and 4 x 1024), TFLOP/s
 // Every timed run is preceded by an L2 flush (a 256 MiB memset); times are medians of CUDA-event timings.
-// Usage: mla_bench [--reps N] [--only copy|decode|plans|absorb|prefill] [--batch B] [--context C]
+// Usage: mla_bench [--reps N] [--only copy|decode|plans|absorb|prefill] [--batch B] [--context C] [--same-pages]
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -120,7 +120,10 @@ kc::MlaDecodeArgs decode_args(const DeviceBuffer<__nv_bfloat16>& q_latent, const
   return args;
 }
 
-void bench_decode(Timer& timer, int reps, double copy_gbps, int num_sms, int only_batch, int only_ctx) {
+// same_pages: every sequence reads the same pages (the KV working set of one sequence stays in L2), which separates
+// the kernel's compute and synchronization time from its memory traffic.
+void bench_decode(Timer& timer, int reps, double copy_gbps, int num_sms, int only_batch, int only_ctx,
+                  bool same_pages) {
   const int page_size = 64, max_batch = 128, max_ctx = 16384;
   const int pages_per_seq = max_ctx / page_size;
   const int64_t num_pages = static_cast<int64_t>(max_batch) * pages_per_seq;
@@ -133,12 +136,14 @@ void bench_decode(Timer& timer, int reps, double copy_gbps, int num_sms, int onl
   std::vector<int32_t> page_order(static_cast<size_t>(num_pages));
   std::iota(page_order.begin(), page_order.end(), 0);
   std::shuffle(page_order.begin(), page_order.end(), std::mt19937(5));  // scattered pages, as after churn
+  if (same_pages)
+    for (size_t i = static_cast<size_t>(pages_per_seq); i < page_order.size(); ++i) page_order[i] = page_order[i % pages_per_seq];
   DeviceBuffer<int32_t> page_table(page_order);                       // [max_batch, pages_per_seq]
   DeviceBuffer<int32_t> seq_lens(static_cast<size_t>(max_batch));
   const size_t workspace_bytes = kc::mla_decode_max_workspace_bytes(num_sms, max_batch, kHeads, kLora, max_ctx);
   DeviceBuffer<uint8_t> workspace(std::max<size_t>(workspace_bytes, 16));
-  std::printf("\ndecode (absorbed, bf16, page 64, %d heads, kv_lora %d, rope %d); floor = bytes / copy bandwidth\n",
-              kHeads, kLora, kRope);
+  std::printf("\ndecode (absorbed, bf16, page 64, %d heads, kv_lora %d, rope %d)%s; floor = bytes / copy bandwidth\n",
+              kHeads, kLora, kRope, same_pages ? ", every sequence on the same pages (L2-resident KV)" : "");
   std::printf("%6s %7s %6s %6s %10s %10s %9s %8s %9s %11s %11s\n", "batch", "context", "group", "splits", "time_us",
               "floor_us", "GB/s", "%copy", "TFLOP/s", "wgmmaS_us", "mmasync_us");
   for (int batch : {1, 16, 64, 128})
@@ -315,8 +320,8 @@ void bench_absorb_decode(Timer& timer, int reps, double copy_gbps) {
 void bench_prefill(Timer& timer, int reps) {
   std::printf("\nprefill (expanded, causal, %d heads, qk %d, v %d); FLOPs = 2 * heads * visible pairs * (qk + v)\n",
               kHeads, kNope + kRope, kV);
-  std::printf("%-12s %8s %9s %10s %9s %10s %9s %8s\n", "sequences", "tokens", "kernel", "time_ms", "TFLOP/s", "mma_ms",
-              "TFLOP/s", "speedup");
+  std::printf("%-12s %8s %9s %10s %9s %10s %9s %10s %9s\n", "sequences", "tokens", "kernel", "tma_ms", "TFLOP/s",
+              "wgmma_ms", "TFLOP/s", "mma_ms", "TFLOP/s");
   for (int num_seqs : {1, 4}) {
     const int len = 4096 / num_seqs, total = 4096, page_size = 64;
     const int pages_per_seq = (len + page_size - 1) / page_size;
@@ -341,6 +346,7 @@ void bench_prefill(Timer& timer, int reps) {
     args.max_pages_per_seq = pages_per_seq;
     args.cu_q_lens = cu_device.data();
     args.cu_kv_lens = cu_device.data();
+    args.total_kv_rows = total;
     args.batch = num_seqs;
     args.max_q_len = len;
     args.out = out.data();
@@ -348,14 +354,17 @@ void bench_prefill(Timer& timer, int reps) {
     args.nope_dim = kNope;
     args.v_dim = kV;
     args.softmax_scale = 0.0722f;
-    const double ms = timer.median_ms(reps, [&] { kc::mla_prefill(args, nullptr); });  // kAuto: wgmma at V3 dims
+    const double ms = timer.median_ms(reps, [&] { kc::mla_prefill(args, nullptr); });  // kAuto: TMA at V3 dims
+    args.kernel = kc::MlaPrefillKernel::kWgmma;
+    const double wgmma_ms = timer.median_ms(reps, [&] { kc::mla_prefill(args, nullptr); });
     args.kernel = kc::MlaPrefillKernel::kMmaSync;
     const double mma_ms = timer.median_ms(reps, [&] { kc::mla_prefill(args, nullptr); });
     const double pairs = static_cast<double>(num_seqs) * len * (len + 1) / 2.0;
     const double flops = 2.0 * kHeads * pairs * (kNope + kRope + kV);
-    std::printf("%-12s %8d %9s %10.3f %9.1f %10.3f %9.1f %7.2fx\n",
-                (std::to_string(num_seqs) + " x " + std::to_string(len)).c_str(), total, "auto", ms,
-                flops / (ms * 1e-3) / 1e12, mma_ms, flops / (mma_ms * 1e-3) / 1e12, mma_ms / ms);
+    auto tflops = [&](double time_ms) { return flops / (time_ms * 1e-3) / 1e12; };
+    std::printf("%-12s %8d %9s %10.3f %9.1f %10.3f %9.1f %10.3f %9.1f\n",
+                (std::to_string(num_seqs) + " x " + std::to_string(len)).c_str(), total, "auto", ms, tflops(ms),
+                wgmma_ms, tflops(wgmma_ms), mma_ms, tflops(mma_ms));
   }
 }
 
@@ -363,12 +372,14 @@ void bench_prefill(Timer& timer, int reps) {
 
 int main(int argc, char** argv) {
   int reps = 30, only_batch = 0, only_ctx = 0;
+  bool same_pages = false;
   std::string only;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!std::strcmp(argv[i], "--batch") && i + 1 < argc) only_batch = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--context") && i + 1 < argc) only_ctx = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--same-pages")) same_pages = true;
   }
   try {
     int device = 0, num_sms = 0;
@@ -380,7 +391,7 @@ int main(int argc, char** argv) {
                 prop.l2CacheSize >> 20, reps);
     Timer timer;
     const double copy_gbps = bench_copy(timer, reps);
-    if (only.empty() || only == "decode") bench_decode(timer, reps, copy_gbps, num_sms, only_batch, only_ctx);
+    if (only.empty() || only == "decode") bench_decode(timer, reps, copy_gbps, num_sms, only_batch, only_ctx, same_pages);
     if (only.empty() || only == "plans") bench_decode_plans(timer, reps, num_sms);
     if (only.empty() || only == "absorb") {
       bench_absorb(timer, reps, copy_gbps);

@@ -96,6 +96,7 @@ kc::SplitKPartials CudaModelImpl::attention(int64_t layer, const BatchLayout& la
     args.max_pages_per_seq = layout.max_pages;
     args.cu_q_lens = layout.cu_q_lens;
     args.cu_kv_lens = layout.cu_kv_lens;
+    args.total_kv_rows = keys;
     args.batch = layout.num_sequences;
     args.max_q_len = layout.max_q_len;
     args.out = attn;

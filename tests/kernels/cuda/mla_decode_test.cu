@@ -124,21 +124,34 @@ TEST_P(MlaDecodeSweep, MatchesCpuReferenceWithHeuristicAndForcedSplits) {
     worst_variant = std::max(worst_variant, split_error);
     worst_split_change = std::max(worst_split_change, split_change);
   }
-  // Every head group size (and the wgmma / mma.sync paths of the 64-head group) gives the same function.
+  // Every head group size (and the wgmma / mma.sync paths of the 64-head group) gives the same function, with the
+  // heuristic split count and with splits of 1, 2 and 3 tiles (the 64-head kernels).
+  static const char* const kPathNames[] = {"wgmma S+PV", "wgmma S", "mma.sync"};
   for (int32_t head_group : {16, 32, 64})
     for (int path = 0; path < 3; ++path) {  // 0: wgmma scores + values, 1: wgmma scores, 2: mma.sync only
       if (path > 0 && head_group != 64) continue;
-      MlaDecodePlan forced = plan;
-      forced.head_group = head_group;
-      forced.score_wgmma = path < 2;
-      forced.value_wgmma = path == 0;
-      const std::vector<float> variant = run_gpu(s, forced);
-      const double variant_error = relative_l2_error(variant, expected);
-      EXPECT_LE(variant_error, kTolerance) << "head_group " << head_group << ", path " << path;
-      worst_variant = std::max(worst_variant, variant_error);
-      if (head_group == 64)
-        std::printf("[ mla decode ] %-32s group 64 path %d (%s): rel_l2 %.2e\n", c.name.c_str(), path,
-                    path == 0 ? "wgmma S+PV" : path == 1 ? "wgmma S" : "mma.sync", variant_error);
+      for (int32_t tiles_per_split : {0, 1, 2, 3}) {
+        if (tiles_per_split > 0 && head_group != 64) continue;
+        MlaDecodePlan forced = plan;
+        forced.head_group = head_group;
+        forced.score_wgmma = path < 2;
+        forced.value_wgmma = path == 0;
+        if (tiles_per_split > 0) {
+          forced.tiles_per_split = tiles_per_split;
+          forced.num_splits = (s.max_len() + 64 * tiles_per_split - 1) / (64 * tiles_per_split);
+          if (forced.num_splits > kernels::cuda::kMlaDecodeMaxSplits) continue;
+        }
+        const std::vector<float> variant = run_gpu(s, forced);
+        ASSERT_TRUE(all_finite(variant)) << "head_group " << head_group << ", path " << path << ", tiles/split "
+                                         << tiles_per_split;
+        const double variant_error = relative_l2_error(variant, expected);
+        EXPECT_LE(variant_error, kTolerance)
+            << "head_group " << head_group << ", path " << path << ", tiles/split " << tiles_per_split;
+        worst_variant = std::max(worst_variant, variant_error);
+        if (head_group == 64 && tiles_per_split == 0)
+          std::printf("[ mla decode ] %-32s group 64 path %d (%s): rel_l2 %.2e\n", c.name.c_str(), path,
+                      kPathNames[path], variant_error);
+      }
     }
   std::printf("[ mla decode ] %-32s rel_l2 %.2e (group %d, splits %d), worst variant %.2e, split change %.2e\n",
               c.name.c_str(), error, plan.head_group, plan.num_splits, worst_variant, worst_split_change);

@@ -87,6 +87,7 @@ TEST_P(MlaPrefillSweep, MatchesCpuReference) {
   args.max_pages_per_seq = cache.max_pages_per_seq;
   args.cu_q_lens = cu_q_device.data();
   args.cu_kv_lens = cu_kv_device.data();
+  args.total_kv_rows = total_kv;
   args.batch = batch;
   args.max_q_len = max_q_len;
   args.out = out_device.data();
@@ -94,30 +95,39 @@ TEST_P(MlaPrefillSweep, MatchesCpuReference) {
   args.nope_dim = c.nope;
   args.v_dim = c.v;
   args.softmax_scale = scale;
-  // Every kernel that takes the shape: kAuto (the wgmma kernel at V3's dims), and the mma.sync kernel.
+  // Every kernel that takes the shape: the mma.sync kernel, and at V3's dims the wgmma and TMA kernels (kAuto).
+  using kernels::cuda::MlaPrefillKernel;
   const bool v3_dims = c.nope == 128 && c.rope == 64 && c.v == 128;
   std::vector<float> mma_sync_out;
-  for (kernels::cuda::MlaPrefillKernel kernel :
-       {kernels::cuda::MlaPrefillKernel::kMmaSync, kernels::cuda::MlaPrefillKernel::kAuto}) {
+  for (MlaPrefillKernel kernel : {MlaPrefillKernel::kMmaSync, MlaPrefillKernel::kWgmma, MlaPrefillKernel::kAuto}) {
+    if (kernel == MlaPrefillKernel::kWgmma && !v3_dims) continue;
     args.kernel = kernel;
     out_device.fill_bytes(0xff);
     kernels::cuda::mla_prefill(args, nullptr);
     FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<float> actual = bf16_to_float_vector(out_device.download());
-    const char* kernel_name = kernel == kernels::cuda::MlaPrefillKernel::kMmaSync ? "mma.sync" : (v3_dims ? "wgmma" : "auto");
+    const char* kernel_name = kernel == MlaPrefillKernel::kMmaSync ? "mma.sync"
+                              : kernel == MlaPrefillKernel::kWgmma ? "wgmma"
+                                                                   : (v3_dims ? "tma" : "auto");
     ASSERT_TRUE(all_finite(actual)) << kernel_name << ": unwritten or non-finite output";
     const double error = relative_l2_error(actual, expected);
     EXPECT_LE(error, kTolerance) << kernel_name;
     std::printf("[ mla prefill ] %-34s %-8s rel_l2 %.2e\n", c.name.c_str(), kernel_name, error);
-    if (kernel == kernels::cuda::MlaPrefillKernel::kMmaSync) {
+    if (kernel == MlaPrefillKernel::kMmaSync) {
       mma_sync_out = actual;
-    } else if (v3_dims) {  // the two kernels agree to bf16 rounding
-      EXPECT_LE(relative_l2_error(actual, mma_sync_out), 5e-3) << "wgmma vs mma.sync";
+    } else if (v3_dims) {  // the kernels agree to bf16 rounding
+      EXPECT_LE(relative_l2_error(actual, mma_sync_out), 5e-3) << kernel_name << " vs mma.sync";
     }
   }
-  if (!v3_dims) {  // asking for the wgmma kernel where it does not apply is an error, not a silent fallback
-    args.kernel = kernels::cuda::MlaPrefillKernel::kWgmma;
+  if (v3_dims) {  // without the row count of k_nope / v the TMA kernel cannot be asked for
+    args.kernel = MlaPrefillKernel::kTma;
+    args.total_kv_rows = 0;
     EXPECT_THROW(kernels::cuda::mla_prefill(args, nullptr), Error);
+  } else {  // asking for a V3-only kernel where it does not apply is an error, not a silent fallback
+    for (MlaPrefillKernel kernel : {MlaPrefillKernel::kWgmma, MlaPrefillKernel::kTma}) {
+      args.kernel = kernel;
+      EXPECT_THROW(kernels::cuda::mla_prefill(args, nullptr), Error);
+    }
   }
 }
 

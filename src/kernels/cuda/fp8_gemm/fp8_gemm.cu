@@ -10,7 +10,7 @@
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_gemv.cuh"
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_small_m.cuh"
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_tiled.cuh"
-#include "kernels/cuda/fp8_gemm/tma_tensor_map.h"
+#include "kernels/cuda/sm90/tma_tensor_map.h"
 #include "kernels/cuda/programmatic_launch.cuh"
 
 namespace fathom::kernels::cuda {

@@ -5,7 +5,9 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/mla/sm90/mla_prefill_kernel.cuh"
+#include "kernels/cuda/mla/sm90/mla_prefill_tma_kernel.cuh"
 #include "kernels/cuda/mla/sm90/mla_prefill_wgmma_kernel.cuh"
+#include "kernels/cuda/sm90/tma_tensor_map.h"
 
 namespace fathom::kernels::cuda {
 
@@ -35,6 +37,23 @@ void launch_prefill_wgmma(const PrefillKernelParams& params, const MlaPrefillArg
   const dim3 grid(static_cast<unsigned>((args.max_q_len + mla_detail::kPrefillTileQ - 1) / mla_detail::kPrefillTileQ),
                   static_cast<unsigned>(args.num_heads), static_cast<unsigned>(args.batch));
   kernel<<<grid, mla_detail::kPrefillThreads, L::kSmemBytes, stream>>>(params);
+  FATHOM_CUDA_CHECK_LAUNCH();
+}
+
+// k_nope and v ([total_kv_rows][heads][128] bf16) as 3-D byte tensor maps, boxes of 64 keys x 128 bytes of one head.
+void launch_prefill_tma(const PrefillKernelParams& params, const MlaPrefillArgs& args, cudaStream_t stream) {
+  using L = mla_detail::PrefillTmaLayout;
+  const uint64_t k_row_bytes = L::kNope * sizeof(__nv_bfloat16), v_row_bytes = L::kV * sizeof(__nv_bfloat16);
+  const uint64_t rows = static_cast<uint64_t>(args.total_kv_rows), heads = static_cast<uint64_t>(args.num_heads);
+  const CUtensorMap k_map = make_tensor_map_3d_bytes_sw128(args.k_nope, k_row_bytes, heads, rows, k_row_bytes,
+                                                           heads * k_row_bytes, mla_detail::kPrefillTileKv);
+  const CUtensorMap v_map = make_tensor_map_3d_bytes_sw128(args.v, v_row_bytes, heads, rows, v_row_bytes,
+                                                           heads * v_row_bytes, mla_detail::kPrefillTileKv);
+  auto kernel = mla_detail::mla_prefill_tma_kernel;
+  FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmemBytes));
+  const dim3 grid(static_cast<unsigned>((args.max_q_len + L::kTileQ - 1) / L::kTileQ),
+                  static_cast<unsigned>(args.num_heads), static_cast<unsigned>(args.batch));
+  kernel<<<grid, L::kThreads, L::kSmemBytes, stream>>>(params, k_map, v_map);
   FATHOM_CUDA_CHECK_LAUNCH();
 }
 
@@ -78,10 +97,15 @@ void mla_prefill(const MlaPrefillArgs& args, cudaStream_t stream) {
   using L = mla_detail::PrefillWgmmaLayout;
   const bool wgmma_applies = params.vector_loads && args.nope_dim == L::kNope && cache.rope_dim == L::kRope &&
                              args.v_dim == L::kV;
-  FATHOM_CHECK(args.kernel != MlaPrefillKernel::kWgmma || wgmma_applies,
-               "mla_prefill: the wgmma kernel takes nope 128, rope 64, v 128 with 16-byte aligned rows; got nope "
-                   << args.nope_dim << ", rope " << cache.rope_dim << ", v " << args.v_dim);
-  if (wgmma_applies && args.kernel != MlaPrefillKernel::kMmaSync) {
+  FATHOM_CHECK((args.kernel != MlaPrefillKernel::kWgmma && args.kernel != MlaPrefillKernel::kTma) || wgmma_applies,
+               "mla_prefill: the wgmma and TMA kernels take nope 128, rope 64, v 128 with 16-byte aligned rows; got "
+               "nope " << args.nope_dim << ", rope " << cache.rope_dim << ", v " << args.v_dim);
+  FATHOM_CHECK(args.kernel != MlaPrefillKernel::kTma || args.total_kv_rows > 0,
+               "mla_prefill: the TMA kernel needs total_kv_rows (the row count of k_nope and v)");
+  const bool tma_applies = wgmma_applies && args.total_kv_rows > 0;
+  if (tma_applies && (args.kernel == MlaPrefillKernel::kAuto || args.kernel == MlaPrefillKernel::kTma)) {
+    launch_prefill_tma(params, args, stream);
+  } else if (wgmma_applies && args.kernel != MlaPrefillKernel::kMmaSync) {
     launch_prefill_wgmma(params, args, stream);
   } else if (args.nope_dim <= 64 && args.v_dim <= 64) {
     launch_prefill<64, 64, 64>(params, args, stream);

@@ -14,10 +14,12 @@
 
 namespace fathom::kernels::cuda {
 
-// kWgmma: warpgroup-MMA kernel for DeepSeek-V3's head dims (nope 128, rope 64, v 128) with 16-byte aligned rows;
-// kMmaSync: the mma.sync kernel, any dims; kAuto: kWgmma where it applies. Same algorithm, results within bf16
-// rounding of each other (the tensor cores sum in their own order); each is row-independent.
-enum class MlaPrefillKernel { kAuto, kMmaSync, kWgmma };
+// kTma: 128 queries per CTA in two warpgroups fed by a TMA producer warp, and kWgmma: 64 queries per CTA loading
+// its own tiles; both warpgroup-MMA kernels for DeepSeek-V3's head dims (nope 128, rope 64, v 128) with 16-byte
+// aligned rows, kTma also needs total_kv_rows. kMmaSync: the mma.sync kernel, any dims. kAuto: kTma, else kWgmma,
+// where they apply. Same algorithm, results within bf16 rounding of each other (the tensor cores sum in their own
+// order); each is row-independent.
+enum class MlaPrefillKernel { kAuto, kMmaSync, kWgmma, kTma };
 
 struct MlaPrefillArgs {
   const __nv_bfloat16* q = nullptr;       // [total_q, num_heads, q_head_stride]: [q_nope (nope) ; rotated q_pe (rope)]
@@ -29,6 +31,7 @@ struct MlaPrefillArgs {
   int32_t max_pages_per_seq = 0;
   const int32_t* cu_q_lens = nullptr;     // [batch + 1] prefix sums of q_len
   const int32_t* cu_kv_lens = nullptr;    // [batch + 1] prefix sums of kv_len (kv_len >= q_len)
+  int64_t total_kv_rows = 0;              // rows of k_nope and v (>= cu_kv_lens[batch]); 0: unknown (no kTma)
   int32_t batch = 0;
   int32_t max_q_len = 0;                  // upper bound of q_len over the batch (host-side, sets the grid)
   __nv_bfloat16* out = nullptr;           // [total_q, num_heads, v_dim]

@@ -57,6 +57,22 @@ __device__ __forceinline__ void tma_load_2d(void* smem_destination, const CUtens
       : "memory");
 }
 
+// TMA: the box at (inner, mid, outer) of a 3-D tensor map into shared memory; its bytes complete on `barrier`.
+__device__ __forceinline__ void tma_load_3d(void* smem_destination, const CUtensorMap* map, int32_t inner,
+                                            int32_t mid, int32_t outer, uint64_t* barrier) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::
+          "r"(shared_address(smem_destination)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(mid), "r"(outer), "r"(shared_address(barrier))
+      : "memory");
+}
+
+// One arrival on `barrier` once every cp.async this thread issued before has landed (not counted in advance:
+// the barrier's arrival count includes it).
+__device__ __forceinline__ void cp_async_arrive_on(uint64_t* barrier) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(shared_address(barrier)) : "memory");
+}
+
 // TMA: asks L2 for the box at (inner, outer) of a 2-D tensor map (no shared memory, no completion to wait for).
 __device__ __forceinline__ void tma_prefetch_2d_l2(const CUtensorMap* map, int32_t inner, int32_t outer) {
   asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"(reinterpret_cast<uint64_t>(map)),

@@ -107,6 +107,31 @@ __device__ __forceinline__ void store_decode_output(const DecodeKernelParams& p,
   }
 }
 
+// Output of a split without tokens (or of an empty sequence) for heads [head_base, head_base + head_group): zeros,
+// and weight 0 (log-sum-exp -inf) in the combine. Called by all kDecodeThreads threads of the CTA.
+__device__ __forceinline__ void store_empty_split(const DecodeKernelParams& p, int b, int split, int head_base,
+                                                  int head_group) {
+  for (int idx = threadIdx.x; idx < head_group * p.kv_lora; idx += kDecodeThreads) {
+    const int h = head_base + idx / p.kv_lora, d = idx % p.kv_lora;
+    if (h >= p.num_heads) continue;
+    if (p.num_splits == 1) {
+      p.out_latent[(static_cast<int64_t>(b) * p.num_heads + h) * p.kv_lora + d] = __float2bfloat16(0.0f);
+    } else {
+      const int64_t row = (static_cast<int64_t>(b) * p.num_splits + split) * p.num_heads + h;
+      p.partial_out[row * p.kv_lora + d] = 0.0f;
+      if (d == 0) p.partial_lse[row] = -INFINITY;
+    }
+  }
+}
+
+// First and one-past-last 64-token tile of split `split` of a sequence of seq_len tokens.
+__device__ __forceinline__ int2 split_tile_range(const DecodeKernelParams& p, int split, int seq_len) {
+  const int total_tiles = ceil_div_int(seq_len, kDecodeTileTokens);
+  const int tiles_per_split = p.tiles_per_split > 0 ? p.tiles_per_split : ceil_div_int(total_tiles, p.num_splits);
+  const int tile_begin = split * tiles_per_split;
+  return make_int2(tile_begin, min(total_tiles, tile_begin + tiles_per_split));
+}
+
 template <int kLatentPad, int kRopePad, int kHeadGroup, bool kScoreWgmma, bool kValueWgmma>
 __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const DecodeKernelParams p) {
   begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
@@ -130,23 +155,11 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
   const int g = lane >> 2, tq = lane & 3;
 
   const int seq_len = p.seq_lens[b];
-  const int total_tiles = ceil_div_int(seq_len, kDecodeTileTokens);
-  const int tiles_per_split = p.tiles_per_split > 0 ? p.tiles_per_split : ceil_div_int(total_tiles, p.num_splits);
-  const int tile_begin = split * tiles_per_split;
-  const int tile_end = min(total_tiles, tile_begin + tiles_per_split);
+  const int2 tile_range = split_tile_range(p, split, seq_len);
+  const int tile_begin = tile_range.x, tile_end = tile_range.y;
 
-  if (tile_begin >= tile_end) {  // empty split (or empty sequence): zeros, and weight 0 in the combine
-    for (int idx = tid; idx < kHeadGroup * p.kv_lora; idx += kDecodeThreads) {
-      const int h = head_base + idx / p.kv_lora, d = idx % p.kv_lora;
-      if (h >= p.num_heads) continue;
-      if (p.num_splits == 1) {
-        p.out_latent[(static_cast<int64_t>(b) * p.num_heads + h) * p.kv_lora + d] = __float2bfloat16(0.0f);
-      } else {
-        const int64_t row = (static_cast<int64_t>(b) * p.num_splits + split) * p.num_heads + h;
-        p.partial_out[row * p.kv_lora + d] = 0.0f;
-        if (d == 0) p.partial_lse[row] = -INFINITY;
-      }
-    }
+  if (tile_begin >= tile_end) {  // empty split (or empty sequence)
+    store_empty_split(p, b, split, head_base, kHeadGroup);
     return;
   }
 
@@ -188,19 +201,25 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
   auto load_tile = [&](int stage, int tile) {
     const uint32_t base = k_smem + stage * L::kTileBytes;
     if (p.vector_loads) {
-      const int row = tid >> 2, quarter = tid & 3;  // 4 threads per row, 256 threads = 64 rows
-      const int token = tile * kDecodeTileTokens + row;
-      const bool valid = token < seq_len;
-      const __nv_bfloat16* src = p.cache;
-      if (valid) {
-        const int64_t slot = static_cast<int64_t>(pages[token / p.page_size]) * p.page_size + token % p.page_size;
-        src = p.cache + slot * cache_row_elems;
-      }
+      // 8 threads per row (one 16-byte chunk of every 128-byte block each): a warp's request covers 4 whole lines.
+      constexpr int kRowsPerPass = kDecodeThreads / 8;
+      const int chunk = tid & 7;
 #pragma unroll
-      for (int i = 0; i < L::kRowChunks / 4; ++i) {
-        const int c = quarter + 4 * i;
-        cp_async_16(base + kblock_chunk_offset(row, c, kDecodeTileTokens), valid ? src + c * 8 : p.cache,
-                    valid ? 16 : 0);
+      for (int pass = 0; pass < kDecodeTileTokens / kRowsPerPass; ++pass) {
+        const int row = (tid >> 3) + kRowsPerPass * pass;
+        const int token = tile * kDecodeTileTokens + row;
+        const bool valid = token < seq_len;
+        const __nv_bfloat16* src = p.cache;
+        if (valid) {
+          const int64_t slot = static_cast<int64_t>(pages[token / p.page_size]) * p.page_size + token % p.page_size;
+          src = p.cache + slot * cache_row_elems;
+        }
+#pragma unroll
+        for (int block = 0; block < L::kRowChunks / 8; ++block) {
+          const int c = block * 8 + chunk;
+          cp_async_16(base + kblock_chunk_offset(row, c, kDecodeTileTokens), valid ? src + c * 8 : p.cache,
+                      valid ? 16 : 0);
+        }
       }
     } else {
       for (int row = warp; row < kDecodeTileTokens; row += kDecodeWarps) {

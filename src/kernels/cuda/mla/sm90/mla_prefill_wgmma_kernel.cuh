@@ -31,6 +31,72 @@ struct PrefillWgmmaLayout {
   static_assert(kKOffset % 1024 == 0 && kVOffset % 1024 == 0 && kKTileBytes % 1024 == 0, "1024-aligned tiles");
 };
 
+// One key tile of a warpgroup's 64 queries: S = Q·Kᵀ (wgmma m64n64k16 over [nope ; rope]), causal mask and online
+// softmax, then O = alpha·O + P·V (wgmma m64n128k16 with P from the score registers). q_smem, k_tile:
+// [3 k-blocks][64 rows][128 B]; v_tile: [2 k-blocks][64 keys][128 B] (128-byte swizzle, 1024-aligned).
+// o[4j + e] = O(row 16 (warp % 4) + g + 8 (e >> 1), column 8j + 2 tq + (e & 1)). Shared by the prefill kernels.
+__device__ __forceinline__ void prefill_wgmma_tile(uint32_t q_smem, uint32_t k_tile, uint32_t v_tile, int key_base,
+                                                   int tq, const int (&row_pos)[2], int kv_len, float scale_log2,
+                                                   float (&m_run)[2], float (&l_run)[2], float (&o)[64]) {
+  constexpr int kBlockBytes = kPrefillTileKv * 128;
+  float s[kPrefillTileKv / 8][4];  // the mma m16n8 layout prefill_online_softmax takes; wgmma's d[4j + e] is s[j][e]
+  float(&s_flat)[32] = reinterpret_cast<float(&)[32]>(s);
+#pragma unroll
+  for (int i = 0; i < 32; ++i) s_flat[i] = 0.0f;
+  wgmma_fence_operands(s_flat);
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < PrefillWgmmaLayout::kQkSteps; ++ks) {
+    const uint32_t k_offset = (ks & 3) * 32 + (ks >> 2) * kBlockBytes;
+    wgmma_m64n64k16_bf16(s_flat, wgmma_desc_kmajor_sw128(q_smem + k_offset), wgmma_desc_kmajor_sw128(k_tile + k_offset));
+  }
+  wgmma_commit();
+  wgmma_wait_all();
+  wgmma_fence_operands(s_flat);
+
+  float alpha[2];
+  uint32_t p_frag[8][2];  // bf16 pairs: [j][0] row g, [j][1] row g + 8
+  prefill_online_softmax(s, key_base, tq, row_pos, kv_len, scale_log2, m_run, l_run, alpha, p_frag);
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    o[4 * j] *= alpha[0];
+    o[4 * j + 1] *= alpha[0];
+    o[4 * j + 2] *= alpha[1];
+    o[4 * j + 3] *= alpha[1];
+  }
+
+  // P [64 x 64 keys] from registers, V [64 keys x 128] N-major (k-blocks of 64 columns)
+  wgmma_fence_operands(o);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kPrefillTileKv / 16; ++kk) {
+    const uint32_t a[4] = {p_frag[2 * kk][0], p_frag[2 * kk][1], p_frag[2 * kk + 1][0], p_frag[2 * kk + 1][1]};
+    wgmma_m64n128k16_bf16_rs_tn(o, a, wgmma_desc_sw128(v_tile + kk * 16 * 128, kBlockBytes, 1024));
+  }
+  wgmma_commit();
+  wgmma_wait_all();
+  wgmma_fence_operands(o);
+}
+
+// O / l of the thread's two query rows (row_q within the sequence; rows past q_len skipped) as bf16 into p.out.
+__device__ __forceinline__ void prefill_store_rows(const PrefillKernelParams& p, int q_begin, int q_len, int h, int tq,
+                                                   const int (&row_q)[2], float (&l_run)[2], const float (&o)[64]) {
+  constexpr int kV = PrefillWgmmaLayout::kV;
+  prefill_row_sums(l_run);
+  const int64_t v_token_stride = static_cast<int64_t>(p.num_heads) * kV;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    if (row_q[half] >= q_len) continue;
+    const float inv_l = l_run[half] > 0.0f ? 1.0f / l_run[half] : 0.0f;
+    __nv_bfloat16* out = p.out + (static_cast<int64_t>(q_begin) + row_q[half]) * v_token_stride + h * kV;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      *reinterpret_cast<__nv_bfloat162*>(out + j * 8 + 2 * tq) =
+          __floats2bfloat162_rn(o[4 * j + 2 * half] * inv_l, o[4 * j + 2 * half + 1] * inv_l);
+    }
+  }
+}
+
 // Requires p.nope == 128, p.rope == 64, p.v_dim == 128 and p.vector_loads (checked by the host).
 __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_wgmma_kernel(const PrefillKernelParams p) {
   using L = PrefillWgmmaLayout;
@@ -104,62 +170,12 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_wgmma_kernel(c
     cp_async_commit();
     const uint32_t kt = k_smem + stage * L::kKTileBytes, vt = v_smem + stage * L::kVTileBytes;
 
-    // ---- S = Q · Kᵀ [64 queries x 64 keys]
-    float s[kPrefillTileKv / 8][4];  // the mma m16n8 layout prefill_online_softmax takes; wgmma's d[4j + e] is s[j][e]
-    float(&s_flat)[32] = reinterpret_cast<float(&)[32]>(s);
-#pragma unroll
-    for (int i = 0; i < 32; ++i) s_flat[i] = 0.0f;
-    wgmma_fence_operands(s_flat);
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < L::kQkSteps; ++ks) {
-      const uint32_t k_offset = (ks & 3) * 32 + (ks >> 2) * (kPrefillTileQ * 128);
-      wgmma_m64n64k16_bf16(s_flat, wgmma_desc_kmajor_sw128(q_smem + k_offset), wgmma_desc_kmajor_sw128(kt + k_offset));
-    }
-    wgmma_commit();
-    wgmma_wait_all();
-    wgmma_fence_operands(s_flat);
-
-    // ---- causal mask, scale, online softmax
-    float alpha[2];
-    uint32_t p_frag[8][2];  // bf16 pairs: [j][0] row g, [j][1] row g + 8
-    prefill_online_softmax(s, tile * kPrefillTileKv, tq, row_pos, kv_len, p.scale_log2, m_run, l_run, alpha, p_frag);
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      o[4 * j] *= alpha[0];
-      o[4 * j + 1] *= alpha[0];
-      o[4 * j + 2] *= alpha[1];
-      o[4 * j + 3] *= alpha[1];
-    }
-
-    // ---- O += P · V: P [64 x 64 keys] from registers, V [64 keys x 128] N-major (k-blocks of 64 columns)
-    wgmma_fence_operands(o);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kPrefillTileKv / 16; ++kk) {
-      const uint32_t a[4] = {p_frag[2 * kk][0], p_frag[2 * kk][1], p_frag[2 * kk + 1][0], p_frag[2 * kk + 1][1]};
-      wgmma_m64n128k16_bf16_rs_tn(o, a, wgmma_desc_sw128(vt + kk * 16 * 128, kPrefillTileKv * 128, 1024));
-    }
-    wgmma_commit();
-    wgmma_wait_all();
-    wgmma_fence_operands(o);
+    prefill_wgmma_tile(q_smem, kt, vt, tile * kPrefillTileKv, tq, row_pos, kv_len, p.scale_log2, m_run, l_run, o);
   }
 
   cp_async_wait_all();  // nothing may stay in flight (kv_tiles == 0 skips the loop)
 
-  // ---- normalize and store
-  prefill_row_sums(l_run);
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    if (row_q[half] >= q_len) continue;
-    const float inv_l = l_run[half] > 0.0f ? 1.0f / l_run[half] : 0.0f;
-    __nv_bfloat16* out = p.out + (static_cast<int64_t>(q_begin) + row_q[half]) * v_token_stride + h * L::kV;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      *reinterpret_cast<__nv_bfloat162*>(out + j * 8 + 2 * tq) =
-          __floats2bfloat162_rn(o[4 * j + 2 * half] * inv_l, o[4 * j + 2 * half + 1] * inv_l);
-    }
-  }
+  prefill_store_rows(p, q_begin, q_len, h, tq, row_q, l_run, o);
 }
 
 }  // namespace fathom::kernels::cuda::mla_detail

@@ -14,4 +14,11 @@ namespace fathom::kernels::cuda {
 CUtensorMap make_tensor_map_2d_bytes_sw128(const void* base, uint64_t inner_extent, uint64_t outer_extent,
                                            uint64_t row_stride_bytes, uint32_t box_outer);
 
+// A [outer_extent][mid_extent][inner_extent] tensor of bytes at `base` (mid rows mid_stride_bytes apart, outer rows
+// outer_stride_bytes apart) read in boxes of [box_outer][1][128 bytes] with the 128-byte swizzle: box_outer rows of
+// one mid index, e.g. 64 keys of one head of a [keys][heads][dim] tensor. Elements past the tensor read as zeros.
+CUtensorMap make_tensor_map_3d_bytes_sw128(const void* base, uint64_t inner_extent, uint64_t mid_extent,
+                                           uint64_t outer_extent, uint64_t mid_stride_bytes,
+                                           uint64_t outer_stride_bytes, uint32_t box_outer);
+
 }  // namespace fathom::kernels::cuda

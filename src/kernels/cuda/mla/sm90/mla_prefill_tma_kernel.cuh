@@ -1,0 +1,173 @@
+#pragma once
+// MLA prefill kernel (expanded form) with a TMA producer warp, for DeepSeek-V3's head dims (nope 128, rope 64,
+// v 128) with 16-byte aligned rows. One CTA = 128 queries of one sequence and one head: two consumer warpgroups of
+// 64 queries share every K/V tile (half the K/V traffic per FLOP of the one-warpgroup kernels), and a producer warp
+// keeps kStages tiles in flight: k_nope and v by TMA (3-D tensor maps over [keys][heads][dim], one 64-key x 64-column
+// box per k-block), k_pe gathered from the paged latent cache by cp.async, both completing on the stage's `full`
+// mbarrier; the consumers release a stage on its `empty` mbarrier once their MMAs have read it.
+// Per consumer and key tile (as mla_prefill_wgmma_kernel.cuh): S = Q·Kᵀ as wgmma m64n64k16 from shared memory,
+// causal mask and fp32 online softmax (log2 domain), O += P·V as wgmma m64n128k16 with P from the score registers.
+// Causal: the CTA visits key tiles up to its last query; a warpgroup skips the tiles past its own last query
+// (still releasing them).
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/mla/sm90/mla_prefill_kernel.cuh"  // params
+#include "kernels/cuda/mla/sm90/mla_prefill_wgmma_kernel.cuh"  // the per-tile math, the output rows
+#include "kernels/cuda/mla/sm90/mma_primitives.cuh"
+#include "kernels/cuda/sm90/tma_pipeline.cuh"
+
+namespace fathom::kernels::cuda::mla_detail {
+
+struct PrefillTmaLayout {
+  static constexpr int kNope = 128, kRope = 64, kV = 128;
+  static constexpr int kConsumers = 2;                            // warpgroups of 64 queries
+  static constexpr int kTileQ = kConsumers * kPrefillTileQ;       // 128 queries per CTA
+  static constexpr int kThreads = kConsumers * 128 + 32;          // + the producer warp
+  static constexpr int kProducerWarp = kConsumers * 4;
+  static constexpr int kStages = 4;
+  static constexpr int kBlockBytes = kPrefillTileKv * 128;        // [64 rows][128 B] k-block, 128-byte swizzle
+  static constexpr int kQkBlocks = (kNope + kRope) / 64;          // 3: nope 0..63, nope 64..127, rope
+  static constexpr int kVBlocks = kV / 64;                        // 2
+  static constexpr int kQkSteps = (kNope + kRope) / 16;           // 12
+  static constexpr int kQWarpgroupBytes = kQkBlocks * kBlockBytes;  // one consumer's Q [3 blocks][64 rows][128 B]
+  static constexpr int kKTileBytes = kQkBlocks * kBlockBytes;
+  static constexpr int kStageBytes = kKTileBytes + kVBlocks * kBlockBytes;  // K [3 blocks] then V [2 blocks]
+  static constexpr uint32_t kTmaBytesPerStage = 4 * kBlockBytes;  // k_nope 2 blocks + v 2 blocks
+  static constexpr int kQOffset = 0;
+  static constexpr int kStageOffset = kQOffset + kConsumers * kQWarpgroupBytes;
+  static constexpr int kBarrierOffset = kStageOffset + kStages * kStageBytes;  // full[kStages], empty[kStages]
+  static constexpr int kSmemBytes = kBarrierOffset + 2 * kStages * 8 + 1024;   // + slack to align the base to 1 KB
+  static constexpr uint32_t kFullArrivals = 1 + 32;                    // expect_tx + the producer lanes' cp.async
+  static constexpr uint32_t kEmptyArrivals = kConsumers * 4;           // one per consumer warp
+  static_assert(kPrefillTileQ == 64 && kPrefillTileKv == 64, "m64 wgmma tiles of 64 keys");
+  static_assert(kSmemBytes <= 232448, "shared memory per block on sm_90");
+};
+
+// Requires p.nope == 128, p.rope == 64, p.v_dim == 128, p.vector_loads, and maps over the k_nope / v tensors
+// ([keys][heads][128] bf16 as bytes, boxes of 64 keys x 128 bytes of one head; checked by the host).
+__global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
+    mla_prefill_tma_kernel(const PrefillKernelParams p, const __grid_constant__ CUtensorMap k_map,
+                           const __grid_constant__ CUtensorMap v_map) {
+  using L = PrefillTmaLayout;
+  using hopper::mbarrier_arrive;
+  using hopper::mbarrier_wait;
+  extern __shared__ __align__(1024) uint8_t prefill_tma_smem_raw[];
+  uint8_t* smem = prefill_tma_smem_raw + ((1024 - (smem_u32(prefill_tma_smem_raw) & 1023u)) & 1023u);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + L::kBarrierOffset);
+  uint64_t* empty = full + L::kStages;
+
+  const int b = blockIdx.z, h = blockIdx.y;
+  const int q_begin = p.cu_q_lens[b], q_len = p.cu_q_lens[b + 1] - q_begin;
+  const int kv_begin = p.cu_kv_lens[b], kv_len = p.cu_kv_lens[b + 1] - kv_begin;
+  const int q0 = (gridDim.x - 1 - blockIdx.x) * L::kTileQ;  // the longest (latest) query tiles start first
+  if (q0 >= q_len) return;
+  const int pos_offset = kv_len - q_len;  // query j is at position pos_offset + j
+  const int last_pos = min(pos_offset + min(q0 + L::kTileQ, q_len) - 1, kv_len - 1);
+  const int kv_tiles = last_pos < 0 ? 0 : ceil_div_int(last_pos + 1, kPrefillTileKv);
+
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int warp = __shfl_sync(0xffffffffu, tid >> 5, 0);  // warp-uniform for ptxas (wgmma paths non-divergent)
+  if (tid == 0) {
+    for (int s = 0; s < L::kStages; ++s) {
+      hopper::mbarrier_init(&full[s], L::kFullArrivals);
+      hopper::mbarrier_init(&empty[s], L::kEmptyArrivals);
+    }
+    hopper::fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (warp == L::kProducerWarp) {
+    // ---- producer: k_nope / v by TMA (lane 0), k_pe rows [64 keys][64] gathered by the 32 lanes (8 per row). The
+    // cache slots of a tile's 64 keys are read one tile ahead (lane l: keys l and l + 32), so the page-table
+    // latency overlaps the wait for a free stage; each row's slot is then broadcast to the 8 lanes copying it.
+    const int32_t* pages = p.page_table + static_cast<int64_t>(b) * p.max_pages_per_seq;
+    const int64_t cache_row_elems = static_cast<int64_t>(p.kv_lora) + L::kRope;
+    auto key_slots = [&](int tile, int32_t (&slot)[2]) {  // -1 past kv_len
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int key = tile * kPrefillTileKv + lane + 32 * j;
+        slot[j] = key < kv_len ? pages[key / p.page_size] * p.page_size + key % p.page_size : -1;
+      }
+    };
+    int32_t slot[2] = {-1, -1};
+    if (kv_tiles > 0) key_slots(0, slot);
+    for (int tile = 0; tile < kv_tiles; ++tile) {
+      int32_t next_slot[2] = {-1, -1};
+      if (tile + 1 < kv_tiles) key_slots(tile + 1, next_slot);
+      const int stage = tile % L::kStages;
+      mbarrier_wait(&empty[stage], ((tile / L::kStages) & 1) ^ 1);
+      uint8_t* k_stage = smem + L::kStageOffset + stage * L::kStageBytes;
+      uint8_t* v_stage = k_stage + L::kKTileBytes;
+      if (lane == 0) {
+        const int key_row = kv_begin + tile * kPrefillTileKv;
+        hopper::mbarrier_arrive_expect_tx(&full[stage], L::kTmaBytesPerStage);
+        hopper::tma_load_3d(k_stage, &k_map, 0, h, key_row, &full[stage]);
+        hopper::tma_load_3d(k_stage + L::kBlockBytes, &k_map, 128, h, key_row, &full[stage]);
+        hopper::tma_load_3d(v_stage, &v_map, 0, h, key_row, &full[stage]);
+        hopper::tma_load_3d(v_stage + L::kBlockBytes, &v_map, 128, h, key_row, &full[stage]);
+      }
+      const uint32_t rope_block = smem_u32(k_stage + 2 * L::kBlockBytes);
+#pragma unroll
+      for (int i = 0; i < kPrefillTileKv * 8 / 32; ++i) {
+        const int r = 4 * i + (lane >> 3), c = lane & 7;  // rows < 32 come from slot[0], the others from slot[1]
+        const int32_t row_slot = __shfl_sync(0xffffffffu, r < 32 ? slot[0] : slot[1], r & 31);
+        const __nv_bfloat16* src =
+            row_slot >= 0 ? p.cache + static_cast<int64_t>(row_slot) * cache_row_elems + p.kv_lora + c * 8 : p.cache;
+        cp_async_16(rope_block + kblock_chunk_offset(r, c, kPrefillTileKv), src, row_slot >= 0 ? 16 : 0);
+      }
+      hopper::cp_async_arrive_on(&full[stage]);
+      slot[0] = next_slot[0];
+      slot[1] = next_slot[1];
+    }
+    cp_async_wait_all();  // nothing in flight when the warp exits
+    return;
+  }
+
+  // ---- consumers: warpgroup wg owns queries q0 + 64 wg .. + 63
+  const int wg = warp >> 2, wg_tid = tid & 127, g = lane >> 2, tq = lane & 3;
+  const int q_wg = q0 + wg * kPrefillTileQ;
+  const uint32_t q_smem = smem_u32(smem + L::kQOffset + wg * L::kQWarpgroupBytes);
+  const int64_t q_token_stride = static_cast<int64_t>(p.num_heads) * p.q_head_stride;
+  constexpr int kQkChunks = (L::kNope + L::kRope) / 8;  // 24: nope chunks 0..15, rope 16..23
+  for (int idx = wg_tid; idx < kPrefillTileQ * kQkChunks; idx += 128) {
+    const int r = idx / kQkChunks, c = idx % kQkChunks;
+    const bool valid = q_wg + r < q_len;
+    const __nv_bfloat16* src = valid ? p.q + (q_begin + q_wg + r) * q_token_stride + h * p.q_head_stride + c * 8 : p.q;
+    cp_async_16(q_smem + kblock_chunk_offset(r, c, kPrefillTileQ), src, valid ? 16 : 0);
+  }
+  cp_async_commit();
+  cp_async_wait_all();
+  fence_proxy_async_shared();
+  hopper::named_barrier_sync(1 + wg, 128);
+
+  // Key tiles this warpgroup needs (its last query's position); the CTA's later tiles are only released.
+  const int wg_last_pos = min(pos_offset + min(q_wg + kPrefillTileQ, q_len) - 1, kv_len - 1);
+  const int wg_tiles = q_wg >= q_len || wg_last_pos < 0 ? 0 : ceil_div_int(wg_last_pos + 1, kPrefillTileKv);
+
+  float o[64];  // O [64 queries x 128 v]: o[4j + e] = (row 16 (warp % 4) + g + 8 (e >> 1), column 8j + 2 tq + (e & 1))
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+  const int row_q[2] = {q_wg + (warp & 3) * 16 + g, q_wg + (warp & 3) * 16 + g + 8};  // query within the sequence
+  const int row_pos[2] = {pos_offset + row_q[0], pos_offset + row_q[1]};
+
+  for (int tile = 0; tile < kv_tiles; ++tile) {
+    const int stage = tile % L::kStages;
+    mbarrier_wait(&full[stage], (tile / L::kStages) & 1);
+    if (tile < wg_tiles) {
+      fence_proxy_async_shared();  // the producer's cp.async rows (generic proxy) before this wgmma reads them
+      const uint32_t kt = smem_u32(smem + L::kStageOffset + stage * L::kStageBytes);
+      prefill_wgmma_tile(q_smem, kt, kt + L::kKTileBytes, tile * kPrefillTileKv, tq, row_pos, kv_len, p.scale_log2,
+                         m_run, l_run, o);
+    }
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(&empty[stage]);  // this warp's MMAs have read the stage
+  }
+
+  prefill_store_rows(p, q_begin, q_len, h, tq, row_q, l_run, o);
+}
+
+}  // namespace fathom::kernels::cuda::mla_detail
