@@ -45,10 +45,11 @@ __device__ __forceinline__ void prefill_wgmma_tile(uint32_t q_smem, uint32_t k_t
   for (int i = 0; i < 32; ++i) s_flat[i] = 0.0f;
   wgmma_fence_operands(s_flat);
   wgmma_fence();
+  const uint64_t desc_q = wgmma_desc_kmajor_sw128(q_smem), desc_k = wgmma_desc_kmajor_sw128(k_tile);
 #pragma unroll
   for (int ks = 0; ks < PrefillWgmmaLayout::kQkSteps; ++ks) {
     const uint32_t k_offset = (ks & 3) * 32 + (ks >> 2) * kBlockBytes;
-    wgmma_m64n64k16_bf16(s_flat, wgmma_desc_kmajor_sw128(q_smem + k_offset), wgmma_desc_kmajor_sw128(k_tile + k_offset));
+    wgmma_m64n64k16_bf16(s_flat, wgmma_desc_advance(desc_q, k_offset), wgmma_desc_advance(desc_k, k_offset));
   }
   wgmma_commit();
   wgmma_wait_all();
@@ -57,21 +58,24 @@ __device__ __forceinline__ void prefill_wgmma_tile(uint32_t q_smem, uint32_t k_t
   float alpha[2];
   uint32_t p_frag[8][2];  // bf16 pairs: [j][0] row g, [j][1] row g + 8
   prefill_online_softmax(s, key_base, tq, row_pos, kv_len, scale_log2, m_run, l_run, alpha, p_frag);
+  if (!__all_sync(0xffffffffu, alpha[0] == 1.0f && alpha[1] == 1.0f)) {  // settled maxima: skip (bit-identical)
 #pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    o[4 * j] *= alpha[0];
-    o[4 * j + 1] *= alpha[0];
-    o[4 * j + 2] *= alpha[1];
-    o[4 * j + 3] *= alpha[1];
+    for (int j = 0; j < 16; ++j) {
+      o[4 * j] *= alpha[0];
+      o[4 * j + 1] *= alpha[0];
+      o[4 * j + 2] *= alpha[1];
+      o[4 * j + 3] *= alpha[1];
+    }
   }
 
   // P [64 x 64 keys] from registers, V [64 keys x 128] N-major (k-blocks of 64 columns)
   wgmma_fence_operands(o);
   wgmma_fence();
+  const uint64_t desc_v = wgmma_desc_sw128(v_tile, kBlockBytes, 1024);
 #pragma unroll
   for (int kk = 0; kk < kPrefillTileKv / 16; ++kk) {
     const uint32_t a[4] = {p_frag[2 * kk][0], p_frag[2 * kk][1], p_frag[2 * kk + 1][0], p_frag[2 * kk + 1][1]};
-    wgmma_m64n128k16_bf16_rs_tn(o, a, wgmma_desc_sw128(v_tile + kk * 16 * 128, kBlockBytes, 1024));
+    wgmma_m64n128k16_bf16_rs_tn(o, a, wgmma_desc_advance(desc_v, kk * 16 * 128));
   }
   wgmma_commit();
   wgmma_wait_all();

@@ -101,6 +101,7 @@ __device__ __forceinline__ void store_shared_v4(uint32_t smem_address, uint4 val
 // the fence / commit / wait protocol are shared with the other Hopper kernels (kernels/cuda/sm90/wgmma.cuh).
 using hopper::fence_proxy_async_shared;
 using hopper::wgmma_commit;
+using hopper::wgmma_desc_advance;
 using hopper::wgmma_desc_kmajor_sw128;
 using hopper::wgmma_desc_sw128;
 using hopper::wgmma_fence;
