@@ -137,7 +137,8 @@ void bench_decode(Timer& timer, int reps, double copy_gbps, int num_sms, int onl
   std::iota(page_order.begin(), page_order.end(), 0);
   std::shuffle(page_order.begin(), page_order.end(), std::mt19937(5));  // scattered pages, as after churn
   if (same_pages)
-    for (size_t i = static_cast<size_t>(pages_per_seq); i < page_order.size(); ++i) page_order[i] = page_order[i % pages_per_seq];
+    for (size_t i = static_cast<size_t>(pages_per_seq); i < page_order.size(); ++i)
+      page_order[i] = page_order[i % pages_per_seq];
   DeviceBuffer<int32_t> page_table(page_order);                       // [max_batch, pages_per_seq]
   DeviceBuffer<int32_t> seq_lens(static_cast<size_t>(max_batch));
   const size_t workspace_bytes = kc::mla_decode_max_workspace_bytes(num_sms, max_batch, kHeads, kLora, max_ctx);

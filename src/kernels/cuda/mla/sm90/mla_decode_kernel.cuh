@@ -388,16 +388,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
 
     // ---- O = alpha · O + P · V
     if constexpr (kValueWgmma) {
-      // Once the running maxima settle every alpha is exactly 1: skip the 128 multiplies (bit-identical).
-      if (!__all_sync(0xffffffffu, alpha[0] == 1.0f && alpha[1] == 1.0f)) {
-#pragma unroll
-        for (int j = 0; j < 32; ++j) {
-          o_wg[4 * j] *= alpha[0];
-          o_wg[4 * j + 1] *= alpha[0];
-          o_wg[4 * j + 2] *= alpha[1];
-          o_wg[4 * j + 3] *= alpha[1];
-        }
-      }
+      rescale_accumulator_rows(o_wg, alpha);
       wgmma_fence();
       const uint32_t v_base = kv + (4 * wn) * (kDecodeTileTokens * 128);  // k-blocks of columns 256wn..256wn+255
       const uint64_t desc_p = wgmma_desc_kmajor_sw128(p_smem);

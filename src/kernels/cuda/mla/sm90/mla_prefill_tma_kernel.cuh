@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
     // latency overlaps the wait for a free stage; each row's slot is then broadcast to the 8 lanes copying it.
     const int32_t* pages = p.page_table + static_cast<int64_t>(b) * p.max_pages_per_seq;
     const int64_t cache_row_elems = static_cast<int64_t>(p.kv_lora) + L::kRope;
-    auto key_slots = [&](int tile, int32_t (&slot)[2]) {  // -1 past kv_len
+    auto key_slots = [&](int tile, int32_t (&slot)[2]) {  // -1 past kv_len (a slot < 2^31: 2.4 TB of rows)
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const int key = tile * kPrefillTileKv + lane + 32 * j;

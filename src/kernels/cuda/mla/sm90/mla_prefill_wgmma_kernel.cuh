@@ -58,15 +58,7 @@ __device__ __forceinline__ void prefill_wgmma_tile(uint32_t q_smem, uint32_t k_t
   float alpha[2];
   uint32_t p_frag[8][2];  // bf16 pairs: [j][0] row g, [j][1] row g + 8
   prefill_online_softmax(s, key_base, tq, row_pos, kv_len, scale_log2, m_run, l_run, alpha, p_frag);
-  if (!__all_sync(0xffffffffu, alpha[0] == 1.0f && alpha[1] == 1.0f)) {  // settled maxima: skip (bit-identical)
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      o[4 * j] *= alpha[0];
-      o[4 * j + 1] *= alpha[0];
-      o[4 * j + 2] *= alpha[1];
-      o[4 * j + 3] *= alpha[1];
-    }
-  }
+  rescale_accumulator_rows(o, alpha);
 
   // P [64 x 64 keys] from registers, V [64 keys x 128] N-major (k-blocks of 64 columns)
   wgmma_fence_operands(o);

@@ -162,6 +162,21 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16_tn(float (&d)[128], uint64
       : "memory");
 }
 
+// acc *= alpha per row for an accumulator in the mma m16n8 C layout (acc[4j + e] is row g + 8 (e >> 1) of n-tile j):
+// the online softmax's rescale of O. Skipped when every alpha of the warp is exactly 1 (once the running maxima
+// settle), which leaves the bits unchanged. The accumulator must not be in flight.
+template <int kCount>
+__device__ __forceinline__ void rescale_accumulator_rows(float (&acc)[kCount], const float (&alpha)[2]) {
+  if (__all_sync(0xffffffffu, alpha[0] == 1.0f && alpha[1] == 1.0f)) return;
+#pragma unroll
+  for (int j = 0; j < kCount / 4; ++j) {
+    acc[4 * j] *= alpha[0];
+    acc[4 * j + 1] *= alpha[0];
+    acc[4 * j + 2] *= alpha[1];
+    acc[4 * j + 3] *= alpha[1];
+  }
+}
+
 __host__ __device__ constexpr int ceil_div_int(int a, int b) { return (a + b - 1) / b; }
 
 }  // namespace fathom::kernels::cuda::mla_detail
