@@ -138,7 +138,8 @@ TEST_P(MlaDecodeSweep, MatchesCpuReferenceWithHeuristicAndForcedSplits) {
         forced.value_wgmma = path == 0;
         if (tiles_per_split > 0) {
           forced.tiles_per_split = tiles_per_split;
-          forced.num_splits = (s.max_len() + 64 * tiles_per_split - 1) / (64 * tiles_per_split);
+          const int32_t split_tokens = kernels::cuda::kMlaDecodeTileTokens * tiles_per_split;
+          forced.num_splits = (s.max_len() + split_tokens - 1) / split_tokens;
           if (forced.num_splits > kernels::cuda::kMlaDecodeMaxSplits) continue;
         }
         const std::vector<float> variant = run_gpu(s, forced);
