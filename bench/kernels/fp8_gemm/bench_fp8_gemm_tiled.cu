@@ -148,16 +148,27 @@ struct GroupedProblem {
 // warpgroup-MMA kernel with 64- and 128-token tiles, each against its floor: max(bytes of the touched experts'
 // weights + activations + output / copy bandwidth, FLOPs / the dense cuBLASLt block-scaled FP8 rate measured on
 // the same rows and weight shape in this run).
-void grouped_prefill(Fp8Gemm& gemm, double copy_gbps) {
+// Options: only_tokens > 0 keeps that token count; only_shape non-empty keeps that weight; auto_only skips the
+// fixed-tile and tiled kernels (for profilers: one kernel per size).
+struct GroupedPrefillOptions {
+  int64_t only_tokens = 0;
+  std::string only_shape;
+  bool auto_only = false;
+};
+
+void grouped_prefill(Fp8Gemm& gemm, double copy_gbps, const GroupedPrefillOptions& options) {
   constexpr int kExperts = 256, kTopK = 8;
   std::printf("\n## grouped prefill (MoE): %d experts, top-%d; median of %d runs; bf16 out; floor = max(bytes / %.0f GB/s, "
               "FLOP / dense cuBLASLt rate)\n", kExperts, kTopK, kRuns, copy_gbps);
-  std::printf("%-16s %6s %6s %7s %10s %10s %10s %10s %9s %9s %9s %8s\n", "weight", "tokens", "rows", "experts",
-              "tiled_us", "wgmma64_us", "wgmma128_us", "auto_us", "TFLOP/s", "cublas_TF", "floor_us", "auto/floor");
+  std::printf("%-16s %6s %6s %7s %10s %10s %10s %10s %10s %5s %9s %9s %9s %8s\n", "weight", "tokens", "rows",
+              "experts", "tiled_us", "wgmma64_us", "wgmma128_us", "wgmma192_us", "auto_us", "tile", "TFLOP/s",
+              "cublas_TF", "floor_us", "auto/floor");
   for (const WeightShape shape : {WeightShape{"expert_gate_up", 4096, 7168}, WeightShape{"expert_down", 7168, 2048}}) {
+    if (!options.only_shape.empty() && options.only_shape != shape.name) continue;
     const int64_t k_blocks = ceil_div(shape.cols, 128);
     const ExpertWeights weights(kExperts, shape);
     for (int64_t tokens : {128, 256, 512, 1024, 2048, 4096, 8192}) {
+      if (options.only_tokens > 0 && tokens != options.only_tokens) continue;
       std::mt19937 rng(static_cast<uint32_t>(tokens) * 3 + 1);
       const std::vector<int32_t> counts = routed_counts(tokens, kExperts, kTopK, rng);
       std::vector<int32_t> offsets(kExperts + 1, 0);
@@ -178,9 +189,10 @@ void grouped_prefill(Fp8Gemm& gemm, double copy_gbps) {
         args.wgmma_tokens_per_tile = tokens_per_tile;
         return fathom::bench::median_ms([&](int) { fp8_grouped_gemm(args, out, nullptr); }, kWarmup, kRuns);
       };
-      const double tiled_ms = time_kernel(Fp8GroupedKernel::kTiled, 0);
-      const double w64_ms = time_kernel(Fp8GroupedKernel::kWgmma, 64);
-      const double w128_ms = time_kernel(Fp8GroupedKernel::kWgmma, 128);
+      const double tiled_ms = options.auto_only ? 0.0 : time_kernel(Fp8GroupedKernel::kTiled, 0);
+      const double w64_ms = options.auto_only ? 0.0 : time_kernel(Fp8GroupedKernel::kWgmma, 64);
+      const double w128_ms = options.auto_only ? 0.0 : time_kernel(Fp8GroupedKernel::kWgmma, 128);
+      const double w192_ms = options.auto_only ? 0.0 : time_kernel(Fp8GroupedKernel::kWgmma, 192);
       const double auto_ms = time_kernel(Fp8GroupedKernel::kWgmma, 0);
       const double flop = 2.0 * total * shape.rows * shape.cols;
       const double bytes = static_cast<double>(touched) * (shape.rows * shape.cols + 4.0 * ceil_div(shape.rows, 128) * k_blocks) +
@@ -199,9 +211,10 @@ void grouped_prefill(Fp8Gemm& gemm, double copy_gbps) {
       const double memory_floor_ms = bytes / (copy_gbps * 1e9) * 1e3;
       const double compute_floor_ms = cublas_tflops > 0 ? flop / (cublas_tflops * 1e12) * 1e3 : 0.0;
       const double floor_ms = std::max(memory_floor_ms, compute_floor_ms);
-      std::printf("%-16s %6lld %6d %7d %10.1f %10.1f %11.1f %10.1f %9.1f %9.1f %9.1f %7.2fx\n", shape.name,
-                  (long long)tokens, total, touched, tiled_ms * 1e3, w64_ms * 1e3, w128_ms * 1e3, auto_ms * 1e3,
-                  flop / (auto_ms * 1e-3) / 1e12, cublas_tflops, floor_ms * 1e3, auto_ms / floor_ms);
+      std::printf("%-16s %6lld %6d %7d %10.1f %10.1f %11.1f %11.1f %10.1f %5d %9.1f %9.1f %9.1f %7.2fx\n",
+                  shape.name, (long long)tokens, total, touched, tiled_ms * 1e3, w64_ms * 1e3, w128_ms * 1e3,
+                  w192_ms * 1e3, auto_ms * 1e3, wgmma_tokens_per_tile(total, kExperts, shape.cols), flop / (auto_ms * 1e-3) / 1e12,
+                  cublas_tflops, floor_ms * 1e3, auto_ms / floor_ms);
     }
   }
   std::printf("(auto = the wgmma kernel with the tile the model's heuristic picks; TFLOP/s of auto)\n");
@@ -265,8 +278,23 @@ void grouped_decode(double copy_gbps) {
 
 int main(int argc, char** argv) {
   // --only decode: just the decode-sized grouped section; --only grouped: the grouped sections (the dense one takes
-  // minutes).
-  const std::string only = argc == 3 && std::string(argv[1]) == "--only" ? argv[2] : "";
+  // minutes); --only prefill: the grouped prefill section. --tokens N / --shape NAME / --auto-only narrow the
+  // grouped prefill section (see GroupedPrefillOptions).
+  std::string only;
+  GroupedPrefillOptions options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (arg == "--only" && has_value) only = argv[++i];
+    else if (arg == "--tokens" && has_value) options.only_tokens = std::stoll(argv[++i]);
+    else if (arg == "--shape" && has_value) options.only_shape = argv[++i];
+    else if (arg == "--auto-only") options.auto_only = true;
+    else {
+      std::fprintf(stderr, "usage: %s [--only decode|grouped|prefill] [--tokens N] [--shape NAME] [--auto-only]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
   const bool decode_only = only == "decode";
   cudaDeviceProp prop{};
   FATHOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -274,7 +302,7 @@ int main(int argc, char** argv) {
   Fp8Gemm gemm(prop.multiProcessorCount);
   if (only.empty()) dense_tiled_vs_cublaslt(gemm);
   const double copy_gbps = fathom::bench::copy_bandwidth_gbps();
-  if (!decode_only) grouped_prefill(gemm, copy_gbps);
-  grouped_decode(copy_gbps);
+  if (!decode_only) grouped_prefill(gemm, copy_gbps, options);
+  if (only != "prefill") grouped_decode(copy_gbps);
   return 0;
 }

@@ -102,7 +102,7 @@ TEST_P(GroupedWgmma, MatchesCpuAndTiledKernel) {
     cpu::linear(p.x.data() + p.offsets[e] * s.cols, p.counts[e], p.experts.cpu[e], NumericMode::kW8A8, expected[e].data(),
                 pool);
   }
-  for (int32_t tokens_per_tile : {64, 128}) {
+  for (int32_t tokens_per_tile : {64, 128, 192}) {
     SCOPED_TRACE("tokens per tile " + std::to_string(tokens_per_tile));
     const Fp8GroupedGemmArgs args = p.args(s, Fp8GroupedKernel::kWgmma, tokens_per_tile);
     const DeviceBuffer<__nv_bfloat16> out = p.run(args, s.rows);
@@ -151,6 +151,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(WgmmaShape{4, 128, 128, {1, 0, 3, 2}, 0, 0},
                       WgmmaShape{3, 256, 96, {70, 0, 9}, 5, 0},                    // K below one block, gaps
                       WgmmaShape{8, 384, 1040, {130, 5, 0, 64, 65, 1, 128, 129}, 3, 0},  // partial last K block
+                      WgmmaShape{8, 256, 384, {95, 96, 97, 191, 192, 193, 0, 385}, 2, 0},  // 192-token tile edges
                       WgmmaShape{4, 4096, 7168, {200, 0, 1, 64}, 0, 0},             // V3 expert gate_up
                       WgmmaShape{4, 7168, 2048, {129, 3, 0, 256}, 2, 0},            // V3 expert down
                       WgmmaShape{5, 256, 256, {0, 0, 0, 0, 0}, 4, 0},               // no rows at all
@@ -180,6 +181,19 @@ TEST(GroupedWgmmaGraph, CapturedLaunchReplaysTheSameBits) {
   FATHOM_CUDA_CHECK(cudaGraphExecDestroy(exec));
   FATHOM_CUDA_CHECK(cudaGraphDestroy(graph));
   FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+// The token tile from the average rows per expert (256 experts, top-8 below) and K (the bench's choices).
+TEST(GroupedWgmmaArgs, TokenTileHeuristic) {
+  for (const int64_t cols : {int64_t{7168}, int64_t{2048}}) {
+    for (int64_t tokens : {1, 128, 512, 1024, 2048}) EXPECT_EQ(wgmma_tokens_per_tile(tokens * 8, 256, cols), 64) << tokens;
+    EXPECT_EQ(wgmma_tokens_per_tile(3072 * 8, 256, cols), 128);
+    EXPECT_EQ(wgmma_tokens_per_tile(8192 * 8, 256, cols), 192);
+    EXPECT_EQ(wgmma_tokens_per_tile(0, 256, cols), 64);
+  }
+  EXPECT_EQ(wgmma_tokens_per_tile(4096 * 8, 256, 7168), 128);  // 128 rows per expert, long K
+  EXPECT_EQ(wgmma_tokens_per_tile(4096 * 8, 256, 2048), 192);  // short K: fewer tiles
+  EXPECT_EQ(wgmma_tokens_per_tile(100, 0, 7168), 128);         // no experts: counted as one
 }
 
 TEST(GroupedWgmmaArgs, RejectsShapesTheKernelCannotTake) {

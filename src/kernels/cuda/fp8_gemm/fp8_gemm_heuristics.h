@@ -100,14 +100,19 @@ inline int wgmma_decode_split_count(int64_t rows, int64_t cols, int num_sms) {
   return best;
 }
 
-// Token tile of the grouped prefill kernel from the average rows per expert: 128-token tiles (the two warpgroups
-// split the tokens, so an empty half costs no MMAs) halve the weight-tile reads per token; 64-token tiles waste
-// less when experts have few rows. H200, 256 experts top-8 (bench_fp8_gemm_tiled, bench/RESULTS.md sixth session):
-// 64 faster up to 1024 tokens (average <= 32 rows: gate_up 1816 vs 2101 us), even at 2048 (64 rows: 2636 vs 2630),
-// 128 faster at 4096 (128 rows: 4025 vs 4202) and 8192 (6962 vs 7440).
-inline int wgmma_tokens_per_tile(int64_t x_rows, int32_t num_experts) {
-  constexpr int64_t kLargeTileMinAverageRows = 64;
-  return x_rows >= kLargeTileMinAverageRows * std::max<int32_t>(num_experts, 1) ? 128 : 64;
+// Token tile of the grouped prefill kernel (64, 128 or 192 tokens) from the average rows per expert a and the
+// reduction length. H200, 256 experts top-8, us (bench_fp8_gemm_tiled, bench/RESULTS.md ninth session), tiles
+// 64 / 128 / 192: gate_up (K 7168) at a = 64: 2610 / 2718 / 2679, a = 128: 4378 / 4036 / 4216, a = 256: 7767 / 7297 /
+// 7116; down (K 2048) at a = 64: 1262 / 1418 / 1465, a = 128: 2231 / 2154 / 2016, a = 256: 3997 / 3921 / 3482. A
+// larger tile streams each expert's weight fewer times; with short K the per-tile fixed cost (pipeline fill,
+// epilogue) also favours fewer tiles.
+inline int wgmma_tokens_per_tile(int64_t x_rows, int32_t num_experts, int64_t cols) {
+  constexpr int64_t kMediumTileMinAverageRows = 65, kLargeTileMinAverageRows = 192;
+  constexpr int64_t kShortK = 2048, kShortKLargeTileMinAverageRows = 128;
+  const int64_t experts = std::max<int32_t>(num_experts, 1);
+  const int64_t large_from = cols <= kShortK ? kShortKLargeTileMinAverageRows : kLargeTileMinAverageRows;
+  if (x_rows >= large_from * experts) return 192;
+  return x_rows >= kMediumTileMinAverageRows * experts ? 128 : 64;
 }
 
 }  // namespace fathom::kernels::cuda

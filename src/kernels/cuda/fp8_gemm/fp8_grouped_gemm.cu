@@ -65,13 +65,14 @@ void launch_wgmma(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bfloat16* o
                    << args.x_rows << ")");
   FATHOM_CHECK(reinterpret_cast<uintptr_t>(out) % 16 == 0, "fp8_grouped_gemm: the wgmma kernel needs a 16-byte aligned output");
   int tokens_per_tile = args.wgmma_tokens_per_tile;
-  if (tokens_per_tile == 0) tokens_per_tile = wgmma_tokens_per_tile(args.x_rows, args.num_experts);
-  FATHOM_CHECK(tokens_per_tile == 64 || tokens_per_tile == 128,
-               "fp8_grouped_gemm: wgmma_tokens_per_tile must be 0, 64 or 128, got " << tokens_per_tile);
-  // 64-token tiles: the warpgroups split the weight rows; 128-token tiles: they split the tokens, so a half tile past
-  // an expert's rows costs no MMAs.
+  if (tokens_per_tile == 0) tokens_per_tile = wgmma_tokens_per_tile(args.x_rows, args.num_experts, args.cols);
+  FATHOM_CHECK(tokens_per_tile == 64 || tokens_per_tile == 128 || tokens_per_tile == 192,
+               "fp8_grouped_gemm: wgmma_tokens_per_tile must be 0, 64, 128 or 192, got " << tokens_per_tile);
+  // 64-token tiles: the warpgroups split the weight rows; 128- and 192-token tiles: they split the tokens, so a half
+  // tile past an expert's rows costs no MMAs.
   if (tokens_per_tile == 64) launch_wgmma_tokens<64, false>(args, k_blocks, out, stream);
-  else launch_wgmma_tokens<128, true>(args, k_blocks, out, stream);
+  else if (tokens_per_tile == 128) launch_wgmma_tokens<128, true>(args, k_blocks, out, stream);
+  else launch_wgmma_tokens<192, true>(args, k_blocks, out, stream);
 }
 
 // Grid: (weight row blocks of 64, 1, max_active_experts); slot s runs expert active_experts[s].

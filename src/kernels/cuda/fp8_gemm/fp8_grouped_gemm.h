@@ -35,7 +35,7 @@ struct Fp8GroupedGemmArgs {
   //     multiple of 128, num_experts <= 1024 and 16-byte aligned operands and output.
   Fp8GroupedKernel kernel = Fp8GroupedKernel::kSmallM;
   int64_t x_rows = 0;                       // kWgmma: rows of x and out (the bound of its tensor map)
-  int32_t wgmma_tokens_per_tile = 0;        // kWgmma: 64 or 128; 0 picks from the average rows per expert
+  int32_t wgmma_tokens_per_tile = 0;        // kWgmma: 64, 128 or 192; 0 picks from the average rows per expert
   // Decode (kSmallM): the experts that have rows, ascending, then -1 (MoePermutation::active_experts), and a host
   // bound on how many there are (min(E, tokens * top_k)). When set, the grid covers only that many experts and each
   // streams its weight with fp8_gemm_grouped_gemv_kernel (same bits as without).

@@ -46,6 +46,7 @@
   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
 #define FATHOM_WGMMA_ACC16_OPERANDS FATHOM_WGMMA_OPERANDS_0_15
 #define FATHOM_WGMMA_ACC32_OPERANDS FATHOM_WGMMA_ACC16_OPERANDS ", " FATHOM_WGMMA_OPERANDS_16_31
+#define FATHOM_WGMMA_ACC48_OPERANDS FATHOM_WGMMA_ACC32_OPERANDS ", " FATHOM_WGMMA_OPERANDS_32_47
 #define FATHOM_WGMMA_ACC64_OPERANDS \
   FATHOM_WGMMA_ACC32_OPERANDS ", " FATHOM_WGMMA_OPERANDS_32_47 ", " FATHOM_WGMMA_OPERANDS_48_63
 #define FATHOM_WGMMA_ACC128_OPERANDS                                                                  \
@@ -53,6 +54,7 @@
       FATHOM_WGMMA_OPERANDS_96_111 ", " FATHOM_WGMMA_OPERANDS_112_127
 #define FATHOM_WGMMA_ACC16_CONSTRAINTS(d) FATHOM_WGMMA_CONSTRAINTS_0_15(d)
 #define FATHOM_WGMMA_ACC32_CONSTRAINTS(d) FATHOM_WGMMA_ACC16_CONSTRAINTS(d), FATHOM_WGMMA_CONSTRAINTS_16_31(d)
+#define FATHOM_WGMMA_ACC48_CONSTRAINTS(d) FATHOM_WGMMA_ACC32_CONSTRAINTS(d), FATHOM_WGMMA_CONSTRAINTS_32_47(d)
 #define FATHOM_WGMMA_ACC64_CONSTRAINTS(d) \
   FATHOM_WGMMA_ACC32_CONSTRAINTS(d), FATHOM_WGMMA_CONSTRAINTS_32_47(d), FATHOM_WGMMA_CONSTRAINTS_48_63(d)
 #define FATHOM_WGMMA_ACC128_CONSTRAINTS(d)                                                             \
@@ -128,6 +130,20 @@ __device__ __forceinline__ void wgmma_m64n64k32_e4m3(float (&d)[32], uint64_t de
       : "memory");
 }
 
+// d[64 x 96] (+)= A[64 x 32] · B[96 x 32]^T, e4m3 operands K-major in shared memory, fp32 accumulators;
+// accumulate = false overwrites d. Per thread, d[4j + e] is the mma.sync m16n8 C element e of n-tile j.
+__device__ __forceinline__ void wgmma_m64n96k32_e4m3(float (&d)[48], uint64_t desc_a, uint64_t desc_b,
+                                                    bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %50, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3 {"
+      FATHOM_WGMMA_ACC48_OPERANDS
+      "}, %48, %49, p, 1, 1;\n}\n"
+      : FATHOM_WGMMA_ACC48_CONSTRAINTS(d)
+      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate))
+      : "memory");
+}
+
 // d[64 x 128] (+)= A[64 x 32] · B[128 x 32]^T, e4m3 operands K-major in shared memory, fp32 accumulators;
 // accumulate = false overwrites d. Per thread, d[4j + e] is the mma.sync m16n8 C element e of n-tile j.
 __device__ __forceinline__ void wgmma_m64n128k32_e4m3(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
@@ -146,11 +162,13 @@ __device__ __forceinline__ void wgmma_m64n128k32_e4m3(float (&d)[64], uint64_t d
 template <int kN>
 __device__ __forceinline__ void wgmma_m64k32_e4m3(float (&d)[kN / 2], uint64_t desc_a, uint64_t desc_b,
                                                   bool accumulate) {
-  static_assert(kN == 32 || kN == 64 || kN == 128, "e4m3 wgmma shapes provided: n32, n64, n128");
+  static_assert(kN == 32 || kN == 64 || kN == 96 || kN == 128, "e4m3 wgmma shapes provided: n32, n64, n96, n128");
   if constexpr (kN == 32) {
     wgmma_m64n32k32_e4m3(d, desc_a, desc_b, accumulate);
   } else if constexpr (kN == 64) {
     wgmma_m64n64k32_e4m3(d, desc_a, desc_b, accumulate);
+  } else if constexpr (kN == 96) {
+    wgmma_m64n96k32_e4m3(d, desc_a, desc_b, accumulate);
   } else {
     wgmma_m64n128k32_e4m3(d, desc_a, desc_b, accumulate);
   }

@@ -24,8 +24,15 @@ constexpr int kWgmmaTileRows = 128;       // weight rows per tile: one 128-row s
 constexpr int kWgmmaConsumerGroups = 2;   // split the weight rows or the tokens of a tile (SwapAbLayout)
 constexpr int kWgmmaThreads = 128 * (kWgmmaConsumerGroups + 1);
 constexpr int kWgmmaSmemLimit = 227 * 1024;
-constexpr int kWgmmaProducerRegisters = 40;
-constexpr int kWgmmaConsumerRegisters = 232;
+// setmaxnreg moves registers inside the CTA's launch allocation (168 per thread at 384 threads): the producer
+// warpgroup must give back what the consumers claim. 72 / 216: no spills in any swap-AB kernel (ptxas -v; with
+// 40 / 232 the producer of the 128- and 192-token tiles spilled).
+constexpr int kWgmmaLaunchRegisters = 65536 / kWgmmaThreads / 8 * 8;
+constexpr int kWgmmaProducerRegisters = 72;
+constexpr int kWgmmaConsumerRegisters = 216;
+static_assert((kWgmmaLaunchRegisters - kWgmmaProducerRegisters) >=
+                  (kWgmmaConsumerRegisters - kWgmmaLaunchRegisters) * kWgmmaConsumerGroups,
+              "the consumers claim more registers than the producer releases");
 
 // How the two consumer warpgroups share a tile: kRows: 64 weight rows each, all tokens; kTokens: half the tokens
 // each, all 128 rows (a warpgroup whose tokens are all padding skips its MMAs); kK: alternate pipeline stages (an
@@ -38,11 +45,11 @@ enum class SwapAbSplit { kRows, kTokens, kK };
 // the stage barriers and kTableEntries int32 of scheduling table.
 template <int kTokens, SwapAbSplit kSplit, int kTableEntries>
 struct SwapAbLayout {
-  static_assert(kTokens == 32 || kTokens == 64 || kTokens == 128, "token tile of 32, 64 or 128");
+  static_assert(kTokens == 32 || kTokens == 64 || kTokens == 128 || kTokens == 192, "token tile of 32, 64, 128 or 192");
   static constexpr int kGroupTokens = kSplit == SwapAbSplit::kTokens ? kTokens / 2 : kTokens;  // wgmma N of a group
   static constexpr int kRowBlocks = kSplit == SwapAbSplit::kRows ? 1 : 2;                      // its m64 blocks
-  static_assert(kGroupTokens == 32 || kGroupTokens == 64 || kGroupTokens == 128,
-                "e4m3 wgmma shapes provided: n32, n64, n128");
+  static_assert(kGroupTokens == 32 || kGroupTokens == 64 || kGroupTokens == 96 || kGroupTokens == 128,
+                "e4m3 wgmma shapes provided: n32, n64, n96, n128");
   static constexpr int kGroupsPerStage = kSplit == SwapAbSplit::kK ? 1 : kWgmmaConsumerGroups;  // readers of a stage
   static constexpr int kStoringGroups = kSplit == SwapAbSplit::kK ? 1 : kWgmmaConsumerGroups;
   // One stage: [128 weight rows][128 B] and [kTokens][128 B] swizzled tiles, then kTokens token scales and the
