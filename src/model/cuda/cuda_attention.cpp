@@ -79,18 +79,13 @@ kc::SplitKPartials CudaModelImpl::attention(int64_t layer, const BatchLayout& la
     kc::mla_gather_latent(cache, layout.kv_slots_flat, keys, latents, stream_);
     bf16* expanded = kv_expanded_.ensure(static_cast<size_t>(keys * heads * (nope + v_dim)), stream_);  // [keys, heads, nope + v]
     linear(latents, keys, w.kv_b_proj, expanded, expand_q_);
-    bf16* k_nope = k_nope_.ensure(static_cast<size_t>(keys * heads * nope), stream_);  // [keys, heads, nope]
-    bf16* values = values_.ensure(static_cast<size_t>(keys * heads * v_dim), stream_);  // [keys, heads, v]
-    const size_t pitch = static_cast<size_t>(nope + v_dim) * sizeof(bf16);
-    FATHOM_CUDA_CHECK(cudaMemcpy2DAsync(k_nope, nope * sizeof(bf16), expanded, pitch, nope * sizeof(bf16),
-                                        static_cast<size_t>(keys * heads), cudaMemcpyDeviceToDevice, stream_));
-    FATHOM_CUDA_CHECK(cudaMemcpy2DAsync(values, v_dim * sizeof(bf16), expanded + nope, pitch, v_dim * sizeof(bf16),
-                                        static_cast<size_t>(keys * heads), cudaMemcpyDeviceToDevice, stream_));
-    kc::MlaPrefillArgs args;
+    kc::MlaPrefillArgs args;  // k_nope and v read in place from the expanded rows (head stride nope + v)
     args.q = q;
     args.q_head_stride = qk;
-    args.k_nope = k_nope;
-    args.v = values;
+    args.k_nope = expanded;
+    args.v = expanded + nope;
+    args.k_head_stride = nope + v_dim;
+    args.v_head_stride = nope + v_dim;
     args.cache = cache;
     args.page_table = layout.page_table;
     args.max_pages_per_seq = layout.max_pages;

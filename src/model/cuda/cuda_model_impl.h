@@ -244,7 +244,7 @@ class CudaModelImpl {
 
   // Activations, [num_tokens, ...] bf16.
   GrowableBuffer<bf16> residual_, normed_, delta_, q_a_, q_, qkv_a_, attn_, q_latent_, out_latent_, gate_up_, mlp_act_,
-      mlp_out_, latent_rows_, kv_expanded_, k_nope_, values_, selected_hidden_;
+      mlp_out_, latent_rows_, kv_expanded_, selected_hidden_;
   GrowableBuffer<float> logits_;
   kc::DeviceBuffer<uint8_t> fixed_rows_in_;  // [kFixedGemmRows, max k] operand rows of a padded chunk
   kc::DeviceBuffer<float> fixed_rows_out_;   // [kFixedGemmRows, max n]

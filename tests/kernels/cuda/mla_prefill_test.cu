@@ -74,8 +74,16 @@ TEST_P(MlaPrefillSweep, MatchesCpuReference) {
                                          rows.data(), kv_len, shape, expected.data() + cu_q[b] * c.heads * c.v, pool);
   }
 
+  // The same keys and values interleaved per head as kv_b_proj writes them ([total_kv, heads, nope + v]), which the
+  // model passes in place (head strides nope + v).
+  std::vector<float> interleaved(static_cast<size_t>(total_kv * c.heads * (c.nope + c.v)));
+  for (int64_t row = 0; row < total_kv * c.heads; ++row) {
+    std::copy_n(k_nope.data() + row * c.nope, c.nope, interleaved.data() + row * (c.nope + c.v));
+    std::copy_n(v.data() + row * c.v, c.v, interleaved.data() + row * (c.nope + c.v) + c.nope);
+  }
   DeviceBuffer<__nv_bfloat16> q_device(float_to_bf16_vector(q)), k_nope_device(float_to_bf16_vector(k_nope)),
-      v_device(float_to_bf16_vector(v)), out_device(expected.size());
+      v_device(float_to_bf16_vector(v)), interleaved_device(float_to_bf16_vector(interleaved)),
+      out_device(expected.size()), strided_out_device(expected.size());
   DeviceBuffer<int32_t> cu_q_device(cu_q), cu_kv_device(cu_kv);
   kernels::cuda::MlaPrefillArgs args;
   args.q = q_device.data();
@@ -118,7 +126,20 @@ TEST_P(MlaPrefillSweep, MatchesCpuReference) {
     } else if (v3_dims) {  // the kernels agree to bf16 rounding
       EXPECT_LE(relative_l2_error(actual, mma_sync_out), 5e-3) << kernel_name << " vs mma.sync";
     }
+    // Strided heads (k_nope and v inside the interleaved rows): the same kernel, the same bits.
+    kernels::cuda::MlaPrefillArgs strided = args;
+    strided.k_nope = interleaved_device.data();
+    strided.v = interleaved_device.data() + c.nope;
+    strided.k_head_stride = strided.v_head_stride = c.nope + c.v;
+    strided.out = strided_out_device.data();
+    strided_out_device.fill_bytes(0xff);
+    kernels::cuda::mla_prefill(strided, nullptr);
+    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+    expect_same_device_bits(strided_out_device, out_device, (std::string(kernel_name) + " with strided heads").c_str());
   }
+  kernels::cuda::MlaPrefillArgs narrow = args;  // a head stride below the head dim is an error
+  narrow.k_head_stride = c.nope - 1;
+  EXPECT_THROW(kernels::cuda::mla_prefill(narrow, nullptr), Error);
   if (v3_dims) {  // without the row count of k_nope / v the TMA kernel cannot be asked for
     args.kernel = MlaPrefillKernel::kTma;
     args.total_kv_rows = 0;

@@ -40,15 +40,18 @@ void launch_prefill_wgmma(const PrefillKernelParams& params, const MlaPrefillArg
   FATHOM_CUDA_CHECK_LAUNCH();
 }
 
-// k_nope and v ([total_kv_rows][heads][128] bf16) as 3-D byte tensor maps, boxes of 64 keys x 128 bytes of one head.
+// k_nope and v ([total_kv_rows][heads][head stride] bf16, the first 128 of each head) as 3-D byte tensor maps, boxes
+// of 64 keys x 128 bytes of one head.
 void launch_prefill_tma(const PrefillKernelParams& params, const MlaPrefillArgs& args, cudaStream_t stream) {
   using L = mla_detail::PrefillTmaLayout;
   const uint64_t k_row_bytes = L::kNope * sizeof(__nv_bfloat16), v_row_bytes = L::kV * sizeof(__nv_bfloat16);
+  const uint64_t k_head_bytes = static_cast<uint64_t>(params.k_head_stride) * sizeof(__nv_bfloat16);
+  const uint64_t v_head_bytes = static_cast<uint64_t>(params.v_head_stride) * sizeof(__nv_bfloat16);
   const uint64_t rows = static_cast<uint64_t>(args.total_kv_rows), heads = static_cast<uint64_t>(args.num_heads);
-  const CUtensorMap k_map = make_tensor_map_3d_bytes_sw128(args.k_nope, k_row_bytes, heads, rows, k_row_bytes,
-                                                           heads * k_row_bytes, mla_detail::kPrefillTileKv);
-  const CUtensorMap v_map = make_tensor_map_3d_bytes_sw128(args.v, v_row_bytes, heads, rows, v_row_bytes,
-                                                           heads * v_row_bytes, mla_detail::kPrefillTileKv);
+  const CUtensorMap k_map = make_tensor_map_3d_bytes_sw128(args.k_nope, k_row_bytes, heads, rows, k_head_bytes,
+                                                           heads * k_head_bytes, mla_detail::kPrefillTileKv);
+  const CUtensorMap v_map = make_tensor_map_3d_bytes_sw128(args.v, v_row_bytes, heads, rows, v_head_bytes,
+                                                           heads * v_head_bytes, mla_detail::kPrefillTileKv);
   auto kernel = mla_detail::mla_prefill_tma_kernel;
   FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmemBytes));
   const dim3 grid(static_cast<unsigned>((args.max_q_len + L::kTileQ - 1) / L::kTileQ),
@@ -74,11 +77,18 @@ void mla_prefill(const MlaPrefillArgs& args, cudaStream_t stream) {
   FATHOM_CHECK(args.q_head_stride >= args.nope_dim + cache.rope_dim && cache.page_size_tokens >= 1 &&
                    args.max_pages_per_seq >= 1,
                "mla_prefill: q_head_stride " << args.q_head_stride << ", page_size " << cache.page_size_tokens);
+  const int64_t k_head_stride = args.k_head_stride > 0 ? args.k_head_stride : args.nope_dim;
+  const int64_t v_head_stride = args.v_head_stride > 0 ? args.v_head_stride : args.v_dim;
+  FATHOM_CHECK(k_head_stride >= args.nope_dim && v_head_stride >= args.v_dim,
+               "mla_prefill: head strides (k " << args.k_head_stride << ", v " << args.v_head_stride
+                                              << ") below the head dims (nope " << args.nope_dim << ", v " << args.v_dim << ")");
   PrefillKernelParams params{};
   params.q = args.q;
   params.q_head_stride = args.q_head_stride;
   params.k_nope = args.k_nope;
   params.v = args.v;
+  params.k_head_stride = k_head_stride;
+  params.v_head_stride = v_head_stride;
   params.cache = cache.pool;
   params.page_table = args.page_table;
   params.cu_q_lens = args.cu_q_lens;
@@ -93,7 +103,8 @@ void mla_prefill(const MlaPrefillArgs& args, cudaStream_t stream) {
   params.page_size = cache.page_size_tokens;
   params.scale_log2 = args.softmax_scale * static_cast<float>(M_LOG2E);
   params.vector_loads = aligned16(args.q) && aligned16(args.k_nope) && aligned16(args.v) && aligned16(cache.pool) &&
-                        args.q_head_stride % 8 == 0 && cache.kv_lora_dim % 8 == 0;
+                        args.q_head_stride % 8 == 0 && k_head_stride % 8 == 0 && v_head_stride % 8 == 0 &&
+                        cache.kv_lora_dim % 8 == 0;
   using L = mla_detail::PrefillWgmmaLayout;
   const bool wgmma_applies = params.vector_loads && args.nope_dim == L::kNope && cache.rope_dim == L::kRope &&
                              args.v_dim == L::kV;

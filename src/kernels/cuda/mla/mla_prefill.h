@@ -24,8 +24,11 @@ enum class MlaPrefillKernel { kAuto, kMmaSync, kWgmma, kTma };
 struct MlaPrefillArgs {
   const __nv_bfloat16* q = nullptr;       // [total_q, num_heads, q_head_stride]: [q_nope (nope) ; rotated q_pe (rope)]
   int64_t q_head_stride = 0;              // elements between heads of q (nope + rope when packed)
-  const __nv_bfloat16* k_nope = nullptr;  // [total_kv, num_heads, nope]
-  const __nv_bfloat16* v = nullptr;       // [total_kv, num_heads, v_dim]
+  const __nv_bfloat16* k_nope = nullptr;  // [total_kv, num_heads, k_head_stride]: the first nope of each head
+  const __nv_bfloat16* v = nullptr;       // [total_kv, num_heads, v_head_stride]: the first v_dim of each head
+  int64_t k_head_stride = 0;              // elements between heads of k_nope; 0: nope (packed)
+  int64_t v_head_stride = 0;              // elements between heads of v; 0: v_dim (packed). kv_b_proj's output
+                                          // [keys, heads, nope + v] is read in place with both = nope + v_dim
   LatentCacheView cache;                  // k_pe = cache row[kv_lora : kv_lora + rope] of each key
   const int32_t* page_table = nullptr;    // [batch, max_pages_per_seq]
   int32_t max_pages_per_seq = 0;

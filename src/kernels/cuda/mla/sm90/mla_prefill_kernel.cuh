@@ -19,8 +19,9 @@ inline constexpr int kPrefillTileKv = 64;
 struct PrefillKernelParams {
   const __nv_bfloat16* q;       // [total_q, num_heads, q_head_stride] = [nope ; rope]
   int64_t q_head_stride;
-  const __nv_bfloat16* k_nope;  // [total_kv, num_heads, nope]
-  const __nv_bfloat16* v;       // [total_kv, num_heads, v_dim]
+  const __nv_bfloat16* k_nope;  // [total_kv, num_heads, k_head_stride] (first nope of each head)
+  const __nv_bfloat16* v;       // [total_kv, num_heads, v_head_stride] (first v_dim of each head)
+  int64_t k_head_stride, v_head_stride;
   const __nv_bfloat16* cache;   // [num_pages, page_size, kv_lora + rope]
   const int32_t* page_table;    // [batch, max_pages_per_seq]
   const int32_t* cu_q_lens;     // [batch + 1]
@@ -141,8 +142,9 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_kernel(const P
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
   const int64_t q_token_stride = static_cast<int64_t>(p.num_heads) * p.q_head_stride;
-  const int64_t k_token_stride = static_cast<int64_t>(p.num_heads) * p.nope;
-  const int64_t v_token_stride = static_cast<int64_t>(p.num_heads) * p.v_dim;
+  const int64_t k_token_stride = static_cast<int64_t>(p.num_heads) * p.k_head_stride;
+  const int64_t v_token_stride = static_cast<int64_t>(p.num_heads) * p.v_head_stride;
+  const int64_t out_token_stride = static_cast<int64_t>(p.num_heads) * p.v_dim;
   const int64_t cache_row_elems = static_cast<int64_t>(p.kv_lora) + p.rope;
   const int32_t* pages = p.page_table + static_cast<int64_t>(b) * p.max_pages_per_seq;
   auto k_pe_row = [&](int key) {  // cache row of key `key` of this sequence, at its k_pe part
@@ -187,7 +189,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_kernel(const P
         const bool valid = key < kv_len;
         const __nv_bfloat16* src = p.k_nope;
         if (valid) {
-          src = c < kNopePad / 8 ? p.k_nope + (kv_begin + key) * k_token_stride + h * p.nope + c * 8
+          src = c < kNopePad / 8 ? p.k_nope + (kv_begin + key) * k_token_stride + h * p.k_head_stride + c * 8
                                  : k_pe_row(key) + (c - kNopePad / 8) * 8;
         }
         cp_async_16(k_base + swizzled_chunk_offset(r, c, L::kQkRowBytes), src, valid ? 16 : 0);
@@ -195,7 +197,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_kernel(const P
       for (int idx = tid; idx < kPrefillTileKv * L::kVChunks; idx += kPrefillThreads) {
         const int r = idx / L::kVChunks, c = idx % L::kVChunks, key = tile * kPrefillTileKv + r;
         const bool valid = key < kv_len;
-        const __nv_bfloat16* src = valid ? p.v + (kv_begin + key) * v_token_stride + h * p.v_dim + c * 8 : p.v;
+        const __nv_bfloat16* src = valid ? p.v + (kv_begin + key) * v_token_stride + h * p.v_head_stride + c * 8 : p.v;
         cp_async_16(v_base + swizzled_chunk_offset(r, c, L::kVRowBytes), src, valid ? 16 : 0);
       }
     } else {
@@ -204,7 +206,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_kernel(const P
         __nv_bfloat16 value = __float2bfloat16(0.0f);
         if (key < kv_len) {
           if (col < kNopePad) {
-            if (col < p.nope) value = p.k_nope[(kv_begin + key) * k_token_stride + h * p.nope + col];
+            if (col < p.nope) value = p.k_nope[(kv_begin + key) * k_token_stride + h * p.k_head_stride + col];
           } else if (col - kNopePad < p.rope) {
             value = k_pe_row(key)[col - kNopePad];
           }
@@ -214,7 +216,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_kernel(const P
       for (int idx = tid; idx < kPrefillTileKv * kVPad; idx += kPrefillThreads) {
         const int r = idx / kVPad, col = idx % kVPad, key = tile * kPrefillTileKv + r;
         __nv_bfloat16 value = __float2bfloat16(0.0f);
-        if (key < kv_len && col < p.v_dim) value = p.v[(kv_begin + key) * v_token_stride + h * p.v_dim + col];
+        if (key < kv_len && col < p.v_dim) value = p.v[(kv_begin + key) * v_token_stride + h * p.v_head_stride + col];
         store_shared_u16(v_base + swizzled_elem_offset(r, col, L::kVRowBytes), __bfloat16_as_ushort(value));
       }
     }
@@ -295,7 +297,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_kernel(const P
   for (int half = 0; half < 2; ++half) {
     if (row_q[half] >= q_len) continue;
     const float inv_l = l_run[half] > 0.0f ? 1.0f / l_run[half] : 0.0f;
-    __nv_bfloat16* out = p.out + (static_cast<int64_t>(q_begin) + row_q[half]) * v_token_stride + h * p.v_dim;
+    __nv_bfloat16* out = p.out + (static_cast<int64_t>(q_begin) + row_q[half]) * out_token_stride + h * p.v_dim;
 #pragma unroll
     for (int n = 0; n < L::kOutNTiles; ++n) {
       const int d = n * 8 + 2 * tq;

@@ -109,8 +109,8 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_wgmma_kernel(c
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
   const int64_t q_token_stride = static_cast<int64_t>(p.num_heads) * p.q_head_stride;
-  const int64_t k_token_stride = static_cast<int64_t>(p.num_heads) * L::kNope;
-  const int64_t v_token_stride = static_cast<int64_t>(p.num_heads) * L::kV;
+  const int64_t k_token_stride = static_cast<int64_t>(p.num_heads) * p.k_head_stride;
+  const int64_t v_token_stride = static_cast<int64_t>(p.num_heads) * p.v_head_stride;
   const int64_t cache_row_elems = static_cast<int64_t>(p.kv_lora) + L::kRope;
   const int32_t* pages = p.page_table + static_cast<int64_t>(b) * p.max_pages_per_seq;
 
@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_wgmma_kernel(c
       const __nv_bfloat16* src = p.k_nope;
       if (valid) {
         if (c < L::kNope / 8) {
-          src = p.k_nope + (kv_begin + key) * k_token_stride + h * L::kNope + c * 8;
+          src = p.k_nope + (kv_begin + key) * k_token_stride + h * p.k_head_stride + c * 8;
         } else {
           const int64_t slot = static_cast<int64_t>(pages[key / p.page_size]) * p.page_size + key % p.page_size;
           src = p.cache + slot * cache_row_elems + p.kv_lora + (c - L::kNope / 8) * 8;
@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_wgmma_kernel(c
     for (int idx = tid; idx < kPrefillTileKv * L::kVChunks; idx += kPrefillThreads) {
       const int r = idx / L::kVChunks, c = idx % L::kVChunks, key = tile * kPrefillTileKv + r;
       const bool valid = key < kv_len;
-      const __nv_bfloat16* src = valid ? p.v + (kv_begin + key) * v_token_stride + h * L::kV + c * 8 : p.v;
+      const __nv_bfloat16* src = valid ? p.v + (kv_begin + key) * v_token_stride + h * p.v_head_stride + c * 8 : p.v;
       cp_async_16(v_base + kblock_chunk_offset(r, c, kPrefillTileKv), src, valid ? 16 : 0);
     }
   };
