@@ -213,7 +213,7 @@ void grouped_prefill(Fp8Gemm& gemm, double copy_gbps, const GroupedPrefillOption
       const double floor_ms = std::max(memory_floor_ms, compute_floor_ms);
       std::printf("%-16s %6lld %6d %7d %10.1f %10.1f %11.1f %11.1f %10.1f %5d %9.1f %9.1f %9.1f %7.2fx\n",
                   shape.name, (long long)tokens, total, touched, tiled_ms * 1e3, w64_ms * 1e3, w128_ms * 1e3,
-                  w192_ms * 1e3, auto_ms * 1e3, wgmma_tokens_per_tile(total, kExperts, shape.cols), flop / (auto_ms * 1e-3) / 1e12,
+                  w192_ms * 1e3, auto_ms * 1e3, wgmma_tokens_per_tile(total, kExperts), flop / (auto_ms * 1e-3) / 1e12,
                   cublas_tflops, floor_ms * 1e3, auto_ms / floor_ms);
     }
   }

@@ -183,17 +183,13 @@ TEST(GroupedWgmmaGraph, CapturedLaunchReplaysTheSameBits) {
   FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
-// The token tile from the average rows per expert (256 experts, top-8 below) and K (the bench's choices).
+// The token tile from the average rows per expert (256 experts, top-8 below; the bench's choices).
 TEST(GroupedWgmmaArgs, TokenTileHeuristic) {
-  for (const int64_t cols : {int64_t{7168}, int64_t{2048}}) {
-    for (int64_t tokens : {1, 128, 512, 1024, 2048}) EXPECT_EQ(wgmma_tokens_per_tile(tokens * 8, 256, cols), 64) << tokens;
-    EXPECT_EQ(wgmma_tokens_per_tile(3072 * 8, 256, cols), 128);
-    EXPECT_EQ(wgmma_tokens_per_tile(8192 * 8, 256, cols), 192);
-    EXPECT_EQ(wgmma_tokens_per_tile(0, 256, cols), 64);
-  }
-  EXPECT_EQ(wgmma_tokens_per_tile(4096 * 8, 256, 7168), 128);  // 128 rows per expert, long K
-  EXPECT_EQ(wgmma_tokens_per_tile(4096 * 8, 256, 2048), 192);  // short K: fewer tiles
-  EXPECT_EQ(wgmma_tokens_per_tile(100, 0, 7168), 128);         // no experts: counted as one
+  for (int64_t tokens : {1, 128, 512, 1024, 2047}) EXPECT_EQ(wgmma_tokens_per_tile(tokens * 8, 256), 64) << tokens;
+  for (int64_t tokens : {2048, 3072, 4095}) EXPECT_EQ(wgmma_tokens_per_tile(tokens * 8, 256), 128) << tokens;
+  for (int64_t tokens : {4096, 8192, 65536}) EXPECT_EQ(wgmma_tokens_per_tile(tokens * 8, 256), 192) << tokens;
+  EXPECT_EQ(wgmma_tokens_per_tile(0, 256), 64);
+  EXPECT_EQ(wgmma_tokens_per_tile(100, 0), 128);  // no experts: counted as one
 }
 
 TEST(GroupedWgmmaArgs, RejectsShapesTheKernelCannotTake) {

@@ -100,18 +100,18 @@ inline int wgmma_decode_split_count(int64_t rows, int64_t cols, int num_sms) {
   return best;
 }
 
-// Token tile of the grouped prefill kernel (64, 128 or 192 tokens) from the average rows per expert a and the
-// reduction length. H200, 256 experts top-8, us (bench_fp8_gemm_tiled, bench/RESULTS.md ninth session), tiles
-// 64 / 128 / 192: gate_up (K 7168) at a = 64: 2610 / 2718 / 2679, a = 128: 4378 / 4036 / 4216, a = 256: 7767 / 7297 /
-// 7116; down (K 2048) at a = 64: 1262 / 1418 / 1465, a = 128: 2231 / 2154 / 2016, a = 256: 3997 / 3921 / 3482. A
-// larger tile streams each expert's weight fewer times; with short K the per-tile fixed cost (pipeline fill,
-// epilogue) also favours fewer tiles.
-inline int wgmma_tokens_per_tile(int64_t x_rows, int32_t num_experts, int64_t cols) {
-  constexpr int64_t kMediumTileMinAverageRows = 65, kLargeTileMinAverageRows = 192;
-  constexpr int64_t kShortK = 2048, kShortKLargeTileMinAverageRows = 128;
+// Token tile of the grouped prefill kernel (64, 128 or 192 tokens) from the average rows per expert a. 256 experts
+// top-8, us per tile 64 / 128 / 192 (bench_fp8_gemm_tiled, bench/RESULTS.md ninth session), H200 | H100:
+//   a = 32 (1024 tokens): gate_up 1839 / 1908 / 2679 | 2663 / 2598 / 2740; down 919 / 1029 / 1438 | 1358 / 1355 / 1348
+//   a = 64 (2048): gate_up 2610 / 2718 / 2679 | 3810 / 2840 / 2917; down 1262 / 1418 / 1465 | 1879 / 1396 / 1393
+//   a = 128 (4096): gate_up 4378 / 4036 / 4216 | 5984 / 4179 / 3936; down 2231 / 2154 / 2016 | 2170 / 2097 / 2279
+//   a = 256 (8192): gate_up 7767 / 7297 / 7116 | 7833 / 7268 / 6910; down 3997 / 3921 / 3482 | 3724 / 4082 / 3410
+// 64-token tiles lose up to 33% on the H100 from a = 64, and the larger tiles stream each expert's weight fewer
+// times; at a = 128 the choice is within 8% either way on both devices.
+inline int wgmma_tokens_per_tile(int64_t x_rows, int32_t num_experts) {
+  constexpr int64_t kMediumTileMinAverageRows = 64, kLargeTileMinAverageRows = 128;
   const int64_t experts = std::max<int32_t>(num_experts, 1);
-  const int64_t large_from = cols <= kShortK ? kShortKLargeTileMinAverageRows : kLargeTileMinAverageRows;
-  if (x_rows >= large_from * experts) return 192;
+  if (x_rows >= kLargeTileMinAverageRows * experts) return 192;
   return x_rows >= kMediumTileMinAverageRows * experts ? 128 : 64;
 }
 

@@ -65,7 +65,7 @@ void launch_wgmma(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bfloat16* o
                    << args.x_rows << ")");
   FATHOM_CHECK(reinterpret_cast<uintptr_t>(out) % 16 == 0, "fp8_grouped_gemm: the wgmma kernel needs a 16-byte aligned output");
   int tokens_per_tile = args.wgmma_tokens_per_tile;
-  if (tokens_per_tile == 0) tokens_per_tile = wgmma_tokens_per_tile(args.x_rows, args.num_experts, args.cols);
+  if (tokens_per_tile == 0) tokens_per_tile = wgmma_tokens_per_tile(args.x_rows, args.num_experts);
   FATHOM_CHECK(tokens_per_tile == 64 || tokens_per_tile == 128 || tokens_per_tile == 192,
                "fp8_grouped_gemm: wgmma_tokens_per_tile must be 0, 64, 128 or 192, got " << tokens_per_tile);
   // 64-token tiles: the warpgroups split the weight rows; 128- and 192-token tiles: they split the tokens, so a half
