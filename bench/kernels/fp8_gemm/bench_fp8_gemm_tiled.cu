@@ -145,9 +145,13 @@ struct GroupedProblem {
 };
 
 // Prefill-sized MoE batches (top-8 of 256 experts): the tiled mma.sync kernel (batch-invariant mode) against the
-// warpgroup-MMA kernel with 64- and 128-token tiles, each against its floor: max(bytes of the touched experts'
+// warpgroup-MMA kernel with 64-, 128- and 192-token tiles, each against its floor: max(bytes of the touched experts'
 // weights + activations + output / copy bandwidth, FLOPs / the dense cuBLASLt block-scaled FP8 rate measured on
 // the same rows and weight shape in this run).
+// The grouped prefill section's expert weights and token counts (top-8 of 256 experts).
+const WeightShape kExpertShapes[] = {{"expert_gate_up", 4096, 7168}, {"expert_down", 7168, 2048}};
+constexpr int64_t kGroupedPrefillTokens[] = {128, 256, 512, 1024, 2048, 4096, 8192};
+
 // Options: only_tokens > 0 keeps that token count; only_shape non-empty keeps that weight; auto_only skips the
 // fixed-tile and tiled kernels (for profilers: one kernel per size).
 struct GroupedPrefillOptions {
@@ -163,11 +167,11 @@ void grouped_prefill(Fp8Gemm& gemm, double copy_gbps, const GroupedPrefillOption
   std::printf("%-16s %6s %6s %7s %10s %10s %10s %10s %10s %5s %9s %9s %9s %8s\n", "weight", "tokens", "rows",
               "experts", "tiled_us", "wgmma64_us", "wgmma128_us", "wgmma192_us", "auto_us", "tile", "TFLOP/s",
               "cublas_TF", "floor_us", "auto/floor");
-  for (const WeightShape shape : {WeightShape{"expert_gate_up", 4096, 7168}, WeightShape{"expert_down", 7168, 2048}}) {
+  for (const WeightShape& shape : kExpertShapes) {
     if (!options.only_shape.empty() && options.only_shape != shape.name) continue;
     const int64_t k_blocks = ceil_div(shape.cols, 128);
     const ExpertWeights weights(kExperts, shape);
-    for (int64_t tokens : {128, 256, 512, 1024, 2048, 4096, 8192}) {
+    for (const int64_t tokens : kGroupedPrefillTokens) {
       if (options.only_tokens > 0 && tokens != options.only_tokens) continue;
       std::mt19937 rng(static_cast<uint32_t>(tokens) * 3 + 1);
       const std::vector<int32_t> counts = routed_counts(tokens, kExperts, kTopK, rng);
@@ -217,7 +221,8 @@ void grouped_prefill(Fp8Gemm& gemm, double copy_gbps, const GroupedPrefillOption
                   cublas_tflops, floor_ms * 1e3, auto_ms / floor_ms);
     }
   }
-  std::printf("(auto = the wgmma kernel with the tile the model's heuristic picks; TFLOP/s of auto)\n");
+  std::printf("(auto = the wgmma kernel with the tile the model's heuristic picks, `tile`; TFLOP/s of auto%s)\n",
+              options.auto_only ? "; --auto-only: the other kernels' columns are not run and read 0" : "");
 }
 
 // Decode-sized MoE batches (1..64 tokens, top-8 of 256): the grouped small-M kernel (grid over all 256 experts)
@@ -231,7 +236,7 @@ void grouped_decode(double copy_gbps) {
               kGroupedGemvPrefetchBlocks);
   std::printf("%-16s %6s %7s %9s %11s %8s %9s %8s %8s %s\n", "weight", "tokens", "experts", "MB", "small_m_us", "of_copy",
               "gemv_us", "of_copy", "speedup", "prefetch sweep");
-  for (const WeightShape shape : {WeightShape{"expert_gate_up", 4096, 7168}, WeightShape{"expert_down", 7168, 2048}}) {
+  for (const WeightShape& shape : kExpertShapes) {
     const int64_t k_blocks = ceil_div(shape.cols, 128);
     const ExpertWeights weights(kExperts, shape);
     for (int64_t tokens : {1, 2, 4, 8, 16, 32, 64}) {
@@ -282,17 +287,31 @@ int main(int argc, char** argv) {
   // grouped prefill section (see GroupedPrefillOptions).
   std::string only;
   GroupedPrefillOptions options;
+  auto usage = [&](const std::string& why) {
+    std::fprintf(stderr, "%s\nusage: %s [--only decode|grouped|prefill] [--tokens 128|256|...|8192] "
+                 "[--shape expert_gate_up|expert_down] [--auto-only]\n", why.c_str(), argv[0]);
+    return 2;
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const bool has_value = i + 1 < argc;
-    if (arg == "--only" && has_value) only = argv[++i];
-    else if (arg == "--tokens" && has_value) options.only_tokens = std::stoll(argv[++i]);
-    else if (arg == "--shape" && has_value) options.only_shape = argv[++i];
-    else if (arg == "--auto-only") options.auto_only = true;
-    else {
-      std::fprintf(stderr, "usage: %s [--only decode|grouped|prefill] [--tokens N] [--shape NAME] [--auto-only]\n",
-                   argv[0]);
-      return 2;
+    if (arg == "--only" && has_value) {
+      only = argv[++i];
+      if (only != "decode" && only != "grouped" && only != "prefill") return usage("unknown section " + only);
+    } else if (arg == "--tokens" && has_value) {
+      const std::string value = argv[++i];
+      for (const int64_t tokens : kGroupedPrefillTokens)
+        if (value == std::to_string(tokens)) options.only_tokens = tokens;
+      if (options.only_tokens == 0) return usage("no grouped prefill run with " + value + " tokens");
+    } else if (arg == "--shape" && has_value) {
+      options.only_shape = argv[++i];
+      bool known = false;
+      for (const WeightShape& shape : kExpertShapes) known = known || options.only_shape == shape.name;
+      if (!known) return usage("unknown expert weight " + options.only_shape);
+    } else if (arg == "--auto-only") {
+      options.auto_only = true;
+    } else {
+      return usage("unknown or incomplete argument " + arg);
     }
   }
   const bool decode_only = only == "decode";

@@ -23,9 +23,9 @@ size_t activation_bytes_per_token(const ModelConfig& c) {
   const size_t top_k = static_cast<size_t>(std::max<int64_t>(1, c.num_experts_per_tok));
   const size_t moe_i = static_cast<size_t>(c.moe_intermediate_size) + 128;
   size_t bytes = 5 * hidden * 2;                                                   // residual, normed, delta, out, shared
-  bytes += heads * static_cast<size_t>(c.qk_head_dim() + c.v_head_dim) * 2 * 2;    // q, attn (+ expanded k/v)
-  bytes += heads * static_cast<size_t>(c.qk_nope_head_dim + c.v_head_dim) * 2 * 2;   // kv_b's expanded keys/values,
-                                                                                    // twice: a cached prefix adds keys
+  bytes += heads * static_cast<size_t>(c.qk_head_dim() + c.v_head_dim) * 2 * 2;    // q, attn (bf16), 2x margin
+  bytes += heads * static_cast<size_t>(c.qk_nope_head_dim + c.v_head_dim) * 2 * 2;  // kv_b's keys / values (bf16),
+                                                                                   // 2x: a cached prefix adds keys
   bytes += (2 * intermediate + 256) * 2 + hidden * 2;                               // gate_up, quantized inputs
   bytes += top_k * (hidden * 3 + 2 * moe_i * 2 + moe_i + 64);                        // MoE permuted rows
   return bytes;

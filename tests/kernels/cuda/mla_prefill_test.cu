@@ -81,8 +81,18 @@ TEST_P(MlaPrefillSweep, MatchesCpuReference) {
     std::copy_n(k_nope.data() + row * c.nope, c.nope, interleaved.data() + row * (c.nope + c.v));
     std::copy_n(v.data() + row * c.v, c.v, interleaved.data() + row * (c.nope + c.v) + c.nope);
   }
+  // And k_nope / v in separate buffers with different padded head strides (nope + 8, v + 24), so a kernel that
+  // mixed up the two strides would read the wrong rows.
+  const int64_t k_pad_stride = c.nope + 8, v_pad_stride = c.v + 24;
+  std::vector<float> k_padded(static_cast<size_t>(total_kv * c.heads * k_pad_stride), 0.0f),
+      v_padded(static_cast<size_t>(total_kv * c.heads * v_pad_stride), 0.0f);
+  for (int64_t row = 0; row < total_kv * c.heads; ++row) {
+    std::copy_n(k_nope.data() + row * c.nope, c.nope, k_padded.data() + row * k_pad_stride);
+    std::copy_n(v.data() + row * c.v, c.v, v_padded.data() + row * v_pad_stride);
+  }
   DeviceBuffer<__nv_bfloat16> q_device(float_to_bf16_vector(q)), k_nope_device(float_to_bf16_vector(k_nope)),
       v_device(float_to_bf16_vector(v)), interleaved_device(float_to_bf16_vector(interleaved)),
+      k_padded_device(float_to_bf16_vector(k_padded)), v_padded_device(float_to_bf16_vector(v_padded)),
       out_device(expected.size()), strided_out_device(expected.size());
   DeviceBuffer<int32_t> cu_q_device(cu_q), cu_kv_device(cu_kv);
   kernels::cuda::MlaPrefillArgs args;
@@ -126,20 +136,30 @@ TEST_P(MlaPrefillSweep, MatchesCpuReference) {
     } else if (v3_dims) {  // the kernels agree to bf16 rounding
       EXPECT_LE(relative_l2_error(actual, mma_sync_out), 5e-3) << kernel_name << " vs mma.sync";
     }
-    // Strided heads (k_nope and v inside the interleaved rows): the same kernel, the same bits.
-    kernels::cuda::MlaPrefillArgs strided = args;
-    strided.k_nope = interleaved_device.data();
-    strided.v = interleaved_device.data() + c.nope;
-    strided.k_head_stride = strided.v_head_stride = c.nope + c.v;
-    strided.out = strided_out_device.data();
-    strided_out_device.fill_bytes(0xff);
-    kernels::cuda::mla_prefill(strided, nullptr);
-    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
-    expect_same_device_bits(strided_out_device, out_device, (std::string(kernel_name) + " with strided heads").c_str());
+    // Strided heads (inside the interleaved rows; in padded rows of different strides): the same kernel, the
+    // same bits.
+    for (const bool interleaved_layout : {true, false}) {
+      kernels::cuda::MlaPrefillArgs strided = args;
+      strided.k_nope = interleaved_layout ? interleaved_device.data() : k_padded_device.data();
+      strided.v = interleaved_layout ? interleaved_device.data() + c.nope : v_padded_device.data();
+      strided.k_head_stride = interleaved_layout ? c.nope + c.v : k_pad_stride;
+      strided.v_head_stride = interleaved_layout ? c.nope + c.v : v_pad_stride;
+      strided.out = strided_out_device.data();
+      strided_out_device.fill_bytes(0xff);
+      kernels::cuda::mla_prefill(strided, nullptr);
+      FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+      const std::string what =
+          std::string(kernel_name) + (interleaved_layout ? " with interleaved heads" : " with padded heads");
+      expect_same_device_bits(strided_out_device, out_device, what.c_str());
+    }
   }
-  kernels::cuda::MlaPrefillArgs narrow = args;  // a head stride below the head dim is an error
-  narrow.k_head_stride = c.nope - 1;
-  EXPECT_THROW(kernels::cuda::mla_prefill(narrow, nullptr), Error);
+  for (const bool narrow_k : {true, false}) {  // a head stride below the head dim (or negative) is an error
+    kernels::cuda::MlaPrefillArgs narrow = args;
+    (narrow_k ? narrow.k_head_stride : narrow.v_head_stride) = (narrow_k ? c.nope : c.v) - 1;
+    EXPECT_THROW(kernels::cuda::mla_prefill(narrow, nullptr), Error);
+    (narrow_k ? narrow.k_head_stride : narrow.v_head_stride) = -1;
+    EXPECT_THROW(kernels::cuda::mla_prefill(narrow, nullptr), Error);
+  }
   if (v3_dims) {  // without the row count of k_nope / v the TMA kernel cannot be asked for
     args.kernel = MlaPrefillKernel::kTma;
     args.total_kv_rows = 0;

@@ -101,13 +101,14 @@ inline int wgmma_decode_split_count(int64_t rows, int64_t cols, int num_sms) {
 }
 
 // Token tile of the grouped prefill kernel (64, 128 or 192 tokens) from the average rows per expert a. 256 experts
-// top-8, us per tile 64 / 128 / 192 (bench_fp8_gemm_tiled, bench/RESULTS.md ninth session), H200 | H100:
+// top-8, kernel us with 64- / 128- / 192-token tiles (bench_fp8_gemm_tiled, bench/RESULTS.md ninth session),
+// H200 | H100:
 //   a = 32 (1024 tokens): gate_up 1839 / 1908 / 2679 | 2663 / 2598 / 2740; down 919 / 1029 / 1438 | 1358 / 1355 / 1348
 //   a = 64 (2048): gate_up 2610 / 2718 / 2679 | 3810 / 2840 / 2917; down 1262 / 1418 / 1465 | 1879 / 1396 / 1393
 //   a = 128 (4096): gate_up 4378 / 4036 / 4216 | 5984 / 4179 / 3936; down 2231 / 2154 / 2016 | 2170 / 2097 / 2279
 //   a = 256 (8192): gate_up 7767 / 7297 / 7116 | 7833 / 7268 / 6910; down 3997 / 3921 / 3482 | 3724 / 4082 / 3410
-// 64-token tiles lose up to 33% on the H100 from a = 64, and the larger tiles stream each expert's weight fewer
-// times; at a = 128 the choice is within 8% either way on both devices.
+// 64-token tiles run 34% slower on the H100 at a = 64, where 128 costs the H200 4% (gate_up) and 12% (down); the
+// larger tiles stream each expert's weight fewer times; at a = 128 the choice is within 9% either way on both.
 inline int wgmma_tokens_per_tile(int64_t x_rows, int32_t num_experts) {
   constexpr int64_t kMediumTileMinAverageRows = 64, kLargeTileMinAverageRows = 128;
   const int64_t experts = std::max<int32_t>(num_experts, 1);

@@ -77,11 +77,12 @@ void mla_prefill(const MlaPrefillArgs& args, cudaStream_t stream) {
   FATHOM_CHECK(args.q_head_stride >= args.nope_dim + cache.rope_dim && cache.page_size_tokens >= 1 &&
                    args.max_pages_per_seq >= 1,
                "mla_prefill: q_head_stride " << args.q_head_stride << ", page_size " << cache.page_size_tokens);
-  const int64_t k_head_stride = args.k_head_stride > 0 ? args.k_head_stride : args.nope_dim;
-  const int64_t v_head_stride = args.v_head_stride > 0 ? args.v_head_stride : args.v_dim;
+  const int64_t k_head_stride = args.k_head_stride == 0 ? args.nope_dim : args.k_head_stride;
+  const int64_t v_head_stride = args.v_head_stride == 0 ? args.v_dim : args.v_head_stride;
   FATHOM_CHECK(k_head_stride >= args.nope_dim && v_head_stride >= args.v_dim,
                "mla_prefill: head strides (k " << args.k_head_stride << ", v " << args.v_head_stride
-                                              << ") below the head dims (nope " << args.nope_dim << ", v " << args.v_dim << ")");
+                                              << ") below the head dims (nope " << args.nope_dim << ", v "
+                                              << args.v_dim << ")");
   PrefillKernelParams params{};
   params.q = args.q;
   params.q_head_stride = args.q_head_stride;
@@ -110,7 +111,10 @@ void mla_prefill(const MlaPrefillArgs& args, cudaStream_t stream) {
                              args.v_dim == L::kV;
   FATHOM_CHECK((args.kernel != MlaPrefillKernel::kWgmma && args.kernel != MlaPrefillKernel::kTma) || wgmma_applies,
                "mla_prefill: the wgmma and TMA kernels take nope 128, rope 64, v 128 with 16-byte aligned rows; got "
-               "nope " << args.nope_dim << ", rope " << cache.rope_dim << ", v " << args.v_dim);
+               "nope " << args.nope_dim << ", rope " << cache.rope_dim << ", v " << args.v_dim << ", head strides q "
+                       << args.q_head_stride << " k " << k_head_stride << " v " << v_head_stride << ", kv_lora "
+                       << cache.kv_lora_dim << ", 16-byte aligned q/k/v/cache " << aligned16(args.q)
+                       << aligned16(args.k_nope) << aligned16(args.v) << aligned16(cache.pool));
   FATHOM_CHECK(args.kernel != MlaPrefillKernel::kTma || args.total_kv_rows > 0,
                "mla_prefill: the TMA kernel needs total_kv_rows (the row count of k_nope and v)");
   const bool tma_applies = wgmma_applies && args.total_kv_rows > 0;

@@ -21,7 +21,7 @@ struct PrefillKernelParams {
   int64_t q_head_stride;
   const __nv_bfloat16* k_nope;  // [total_kv, num_heads, k_head_stride] (first nope of each head)
   const __nv_bfloat16* v;       // [total_kv, num_heads, v_head_stride] (first v_dim of each head)
-  int64_t k_head_stride, v_head_stride;
+  int64_t k_head_stride, v_head_stride;  // elements between heads, resolved by the host (never 0)
   const __nv_bfloat16* cache;   // [num_pages, page_size, kv_lora + rope]
   const int32_t* page_table;    // [batch, max_pages_per_seq]
   const int32_t* cu_q_lens;     // [batch + 1]

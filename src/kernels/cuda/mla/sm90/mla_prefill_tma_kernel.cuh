@@ -47,7 +47,8 @@ struct PrefillTmaLayout {
 };
 
 // Requires p.nope == 128, p.rope == 64, p.v_dim == 128, p.vector_loads, and maps over the k_nope / v tensors
-// ([keys][heads][128] bf16 as bytes, boxes of 64 keys x 128 bytes of one head; checked by the host).
+// ([keys][heads][head stride] bf16 as bytes, the first 128 of each head; boxes of 64 keys x 128 bytes of one head;
+// checked by the host).
 __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
     mla_prefill_tma_kernel(const PrefillKernelParams p, const __grid_constant__ CUtensorMap k_map,
                            const __grid_constant__ CUtensorMap v_map) {

@@ -79,12 +79,12 @@ __device__ __forceinline__ void prefill_store_rows(const PrefillKernelParams& p,
                                                    const int (&row_q)[2], float (&l_run)[2], const float (&o)[64]) {
   constexpr int kV = PrefillWgmmaLayout::kV;
   prefill_row_sums(l_run);
-  const int64_t v_token_stride = static_cast<int64_t>(p.num_heads) * kV;
+  const int64_t out_token_stride = static_cast<int64_t>(p.num_heads) * kV;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     if (row_q[half] >= q_len) continue;
     const float inv_l = l_run[half] > 0.0f ? 1.0f / l_run[half] : 0.0f;
-    __nv_bfloat16* out = p.out + (static_cast<int64_t>(q_begin) + row_q[half]) * v_token_stride + h * kV;
+    __nv_bfloat16* out = p.out + (static_cast<int64_t>(q_begin) + row_q[half]) * out_token_stride + h * kV;
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       *reinterpret_cast<__nv_bfloat162*>(out + j * 8 + 2 * tq) =
