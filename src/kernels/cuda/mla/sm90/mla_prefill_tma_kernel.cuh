@@ -1,10 +1,11 @@
 #pragma once
-// MLA prefill kernel (expanded form) with a TMA producer warp, for DeepSeek-V3's head dims (nope 128, rope 64,
+// MLA prefill kernel (expanded form) with a TMA producer warpgroup, for DeepSeek-V3's head dims (nope 128, rope 64,
 // v 128) with 16-byte aligned rows. One CTA = 128 queries of one sequence and one head: two consumer warpgroups of
-// 64 queries share every K/V tile (half the K/V traffic per FLOP of the one-warpgroup kernels), and a producer warp
-// keeps kStages tiles in flight: k_nope and v by TMA (3-D tensor maps over [keys][heads][dim], one 64-key x 64-column
-// box per k-block), k_pe gathered from the paged latent cache by cp.async, both completing on the stage's `full`
-// mbarrier; the consumers release a stage on its `empty` mbarrier once their MMAs have read it.
+// 64 queries share every K/V tile (half the K/V traffic per FLOP of the one-warpgroup kernels), and the producer
+// warpgroup keeps kStages tiles in flight: k_nope and v by TMA (3-D tensor maps over [keys][heads][head stride], one
+// 64-key x 64-column box per k-block), k_pe gathered from the paged latent cache by cp.async (16 rows per producer
+// warp: with one warp the gather set the pace, 395 vs 435 TFLOP/s), both completing on the stage's `full` mbarrier;
+// the consumers release a stage on its `empty` mbarrier once their MMAs have read it.
 // Per consumer and key tile (as mla_prefill_wgmma_kernel.cuh): S = Q·Kᵀ as wgmma m64n64k16 from shared memory,
 // causal mask and fp32 online softmax (log2 domain), O += P·V as wgmma m64n128k16 with P from the score registers.
 // Causal: the CTA visits key tiles up to its last query; a warpgroup skips the tiles past its own last query
@@ -25,8 +26,12 @@ struct PrefillTmaLayout {
   static constexpr int kNope = 128, kRope = 64, kV = 128;
   static constexpr int kConsumers = 2;                            // warpgroups of 64 queries
   static constexpr int kTileQ = kConsumers * kPrefillTileQ;       // 128 queries per CTA
-  static constexpr int kThreads = kConsumers * 128 + 32;          // + the producer warp
-  static constexpr int kProducerWarp = kConsumers * 4;
+  // + a producer warpgroup: its 4 warps gather 16 k_pe rows of each tile each (the gather sets the pace with one
+  // warp), the first also issues the TMA copies.
+  static constexpr int kProducerWarps = 4;
+  static constexpr int kThreads = (kConsumers + 1) * 128;
+  static constexpr int kProducerWarp = kConsumers * 4;             // the first producer warp
+  static constexpr int kRowsPerProducerWarp = kPrefillTileKv / kProducerWarps;  // 16
   static constexpr int kStages = 4;
   static constexpr int kBlockBytes = kPrefillTileKv * 128;        // [64 rows][128 B] k-block, 128-byte swizzle
   static constexpr int kQkBlocks = (kNope + kRope) / 64;          // 3: nope 0..63, nope 64..127, rope
@@ -40,7 +45,7 @@ struct PrefillTmaLayout {
   static constexpr int kStageOffset = kQOffset + kConsumers * kQWarpgroupBytes;
   static constexpr int kBarrierOffset = kStageOffset + kStages * kStageBytes;  // full[kStages], empty[kStages]
   static constexpr int kSmemBytes = kBarrierOffset + 2 * kStages * 8 + 1024;   // + slack to align the base to 1 KB
-  static constexpr uint32_t kFullArrivals = 1 + 32;                    // expect_tx + the producer lanes' cp.async
+  static constexpr uint32_t kFullArrivals = 1 + kProducerWarps * 32;  // expect_tx + the producer lanes' cp.async
   static constexpr uint32_t kEmptyArrivals = kConsumers * 4;           // one per consumer warp
   static_assert(kPrefillTileQ == 64 && kPrefillTileKv == 64, "m64 wgmma tiles of 64 keys");
   static_assert(kSmemBytes <= 232448, "shared memory per block on sm_90");
@@ -80,29 +85,27 @@ __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
   }
   __syncthreads();
 
-  if (warp == L::kProducerWarp) {
-    // ---- producer: k_nope / v by TMA (lane 0), k_pe rows [64 keys][64] gathered by the 32 lanes (8 per row). The
-    // cache slots of a tile's 64 keys are read one tile ahead (lane l: keys l and l + 32), so the page-table
-    // latency overlaps the wait for a free stage; each row's slot is then broadcast to the 8 lanes copying it.
+  if (warp >= L::kProducerWarp) {
+    // ---- producer warp pw: rows [16 pw, 16 pw + 16) of each tile's k_pe block, gathered from the paged cache by
+    // cp.async (8 lanes per row); warp 0 also issues k_nope / v by TMA. The cache slots of a tile's rows are read one
+    // tile ahead (lane l < 16: row 16 pw + l), so the page-table latency overlaps the wait for a free stage; each
+    // row's slot is then broadcast to the 8 lanes copying it.
+    const int pw = warp - L::kProducerWarp;
     const int32_t* pages = p.page_table + static_cast<int64_t>(b) * p.max_pages_per_seq;
     const int64_t cache_row_elems = static_cast<int64_t>(p.kv_lora) + L::kRope;
-    auto key_slots = [&](int tile, int32_t (&slot)[2]) {  // -1 past kv_len (a slot < 2^31: 2.4 TB of rows)
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int key = tile * kPrefillTileKv + lane + 32 * j;
-        slot[j] = key < kv_len ? pages[key / p.page_size] * p.page_size + key % p.page_size : -1;
-      }
+    auto key_slot = [&](int tile) {  // -1 past kv_len or for lanes >= 16 (a slot < 2^31: 2.4 TB of rows)
+      const int key = tile * kPrefillTileKv + pw * L::kRowsPerProducerWarp + lane;
+      return lane < L::kRowsPerProducerWarp && key < kv_len ? pages[key / p.page_size] * p.page_size + key % p.page_size
+                                                             : -1;
     };
-    int32_t slot[2] = {-1, -1};
-    if (kv_tiles > 0) key_slots(0, slot);
+    int32_t slot = kv_tiles > 0 ? key_slot(0) : -1;
     for (int tile = 0; tile < kv_tiles; ++tile) {
-      int32_t next_slot[2] = {-1, -1};
-      if (tile + 1 < kv_tiles) key_slots(tile + 1, next_slot);
+      const int32_t next_slot = tile + 1 < kv_tiles ? key_slot(tile + 1) : -1;
       const int stage = tile % L::kStages;
       mbarrier_wait(&empty[stage], ((tile / L::kStages) & 1) ^ 1);
       uint8_t* k_stage = smem + L::kStageOffset + stage * L::kStageBytes;
       uint8_t* v_stage = k_stage + L::kKTileBytes;
-      if (lane == 0) {
+      if (pw == 0 && lane == 0) {
         const int key_row = kv_begin + tile * kPrefillTileKv;
         hopper::mbarrier_arrive_expect_tx(&full[stage], L::kTmaBytesPerStage);
         hopper::tma_load_3d(k_stage, &k_map, 0, h, key_row, &full[stage]);
@@ -112,16 +115,16 @@ __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
       }
       const uint32_t rope_block = smem_u32(k_stage + 2 * L::kBlockBytes);
 #pragma unroll
-      for (int i = 0; i < kPrefillTileKv * 8 / 32; ++i) {
-        const int r = 4 * i + (lane >> 3), c = lane & 7;  // rows < 32 come from slot[0], the others from slot[1]
-        const int32_t row_slot = __shfl_sync(0xffffffffu, r < 32 ? slot[0] : slot[1], r & 31);
+      for (int i = 0; i < L::kRowsPerProducerWarp * 8 / 32; ++i) {
+        const int local_row = 4 * i + (lane >> 3), c = lane & 7;
+        const int32_t row_slot = __shfl_sync(0xffffffffu, slot, local_row);
         const __nv_bfloat16* src =
             row_slot >= 0 ? p.cache + static_cast<int64_t>(row_slot) * cache_row_elems + p.kv_lora + c * 8 : p.cache;
-        cp_async_16(rope_block + kblock_chunk_offset(r, c, kPrefillTileKv), src, row_slot >= 0 ? 16 : 0);
+        cp_async_16(rope_block + kblock_chunk_offset(pw * L::kRowsPerProducerWarp + local_row, c, kPrefillTileKv), src,
+                    row_slot >= 0 ? 16 : 0);
       }
       hopper::cp_async_arrive_on(&full[stage]);
-      slot[0] = next_slot[0];
-      slot[1] = next_slot[1];
+      slot = next_slot;
     }
     cp_async_wait_all();  // nothing in flight when the warp exits
     return;
