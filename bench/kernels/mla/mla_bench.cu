@@ -392,7 +392,8 @@ int main(int argc, char** argv) {
                 prop.l2CacheSize >> 20, reps);
     Timer timer;
     const double copy_gbps = bench_copy(timer, reps);
-    if (only.empty() || only == "decode") bench_decode(timer, reps, copy_gbps, num_sms, only_batch, only_ctx, same_pages);
+    if (only.empty() || only == "decode")
+      bench_decode(timer, reps, copy_gbps, num_sms, only_batch, only_ctx, same_pages);
     if (only.empty() || only == "plans") bench_decode_plans(timer, reps, num_sms);
     if (only.empty() || only == "absorb") {
       bench_absorb(timer, reps, copy_gbps);

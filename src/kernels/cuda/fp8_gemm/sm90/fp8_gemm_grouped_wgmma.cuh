@@ -5,10 +5,10 @@
 // kernels: the batch-invariant mode keeps the tiled kernel.
 //
 // Tiles: 128 weight rows x kTokens tokens of one expert; the two consumer warpgroups split the rows (64-token
-// tiles) or the tokens (128- and 192-token tiles). A persistent grid walks the tiles of all experts in (expert, token tile, weight
-// row block) order, so CTAs running together share the expert's token tile and weight in L2. The tile table (prefix
-// sums of each expert's tile count) is built in shared memory from the device counts, so no host synchronisation
-// is needed.
+// tiles) or the tokens (128- and 192-token tiles). A persistent grid walks the tiles of all experts in (expert,
+// token tile, weight row block) order, so CTAs running together share the expert's token tile and weight in L2. The
+// tile table (prefix sums of each expert's tile count) is built in shared memory from the device counts, so no host
+// synchronisation is needed.
 #include <cuda.h>
 #include <cuda_bf16.h>
 
