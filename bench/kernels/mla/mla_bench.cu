@@ -6,6 +6,7 @@
 //   prefill: one 4096-token causal sequence (and 4 x 1024), TFLOP/s
 // Every timed run is preceded by an L2 flush (a 256 MiB memset); times are medians of CUDA-event timings.
 // Usage: mla_bench [--reps N] [--only copy|decode|plans|absorb|prefill] [--batch B] [--context C] [--same-pages]
+//                  [--heads H]  (decode: query heads per GPU, 1-128; 16 = V3 under TP8)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -107,7 +108,8 @@ double bench_copy(Timer& timer, int reps) {
 kc::MlaDecodeArgs decode_args(const DeviceBuffer<__nv_bfloat16>& q_latent, const DeviceBuffer<__nv_bfloat16>& q_pe,
                               const DeviceBuffer<__nv_bfloat16>& pool, int32_t num_pages, int32_t page_size,
                               const DeviceBuffer<int32_t>& page_table, const DeviceBuffer<int32_t>& seq_lens,
-                              int32_t batch, int32_t pages_per_seq, DeviceBuffer<__nv_bfloat16>& out) {
+                              int32_t batch, int32_t pages_per_seq, DeviceBuffer<__nv_bfloat16>& out,
+                              int32_t num_heads = kHeads) {
   kc::MlaDecodeArgs args;
   args.q_latent = q_latent.data();
   args.q_pe = q_pe.data();
@@ -115,15 +117,16 @@ kc::MlaDecodeArgs decode_args(const DeviceBuffer<__nv_bfloat16>& q_latent, const
   args.cache = {pool.data(), num_pages, page_size, kLora, kRope};
   args.batch = {page_table.data(), seq_lens.data(), batch, pages_per_seq};
   args.out_latent = out.data();
-  args.num_heads = kHeads;
+  args.num_heads = num_heads;
   args.softmax_scale = 0.1352f;
   return args;
 }
 
 // same_pages: every sequence reads the same pages (the KV working set of one sequence stays in L2), which separates
 // the kernel's compute and synchronization time from its memory traffic.
+// heads: query heads per GPU (128 for V3 without tensor parallelism, 16 under TP8).
 void bench_decode(Timer& timer, int reps, double copy_gbps, int num_sms, int only_batch, int only_ctx,
-                  bool same_pages) {
+                  bool same_pages, int heads) {
   const int page_size = 64, max_batch = 128, max_ctx = 16384;
   const int pages_per_seq = max_ctx / page_size;
   const int64_t num_pages = static_cast<int64_t>(max_batch) * pages_per_seq;
@@ -141,10 +144,10 @@ void bench_decode(Timer& timer, int reps, double copy_gbps, int num_sms, int onl
       page_order[i] = page_order[i % pages_per_seq];
   DeviceBuffer<int32_t> page_table(page_order);                       // [max_batch, pages_per_seq]
   DeviceBuffer<int32_t> seq_lens(static_cast<size_t>(max_batch));
-  const size_t workspace_bytes = kc::mla_decode_max_workspace_bytes(num_sms, max_batch, kHeads, kLora, max_ctx);
+  const size_t workspace_bytes = kc::mla_decode_max_workspace_bytes(num_sms, max_batch, heads, kLora, max_ctx);
   DeviceBuffer<uint8_t> workspace(std::max<size_t>(workspace_bytes, 16));
   std::printf("\ndecode (absorbed, bf16, page 64, %d heads, kv_lora %d, rope %d)%s; floor = bytes / copy bandwidth\n",
-              kHeads, kLora, kRope, same_pages ? ", every sequence on the same pages (L2-resident KV)" : "");
+              heads, kLora, kRope, same_pages ? ", every sequence on the same pages (L2-resident KV)" : "");
   std::printf("%6s %7s %6s %6s %10s %10s %9s %8s %9s %11s %11s\n", "batch", "context", "group", "splits", "time_us",
               "floor_us", "GB/s", "%copy", "TFLOP/s", "wgmmaS_us", "mmasync_us");
   for (int batch : {1, 16, 64, 128})
@@ -152,17 +155,17 @@ void bench_decode(Timer& timer, int reps, double copy_gbps, int num_sms, int onl
       if ((only_batch && batch != only_batch) || (only_ctx && ctx != only_ctx)) continue;
       std::vector<int32_t> lens(static_cast<size_t>(max_batch), ctx);
       seq_lens.upload(lens);
-      const kc::MlaDecodePlan plan = kc::mla_decode_plan(num_sms, batch, kHeads, ctx);
+      const kc::MlaDecodePlan plan = kc::mla_decode_plan(num_sms, batch, heads, ctx);
       const kc::MlaDecodeArgs args = decode_args(q_latent, q_pe, pool, static_cast<int32_t>(num_pages), page_size,
-                                                 page_table, seq_lens, batch, pages_per_seq, out);
+                                                 page_table, seq_lens, batch, pages_per_seq, out, heads);
       const double ms = timer.median_ms(reps, [&] { kc::mla_decode(args, plan, workspace.data(), workspace.bytes(), nullptr); });
       kc::MlaDecodePlan score_only = plan, mma_only = plan;  // the other kernel paths, for comparison
       score_only.value_wgmma = false;
       mma_only.score_wgmma = mma_only.value_wgmma = false;
       const double ms_score_only = timer.median_ms(reps, [&] { kc::mla_decode(args, score_only, workspace.data(), workspace.bytes(), nullptr); });
       const double ms_mma = timer.median_ms(reps, [&] { kc::mla_decode(args, mma_only, workspace.data(), workspace.bytes(), nullptr); });
-      const double bytes = static_cast<double>(batch) * ctx * kRow * 2 + static_cast<double>(batch) * kHeads * (kRow + kLora) * 2;
-      const double flops = 2.0 * batch * kHeads * static_cast<double>(ctx) * (kRow + kLora);
+      const double bytes = static_cast<double>(batch) * ctx * kRow * 2 + static_cast<double>(batch) * heads * (kRow + kLora) * 2;
+      const double flops = 2.0 * batch * heads * static_cast<double>(ctx) * (kRow + kLora);
       const double gbps = bytes / (ms * 1e-3) / 1e9;
       std::printf("%6d %7d %6d %6d %10.1f %10.1f %9.1f %7.1f%% %9.1f %11.1f %11.1f\n", batch, ctx, plan.head_group,
                   plan.num_splits, ms * 1e3, bytes / (copy_gbps * 1e9) * 1e6, gbps, 100.0 * gbps / copy_gbps,
@@ -372,7 +375,7 @@ void bench_prefill(Timer& timer, int reps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 30, only_batch = 0, only_ctx = 0;
+  int reps = 30, only_batch = 0, only_ctx = 0, heads = kHeads;
   bool same_pages = false;
   std::string only;
   for (int i = 1; i < argc; ++i) {
@@ -381,6 +384,15 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--batch") && i + 1 < argc) only_batch = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--context") && i + 1 < argc) only_ctx = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--same-pages")) same_pages = true;
+    else if (!std::strcmp(argv[i], "--heads") && i + 1 < argc) heads = std::atoi(argv[++i]);
+    else {
+      std::fprintf(stderr, "mla_bench: unknown or incomplete argument '%s'\n", argv[i]);
+      return 2;
+    }
+  }
+  if (heads < 1 || heads > kHeads) {
+    std::fprintf(stderr, "mla_bench: --heads %d (1-%d)\n", heads, kHeads);
+    return 2;
   }
   try {
     int device = 0, num_sms = 0;
@@ -393,7 +405,7 @@ int main(int argc, char** argv) {
     Timer timer;
     const double copy_gbps = bench_copy(timer, reps);
     if (only.empty() || only == "decode")
-      bench_decode(timer, reps, copy_gbps, num_sms, only_batch, only_ctx, same_pages);
+      bench_decode(timer, reps, copy_gbps, num_sms, only_batch, only_ctx, same_pages, heads);
     if (only.empty() || only == "plans") bench_decode_plans(timer, reps, num_sms);
     if (only.empty() || only == "absorb") {
       bench_absorb(timer, reps, copy_gbps);

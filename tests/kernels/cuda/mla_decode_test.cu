@@ -112,15 +112,18 @@ TEST_P(MlaDecodeSweep, MatchesCpuReferenceWithHeuristicAndForcedSplits) {
   double worst_variant = 0, worst_split_change = 0;
   // The split count changes results only by rounding: fp32 sums, and the bf16 rounding of the probabilities
   // (taken relative to each split's running max) and of the output, ~1e-3 relative each.
-  for (int32_t splits : {1, 3, 17}) {
+  // Fewest tiles per split 1-3: short sequences leave the later splits empty (nothing written, the combine skips them).
+  const std::pair<int32_t, int32_t> kSplitsAndMinTiles[] = {{1, 1}, {3, 1}, {17, 1}, {17, 3}, {64, 2}};
+  for (const auto& [splits, min_tiles] : kSplitsAndMinTiles) {
     MlaDecodePlan forced = plan;
     forced.num_splits = splits;
+    forced.min_tiles_per_split = min_tiles;
     const std::vector<float> split_out = run_gpu(s, forced);
-    ASSERT_TRUE(all_finite(split_out)) << "splits " << splits;
+    ASSERT_TRUE(all_finite(split_out)) << "splits " << splits << ", min tiles " << min_tiles;
     const double split_error = relative_l2_error(split_out, expected);
     const double split_change = relative_l2_error(split_out, actual);
-    EXPECT_LE(split_error, kTolerance) << "splits " << splits;
-    EXPECT_LE(split_change, 5e-3) << "splits " << splits << " vs heuristic plan";
+    EXPECT_LE(split_error, kTolerance) << "splits " << splits << ", min tiles " << min_tiles;
+    EXPECT_LE(split_change, 5e-3) << "splits " << splits << ", min tiles " << min_tiles << " vs heuristic plan";
     worst_variant = std::max(worst_variant, split_error);
     worst_split_change = std::max(worst_split_change, split_change);
   }
@@ -180,6 +183,7 @@ INSTANTIATE_TEST_SUITE_P(
         DecodeCase{"v3_32heads_page64", 32, 512, 64, 64, {513, 2}},
         DecodeCase{"v3_long16k_b1_page64", 128, 512, 64, 64, {16384}},
         DecodeCase{"v3_long16k_b2_page16", 128, 512, 64, 16, {16384, 9001}},
+        DecodeCase{"v3_b4_page3", 128, 512, 64, 3, {1, 64, 190, 1000}},  // page size not a power of two
         // odd small dims (scalar load path, padded tiles)
         DecodeCase{"odd_h3_lora99_rope13_page1", 3, 99, 13, 1, {1, 77, 200}},
         DecodeCase{"odd_h17_lora40_rope8_page5", 17, 40, 8, 5, {5, 6, 131}},
@@ -232,6 +236,8 @@ TEST(MlaDecode, PlanAndWorkspace) {
   EXPECT_EQ(1, mla_decode_plan(132, 128, 128, 4096).num_splits);
   EXPECT_GT(mla_decode_plan(132, 1, 128, 16384).num_splits, 16);
   EXPECT_EQ(1, mla_decode_plan(132, 1, 128, 64).num_splits);
+  // The fp32 partials grow with the split count: batch 1 at 4096 tokens stops short of one tile per split.
+  EXPECT_LE(mla_decode_plan(132, 1, 128, 4096).num_splits, 32);
   // 64-head groups share each KV read among more heads; short contexts at small batches take 16-head groups (more
   // CTAs for a latency-bound call).
   EXPECT_EQ(64, mla_decode_plan(132, 1, 128, 4096).head_group);

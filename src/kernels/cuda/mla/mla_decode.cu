@@ -59,8 +59,10 @@ void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* work
   FATHOM_CHECK(cache.page_size_tokens >= 1 && batch.max_pages_per_seq >= 1,
                "mla_decode: page_size " << cache.page_size_tokens << ", max_pages " << batch.max_pages_per_seq);
   FATHOM_CHECK(args.q_pe_head_stride >= cache.rope_dim, "mla_decode: q_pe head stride " << args.q_pe_head_stride);
-  FATHOM_CHECK(plan.num_splits >= 1 && plan.num_splits <= mla_detail::kCombineMaxSplits,
-               "mla_decode: num_splits " << plan.num_splits);
+  FATHOM_CHECK(plan.num_splits >= 1 && plan.num_splits <= mla_detail::kCombineMaxSplits && plan.tiles_per_split >= 0 &&
+                   plan.min_tiles_per_split >= 1,
+               "mla_decode: num_splits " << plan.num_splits << ", tiles_per_split " << plan.tiles_per_split
+                                         << ", min_tiles_per_split " << plan.min_tiles_per_split);
   if (batch.batch == 0) return;
   const size_t needed = mla_decode_workspace_bytes(plan, batch.batch, args.num_heads, cache.kv_lora_dim);
   FATHOM_CHECK(workspace_bytes >= needed && (needed == 0 || (workspace != nullptr && aligned16(workspace))),
@@ -84,9 +86,13 @@ void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* work
   params.kv_lora = cache.kv_lora_dim;
   params.rope = cache.rope_dim;
   params.page_size = cache.page_size_tokens;
+  params.page_shift = -1;
+  for (int shift = 0; shift < 31; ++shift)
+    if ((1 << shift) == cache.page_size_tokens) params.page_shift = shift;
   params.max_pages_per_seq = batch.max_pages_per_seq;
   params.num_splits = plan.num_splits;
   params.tiles_per_split = plan.tiles_per_split;
+  params.min_tiles_per_split = plan.min_tiles_per_split;
   params.scale_log2 = args.softmax_scale * static_cast<float>(M_LOG2E);
   params.vector_loads = cache.kv_lora_dim == latent_pad && cache.rope_dim == rope_pad && aligned16(args.q_latent) &&
                         aligned16(args.q_pe) && args.q_pe_head_stride % 8 == 0 && aligned16(cache.pool);
@@ -99,8 +105,8 @@ void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* work
   if (plan.num_splits > 1) {
     const dim3 grid(static_cast<unsigned>(args.num_heads), static_cast<unsigned>(batch.batch));
     launch_programmatic(mla_detail::mla_decode_combine_kernel, grid, dim3(mla_detail::kCombineThreads), 0, stream,
-                        params.partial_out, params.partial_lse, args.out_latent, args.num_heads, cache.kv_lora_dim,
-                        plan.num_splits);
+                        params.partial_out, params.partial_lse, args.out_latent, batch.seq_lens, args.num_heads,
+                        cache.kv_lora_dim, plan.num_splits, plan.tiles_per_split, plan.min_tiles_per_split);
   }
 }
 

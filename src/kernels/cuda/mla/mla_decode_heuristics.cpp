@@ -10,10 +10,21 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Cost of one CTA beyond its KV tiles, in tile units: loading Q and writing the fp32 partial output
-// (64 heads x 512 x 4 B = 128 KB, about two 64-row tiles of KV) plus the combine pass reading it back.
-constexpr double kSplitOverheadTiles = 2.0;
+// Cost of one CTA beyond its KV tiles, in tile units (one 64-row KV tile loaded by every SM at once): loading Q,
+// and for split CTAs the launch of the combine pass.
+constexpr double kSplitOverheadTiles = 1.0;
 constexpr double kUnsplitOverheadTiles = 0.5;
+
+// The fp32 partial outputs of all splits ([batch, splits, heads, kv_lora], written once and read once by the
+// combine), in tile units: these bytes grow with the split count, not with the CTAs per SM, so at batch 1 the
+// 64-split plan (4096 tokens) spent more on partials than it saved on tiles (H100: 38.2 us vs 23.7 at 32 splits).
+// Widths are V3's (kv_lora 512, rope 64, bf16 rows), the case the costs were fitted on.
+double partial_output_tiles(int32_t num_sms, int64_t batch, int64_t splits, int32_t num_heads) {
+  constexpr double kLatentDim = 512, kRowBytes = (512 + 64) * 2;
+  constexpr double kTileBytes = kMlaDecodeTileTokens * kRowBytes;
+  const double partial_bytes = static_cast<double>(batch) * splits * num_heads * kLatentDim * sizeof(float);
+  return 2.0 * partial_bytes / (kTileBytes * num_sms);
+}
 
 }  // namespace
 
@@ -39,12 +50,15 @@ MlaDecodePlan mla_decode_plan(int32_t num_sms, int32_t batch, int32_t num_heads,
     const int64_t waves = ceil_div(base_ctas * splits, num_sms);
     const double per_cta = static_cast<double>(ceil_div(tiles, splits)) +
                            (splits > 1 ? kSplitOverheadTiles : kUnsplitOverheadTiles);
-    const double cost = static_cast<double>(waves) * per_cta;
+    const double cost = static_cast<double>(waves) * per_cta +
+                        (splits > 1 ? partial_output_tiles(num_sms, batch, splits, num_heads) : 0.0);
     if (splits == 1 || cost < best_cost) {
       best_cost = cost;
       plan.num_splits = static_cast<int32_t>(splits);
     }
   }
+  // One tile per split never won for 64-head groups (mla_bench "plans", H100: best 2-4 tiles per split).
+  if (plan.head_group == 64) plan.min_tiles_per_split = 2;
   return plan;
 }
 

@@ -14,6 +14,9 @@ struct MlaDecodePlan {
   // result does not depend on the batch or on the context bound (batch-invariant plans); 0: each sequence's tiles
   // are divided evenly among num_splits.
   int32_t tiles_per_split = 0;
+  // With tiles_per_split 0: fewest tiles per split, so a sequence shorter than the plan's context bound (CUDA graphs
+  // plan for their bucket's bound) runs fewer, fuller splits; the splits left empty write nothing.
+  int32_t min_tiles_per_split = 1;
   bool score_wgmma = true;  // head_group 64: scores with wgmma from shared memory (else ldmatrix + mma.sync)
   bool value_wgmma = true;  // head_group 64, kv_lora 512 (padded), with score_wgmma: P·V with wgmma too
 };

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/mla/sm90/mla_decode_splits.cuh"
 #include "kernels/cuda/programmatic_launch.cuh"
 
 namespace fathom::kernels::cuda::mla_detail {
@@ -13,16 +14,22 @@ namespace fathom::kernels::cuda::mla_detail {
 inline constexpr int kCombineThreads = 128;
 inline constexpr int kCombineMaxSplits = 128;
 
-// grid (num_heads, batch), kCombineThreads threads.
+// grid (num_heads, batch), kCombineThreads threads. Reads only the sequence's non-empty splits (the decode kernel
+// writes nothing for the others), with the decode kernel's split rule.
 __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(
     const float* __restrict__ partial_out,  // [batch, num_splits, num_heads, kv_lora]
     const float* __restrict__ partial_lse,  // [batch, num_splits, num_heads]
     __nv_bfloat16* __restrict__ out_latent,  // [batch, num_heads, kv_lora]
-    int32_t num_heads, int32_t kv_lora, int32_t num_splits) {
+    const int32_t* __restrict__ seq_lens,   // [batch]
+    int32_t num_heads, int32_t kv_lora, int32_t num_splits, int32_t tiles_per_split, int32_t min_tiles_per_split) {
   begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   __shared__ float weights[kCombineMaxSplits];
   const int h = blockIdx.x, b = blockIdx.y;
   const int64_t first_row = static_cast<int64_t>(b) * num_splits * num_heads + h;  // split s: + s * num_heads
+  const int total_tiles = (seq_lens[b] + kDecodeTileTokens - 1) / kDecodeTileTokens;
+  const int tiles = split_tiles(total_tiles, num_splits, tiles_per_split, min_tiles_per_split);
+  const int stored_splits = (total_tiles + tiles - 1) / tiles;
+  num_splits = min(num_splits, stored_splits);  // the row stride above stays the allocated split count
   float max_lse = -INFINITY;
   for (int s = 0; s < num_splits; ++s) max_lse = fmaxf(max_lse, partial_lse[first_row + s * num_heads]);
   for (int s = threadIdx.x; s < num_splits; s += kCombineThreads) {
@@ -39,7 +46,7 @@ __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(
     for (int d = threadIdx.x * 4; d < kv_lora; d += kCombineThreads * 4) {
       float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll 8
-      for (int s = 0; s < num_splits; ++s) {  // empty splits hold zeros with weight 0: no branch, loads overlap
+      for (int s = 0; s < num_splits; ++s) {  // stored splits only; no branch, so the loads overlap
         const float w = weights[s];
         const float4 v = *reinterpret_cast<const float4*>(partial_out + (first_row + s * num_heads) * kv_lora + d);
         acc.x += w * v.x;

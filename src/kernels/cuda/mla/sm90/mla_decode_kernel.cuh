@@ -10,7 +10,10 @@
 //           through shared memory, so every warp applies the same running max. With kScoreWgmma (64 heads),
 //           warpgroup wn issues wgmma m64n32k16 on Q and its 32 tokens straight from shared memory (same
 //           accumulator layout as the mma.sync path); otherwise ldmatrix + mma.sync.
-//   P = exp2(S·scale·log2e − m) in bf16 -> shared memory; alpha (rescale of the running output) -> shared.
+//   P = exp2(S·scale·log2e − m) in bf16 -> shared memory, with m the running max of the previous tiles (no max
+//           exchange, no rescale) unless the tile's scores exceed it by kLazyRescaleLog2; then the tile maxima are
+//           exchanged, m and alpha (rescale of the running output, -> shared) updated and P rewritten.
+//   The next tile's copies are issued behind the score MMAs (wgmma), its page-table reads before them.
 //   values: O[heads, latent] = alpha·O + P · V with V = the tile's latent columns; warp w owns
 //           latent columns [w·kLatentPad/8, (w+1)·kLatentPad/8) for all heads of the group (mma.sync), or,
 //           with kValueWgmma (64 heads, latent 512), warpgroup wn issues wgmma m64n256k16 for columns
@@ -21,14 +24,15 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/mla/sm90/mla_decode_splits.cuh"
 #include "kernels/cuda/mla/sm90/mma_primitives.cuh"
 #include "kernels/cuda/programmatic_launch.cuh"
 
 namespace fathom::kernels::cuda::mla_detail {
 
 inline constexpr int kDecodeThreads = 256;
+inline constexpr float kLazyRescaleLog2 = 8.0f;  // scores may exceed the softmax reference max by this (log2 units)
 inline constexpr int kDecodeWarps = kDecodeThreads / 32;
-inline constexpr int kDecodeTileTokens = 64;
 
 struct DecodeKernelParams {
   const __nv_bfloat16* q_latent;  // [batch, num_heads, kv_lora]
@@ -39,14 +43,16 @@ struct DecodeKernelParams {
   const int32_t* seq_lens;        // [batch]
   __nv_bfloat16* out_latent;      // [batch, num_heads, kv_lora]          (num_splits == 1)
   float* partial_out;             // [batch, num_splits, num_heads, kv_lora] (num_splits > 1), normalized
-  float* partial_lse;             // [batch, num_splits, num_heads] log2(sum exp2) + max, -inf when empty
+  float* partial_lse;             // [batch, num_splits, num_heads] log2(sum exp2) + max
   int32_t num_heads;
   int32_t kv_lora;                // actual latent width (<= kLatentPad)
   int32_t rope;                   // actual rope width (<= kRopePad)
   int32_t page_size;              // tokens per page
+  int32_t page_shift;             // log2(page_size) when it is a power of two, else -1 (integer division)
   int32_t max_pages_per_seq;
   int32_t num_splits;
   int32_t tiles_per_split;        // > 0: split s covers tiles [s * tiles_per_split, ...); 0: even division
+  int32_t min_tiles_per_split;    // even division: at least this many tiles per split (splits past the end: empty)
   float scale_log2;               // softmax_scale * log2(e)
   int32_t vector_loads;           // 1: kv_lora == kLatentPad, rope == kRopePad and 16-byte aligned rows
 };
@@ -107,29 +113,28 @@ __device__ __forceinline__ void store_decode_output(const DecodeKernelParams& p,
   }
 }
 
-// Output of a split without tokens (or of an empty sequence) for heads [head_base, head_base + head_group): zeros,
-// and weight 0 (log-sum-exp -inf) in the combine. Called by all kDecodeThreads threads of the CTA.
-__device__ __forceinline__ void store_empty_split(const DecodeKernelParams& p, int b, int split, int head_base,
-                                                  int head_group) {
+// Output of an empty sequence without splits for heads [head_base, head_base + head_group): zeros. (Empty splits of
+// a split plan write nothing: the combine reads only the splits that hold tiles.) Called by all threads of the CTA.
+__device__ __forceinline__ void store_empty_output(const DecodeKernelParams& p, int b, int head_base, int head_group) {
   for (int idx = threadIdx.x; idx < head_group * p.kv_lora; idx += kDecodeThreads) {
     const int h = head_base + idx / p.kv_lora, d = idx % p.kv_lora;
-    if (h >= p.num_heads) continue;
-    if (p.num_splits == 1) {
-      p.out_latent[(static_cast<int64_t>(b) * p.num_heads + h) * p.kv_lora + d] = __float2bfloat16(0.0f);
-    } else {
-      const int64_t row = (static_cast<int64_t>(b) * p.num_splits + split) * p.num_heads + h;
-      p.partial_out[row * p.kv_lora + d] = 0.0f;
-      if (d == 0) p.partial_lse[row] = -INFINITY;
-    }
+    if (h < p.num_heads) p.out_latent[(static_cast<int64_t>(b) * p.num_heads + h) * p.kv_lora + d] = __float2bfloat16(0.0f);
   }
+}
+
+// Cache row (slot) of sequence position `token`: [page, offset] through the sequence's page table.
+__device__ __forceinline__ int64_t cache_slot(const DecodeKernelParams& p, const int32_t* pages, int token) {
+  if (p.page_shift >= 0)
+    return (static_cast<int64_t>(pages[token >> p.page_shift]) << p.page_shift) + (token & (p.page_size - 1));
+  return static_cast<int64_t>(pages[token / p.page_size]) * p.page_size + token % p.page_size;
 }
 
 // First and one-past-last 64-token tile of split `split` of a sequence of seq_len tokens.
 __device__ __forceinline__ int2 split_tile_range(const DecodeKernelParams& p, int split, int seq_len) {
   const int total_tiles = ceil_div_int(seq_len, kDecodeTileTokens);
-  const int tiles_per_split = p.tiles_per_split > 0 ? p.tiles_per_split : ceil_div_int(total_tiles, p.num_splits);
-  const int tile_begin = split * tiles_per_split;
-  return make_int2(tile_begin, min(total_tiles, tile_begin + tiles_per_split));
+  const int tiles = split_tiles(total_tiles, p.num_splits, p.tiles_per_split, p.min_tiles_per_split);
+  const int tile_begin = split * tiles;
+  return make_int2(tile_begin, min(total_tiles, tile_begin + tiles));
 }
 
 template <int kLatentPad, int kRopePad, int kHeadGroup, bool kScoreWgmma, bool kValueWgmma>
@@ -158,8 +163,8 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
   const int2 tile_range = split_tile_range(p, split, seq_len);
   const int tile_begin = tile_range.x, tile_end = tile_range.y;
 
-  if (tile_begin >= tile_end) {  // empty split (or empty sequence)
-    store_empty_split(p, b, split, head_base, kHeadGroup);
+  if (tile_begin >= tile_end) {  // empty split (the combine skips it) or empty sequence
+    if (p.num_splits == 1) store_empty_output(p, b, head_base, kHeadGroup);
     return;
   }
 
@@ -198,22 +203,26 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
   }
 
   // ---- KV tile loader: rows [tile*64, tile*64+64) of the sequence into stage `stage`; rows past seq_len are 0.
-  auto load_tile = [&](int stage, int tile) {
+  // Vector path: 8 threads per row (one 16-byte chunk of every 128-byte block each; a warp's request covers 4 whole
+  // lines); this thread's rows are (tid >> 3) + 32 * pass, whose cache slots fetch_slots reads (-1: past seq_len).
+  constexpr int kRowsPerPass = kDecodeThreads / 8;
+  constexpr int kLoadPasses = kDecodeTileTokens / kRowsPerPass;
+  auto fetch_slots = [&](int tile, int64_t (&slots)[kLoadPasses]) {
+#pragma unroll
+    for (int pass = 0; pass < kLoadPasses; ++pass) {
+      const int token = tile * kDecodeTileTokens + (tid >> 3) + kRowsPerPass * pass;
+      slots[pass] = token < seq_len ? cache_slot(p, pages, token) : -1;
+    }
+  };
+  auto load_tile = [&](int stage, int tile, const int64_t (&slots)[kLoadPasses]) {
     const uint32_t base = k_smem + stage * L::kTileBytes;
     if (p.vector_loads) {
-      // 8 threads per row (one 16-byte chunk of every 128-byte block each): a warp's request covers 4 whole lines.
-      constexpr int kRowsPerPass = kDecodeThreads / 8;
       const int chunk = tid & 7;
 #pragma unroll
-      for (int pass = 0; pass < kDecodeTileTokens / kRowsPerPass; ++pass) {
+      for (int pass = 0; pass < kLoadPasses; ++pass) {
         const int row = (tid >> 3) + kRowsPerPass * pass;
-        const int token = tile * kDecodeTileTokens + row;
-        const bool valid = token < seq_len;
-        const __nv_bfloat16* src = p.cache;
-        if (valid) {
-          const int64_t slot = static_cast<int64_t>(pages[token / p.page_size]) * p.page_size + token % p.page_size;
-          src = p.cache + slot * cache_row_elems;
-        }
+        const bool valid = slots[pass] >= 0;
+        const __nv_bfloat16* src = valid ? p.cache + slots[pass] * cache_row_elems : p.cache;
 #pragma unroll
         for (int block = 0; block < L::kRowChunks / 8; ++block) {
           const int c = block * 8 + chunk;
@@ -225,10 +234,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
       for (int row = warp; row < kDecodeTileTokens; row += kDecodeWarps) {
         const int token = tile * kDecodeTileTokens + row;
         const __nv_bfloat16* src = nullptr;
-        if (token < seq_len) {
-          const int64_t slot = static_cast<int64_t>(pages[token / p.page_size]) * p.page_size + token % p.page_size;
-          src = p.cache + slot * cache_row_elems;
-        }
+        if (token < seq_len) src = p.cache + cache_slot(p, pages, token) * cache_row_elems;
         for (int col = lane; col < L::kRowElems; col += 32) {
           __nv_bfloat16 value = __float2bfloat16(0.0f);
           if (src != nullptr) {
@@ -244,7 +250,9 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
     }
   };
 
-  load_tile(0, tile_begin);
+  int64_t slots[kLoadPasses];
+  if (p.vector_loads) fetch_slots(tile_begin, slots);
+  load_tile(0, tile_begin, slots);
   cp_async_commit();
 
   // Score-phase role: 16 heads (rows r0, r0 + 8 of this thread) x kTokensPerWarp tokens.
@@ -275,8 +283,12 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
     cp_async_wait_all();
     if constexpr (kScoreWgmma) fence_proxy_async_shared();  // cp.async / st.shared writes -> wgmma reads
     __syncthreads();  // tile `tile` (and Q) visible; everyone is done with the other stage and with P
-    if (tile + 1 < tile_end) load_tile(stage ^ 1, tile + 1);
-    cp_async_commit();
+    const bool load_next = tile + 1 < tile_end;
+    if (load_next && p.vector_loads) fetch_slots(tile + 1, slots);
+    if constexpr (!kScoreWgmma) {  // wgmma scores: the next tile's copies are issued behind the score MMAs
+      if (load_next) load_tile(stage ^ 1, tile + 1, slots);
+      cp_async_commit();
+    }
     const uint32_t kv = k_smem + stage * L::kTileBytes;
 
     // ---- scores S[16 heads, kTokensPerWarp tokens]
@@ -299,6 +311,9 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
                              wgmma_desc_advance(desc_k, (ks >> 2) * (kDecodeTileTokens * 128) + k_offset));
       }
       wgmma_commit();
+      // Issued while the score MMAs run: the page-table reads above had the MMA issue to land.
+      if (load_next) load_tile(stage ^ 1, tile + 1, slots);
+      cp_async_commit();
       wgmma_wait_all();
 #pragma unroll
       for (int j = 0; j < L::kScoreNTiles; ++j)
@@ -348,12 +363,33 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
       red_max[wn * kHeadGroup + r0] = row_max[0];
       red_max[wn * kHeadGroup + r1] = row_max[1];
     }
-    __syncthreads();
 
-    // ---- P = exp2(S - m_new) in bf16, running sums, alpha
-    float alpha[2];
-    {
-      float m_new[2], sum[2] = {0.0f, 0.0f};
+    // ---- P = exp2(S - m) in bf16 and running sums. Optimistic pass: m = the running max m_run, which every token
+    // warp of a row agrees on, so no max exchange precedes it; it stands unless some row of the tile exceeds m_run by
+    // more than kLazyRescaleLog2 (P <= 2^8 otherwise: bf16 keeps its relative precision, fp32 sums cannot overflow).
+    // Then (the first tile always) the tile maxima exchanged through red_max give the new m_run, and P is redone.
+    float sum[2] = {0.0f, 0.0f};
+    auto write_probabilities = [&](const float (&m)[2]) {
+      sum[0] = sum[1] = 0.0f;
+#pragma unroll
+      for (int j = 0; j < L::kScoreNTiles; ++j) {
+        const int col = token_base + j * 8 + 2 * tq;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const uint32_t packed = pack_bf16x2(exp2f(s[j][2 * half] - m[half]), exp2f(s[j][2 * half + 1] - m[half]));
+          const float2 rounded = unpack_bf16x2(packed);
+          sum[half] += rounded.x + rounded.y;
+          store_shared_u32(p_smem + swizzled_elem_offset(half == 0 ? r0 : r1, col, L::kPRowBytes), packed);
+        }
+      }
+      if constexpr (kValueWgmma) fence_proxy_async_shared();  // P (st.shared) -> wgmma reads
+    };
+    const bool exceeds = row_max[0] > m_run[0] + kLazyRescaleLog2 || row_max[1] > m_run[1] + kLazyRescaleLog2;
+    if (!exceeds) write_probabilities(m_run);
+    float alpha[2] = {1.0f, 1.0f};
+    const bool rescale = __syncthreads_or(exceeds) != 0;  // red_max and the optimistic P visible
+    if (rescale) {
+      float m_new[2];
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int r = half == 0 ? r0 : r1;
@@ -364,27 +400,15 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
         alpha[half] = exp2f(m_run[half] - m_new[half]);
         m_run[half] = m_new[half];
       }
-#pragma unroll
-      for (int j = 0; j < L::kScoreNTiles; ++j) {
-        const int col = token_base + j * 8 + 2 * tq;
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const uint32_t packed = pack_bf16x2(exp2f(s[j][2 * half] - m_new[half]),
-                                              exp2f(s[j][2 * half + 1] - m_new[half]));
-          const float2 rounded = unpack_bf16x2(packed);
-          sum[half] += rounded.x + rounded.y;
-          store_shared_u32(p_smem + swizzled_elem_offset(half == 0 ? r0 : r1, col, L::kPRowBytes), packed);
-        }
-      }
-#pragma unroll
-      for (int half = 0; half < 2; ++half) l_run[half] = l_run[half] * alpha[half] + sum[half];
+      write_probabilities(m_new);
       if (!kValueWgmma && wn == 0 && tq == 0) {
         alpha_sh[r0] = alpha[0];
         alpha_sh[r1] = alpha[1];
       }
+      __syncthreads();
     }
-    if constexpr (kValueWgmma) fence_proxy_async_shared();  // P (st.shared) -> wgmma reads
-    __syncthreads();
+#pragma unroll
+    for (int half = 0; half < 2; ++half) l_run[half] = l_run[half] * alpha[half] + sum[half];
 
     // ---- O = alpha · O + P · V
     if constexpr (kValueWgmma) {
@@ -401,6 +425,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
     } else {
 #pragma unroll
     for (int i = 0; i < kHeadTilesMma; ++i) {
+      if (!rescale) break;
       const float alpha_lo = alpha_sh[i * 16 + g], alpha_hi = alpha_sh[i * 16 + g + 8];
 #pragma unroll
       for (int n = 0; n < kOutNTilesMma; ++n) {
