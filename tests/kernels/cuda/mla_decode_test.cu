@@ -238,6 +238,8 @@ TEST(MlaDecode, PlanAndWorkspace) {
   EXPECT_EQ(1, mla_decode_plan(132, 1, 128, 64).num_splits);
   // The fp32 partials grow with the split count: batch 1 at 4096 tokens stops short of one tile per split.
   EXPECT_LE(mla_decode_plan(132, 1, 128, 4096).num_splits, 32);
+  EXPECT_EQ(2, mla_decode_plan(132, 1, 128, 1024).min_tiles_per_split);
+  EXPECT_EQ(1, mla_decode_plan(132, 1, 128, 256).min_tiles_per_split);
   // 64-head groups share each KV read among more heads; short contexts at small batches take 16-head groups (more
   // CTAs for a latency-bound call).
   EXPECT_EQ(64, mla_decode_plan(132, 1, 128, 4096).head_group);

@@ -15,6 +15,11 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 constexpr double kSplitOverheadTiles = 1.0;
 constexpr double kUnsplitOverheadTiles = 0.5;
 
+// Fewest tiles per split: one tile per split lost to two in the measured plans from 1024 tokens up (mla_bench "plans":
+// H100, 64-head groups, best 2-4 tiles per split; H200, 16-head groups with two tiles in flight, 1 x 1024 tokens
+// 14.7-15.1 us at 8 splits vs 17.2 at 16), but won at 256 tokens (1 x 256: 12.5-12.8 us at 4 splits vs 13.8-14.2 at 2).
+int64_t min_tiles_per_split(int64_t context_tiles) { return context_tiles <= 4 ? 1 : 2; }
+
 // The fp32 partial outputs of all splits ([batch, splits, heads, kv_lora], written once and read once by the
 // combine), in tile units: these bytes grow with the split count, not with the CTAs per SM, so at batch 1 the
 // 64-split plan (4096 tokens) spent more on partials than it saved on tiles (H100: 38.2 us vs 23.7 at 32 splits).
@@ -48,8 +53,8 @@ MlaDecodePlan mla_decode_plan(int32_t num_sms, int32_t batch, int32_t num_heads,
   double best_cost = 0;
   for (int64_t splits = 1; splits <= std::min<int64_t>(kMlaDecodeMaxSplits, tiles); ++splits) {
     const int64_t waves = ceil_div(base_ctas * splits, num_sms);
-    const double per_cta = static_cast<double>(ceil_div(tiles, splits)) +
-                           (splits > 1 ? kSplitOverheadTiles : kUnsplitOverheadTiles);
+    const int64_t tiles_per_cta = splits > 1 ? std::max(ceil_div(tiles, splits), min_tiles_per_split(tiles)) : tiles;
+    const double per_cta = static_cast<double>(tiles_per_cta) + (splits > 1 ? kSplitOverheadTiles : kUnsplitOverheadTiles);
     const double cost = static_cast<double>(waves) * per_cta +
                         (splits > 1 ? partial_output_tiles(num_sms, batch, splits, num_heads) : 0.0);
     if (splits == 1 || cost < best_cost) {
@@ -57,8 +62,7 @@ MlaDecodePlan mla_decode_plan(int32_t num_sms, int32_t batch, int32_t num_heads,
       plan.num_splits = static_cast<int32_t>(splits);
     }
   }
-  // One tile per split never won for 64-head groups (mla_bench "plans", H100: best 2-4 tiles per split).
-  if (plan.head_group == 64) plan.min_tiles_per_split = 2;
+  plan.min_tiles_per_split = static_cast<int32_t>(min_tiles_per_split(tiles));
   return plan;
 }
 

@@ -2,8 +2,9 @@
 // MLA decode kernel (absorbed form) on tensor cores (mma.sync m16n8k16 bf16, fp32 accumulate).
 //
 // One CTA = one sequence b x one group of kHeadGroup heads x one split (a contiguous run of 64-token tiles).
-// The head group's queries Q [kHeadGroup, latent ; rope] stay in shared memory; KV tiles [64 tokens, row]
-// stream through a two-stage cp.async pipeline, so each KV row is read once per CTA for all its heads.
+// The head group's queries Q [kHeadGroup, latent ; rope] stay in shared memory (16-head groups: in registers);
+// KV tiles [64 tokens, row] stream through a two-stage cp.async pipeline (three stages for 16-head groups, which are
+// memory-bound), so each KV row is read once per CTA for all its heads.
 // Per tile (8 warps):
 //   scores: S[heads, 64] = Q · Kᵀ over the full row (latent + rope). Warp (wm, wn) computes 16 heads x
 //           (64 / kTokenWarps) tokens; row maxima are merged across the kTokenWarps warps of a head row
@@ -73,10 +74,14 @@ struct DecodeLayout {
   static constexpr int kPRowBytes = kDecodeTileTokens * 2;       // 8 chunks
   static constexpr int kRedFloats = kTokenWarps * kHeadGroup;
 
-  static constexpr int kQOffset = 0;
-  static constexpr int kKOffset = kQOffset + kHeadGroup * kRowBytes;
+  // 16-head groups keep Q in registers (the mma.sync score path: 16 rows are every warp's A fragments), which leaves
+  // room for a third KV stage: two tiles in flight where the kernel is memory-bound (TP8). Q passes through stage 2.
+  static constexpr bool kQInRegisters = kHeadGroup == 16;
+  static constexpr int kStages = kQInRegisters ? 3 : 2;
   static constexpr int kTileBytes = kDecodeTileTokens * kRowBytes;
-  static constexpr int kPOffset = kKOffset + 2 * kTileBytes;
+  static constexpr int kKOffset = kQInRegisters ? 0 : kHeadGroup * kRowBytes;
+  static constexpr int kQOffset = kQInRegisters ? kKOffset + 2 * kTileBytes : 0;
+  static constexpr int kPOffset = kKOffset + kStages * kTileBytes;
   static constexpr int kRedMaxOffset = kPOffset + kHeadGroup * kPRowBytes;
   static constexpr int kAlphaOffset = kRedMaxOffset + kRedFloats * 4;
   static constexpr int kRedSumOffset = kAlphaOffset + kHeadGroup * 4;
@@ -88,6 +93,7 @@ struct DecodeLayout {
   static_assert(kRopePad % 16 == 0 && kRowChunks % 8 == 0, "rows: whole k16 steps, swizzle groups of 8 chunks");
   static_assert(kScoreNTiles == 1 || kScoreNTiles % 2 == 0, "score n-tiles loaded in pairs");
   static_assert(kSmemBytes <= 232448, "shared memory per block on sm_90");
+  static_assert(!kQInRegisters || kHeadGroup * kRowBytes <= kTileBytes, "Q is staged in a KV stage");
 };
 
 // Stores two adjacent output columns (d, d + 1) of head h: bf16 to out_latent (one split) or fp32 to the partials.
@@ -253,7 +259,24 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
   int64_t slots[kLoadPasses];
   if (p.vector_loads) fetch_slots(tile_begin, slots);
   load_tile(0, tile_begin, slots);
-  cp_async_commit();
+  cp_async_commit();  // group: Q and the first tile
+  constexpr int kStages = L::kStages;
+  if constexpr (kStages == 3) {  // the second tile in flight too; Q from its staging area into registers
+    if (tile_begin + 1 < tile_end) {
+      if (p.vector_loads) fetch_slots(tile_begin + 1, slots);
+      load_tile(1, tile_begin + 1, slots);
+    }
+    cp_async_commit();
+  }
+  uint32_t q_frag[L::kQInRegisters ? L::kKSteps : 1][4];  // [k-step][A fragment] of this warp's 16 heads
+  if constexpr (L::kQInRegisters) {
+    cp_async_wait_group<1>();
+    __syncthreads();  // Q visible (the loop's first barrier orders these reads before stage 2 is refilled)
+    const int a_row = lane & 15, a_chunk_hi = lane >> 4;
+#pragma unroll
+    for (int ks = 0; ks < L::kKSteps; ++ks)
+      ldmatrix_x4(q_frag[ks], q_smem + kblock_chunk_offset(a_row, ks * 2 + a_chunk_hi, kHeadGroup));
+  }
 
   // Score-phase role: 16 heads (rows r0, r0 + 8 of this thread) x kTokensPerWarp tokens.
   const int wm = warp % L::kHeadWarps, wn = warp / L::kHeadWarps;
@@ -279,13 +302,23 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
   const int dim_chunk_base = warp * (L::kDimsPerWarp / 8);
 
   for (int tile = tile_begin; tile < tile_end; ++tile) {
-    const int stage = (tile - tile_begin) & 1;
-    cp_async_wait_all();
+    const int stage = (tile - tile_begin) % kStages;
+    if constexpr (kStages == 3) {
+      cp_async_wait_group<1>();  // this tile's group; the next tile's may still be in flight
+    } else {
+      cp_async_wait_all();
+    }
     if constexpr (kScoreWgmma) fence_proxy_async_shared();  // cp.async / st.shared writes -> wgmma reads
     __syncthreads();  // tile `tile` (and Q) visible; everyone is done with the other stage and with P
     const bool load_next = tile + 1 < tile_end;
-    if (load_next && p.vector_loads) fetch_slots(tile + 1, slots);
-    if constexpr (!kScoreWgmma) {  // wgmma scores: the next tile's copies are issued behind the score MMAs
+    if (kStages == 2 && load_next && p.vector_loads) fetch_slots(tile + 1, slots);
+    if constexpr (kStages == 3) {  // two tiles ahead, into the stage of the tile every thread finished last
+      if (tile + 2 < tile_end) {
+        if (p.vector_loads) fetch_slots(tile + 2, slots);
+        load_tile((stage + 2) % 3, tile + 2, slots);
+      }
+      cp_async_commit();
+    } else if constexpr (!kScoreWgmma) {  // wgmma scores: the next tile's copies are issued behind the score MMAs
       if (load_next) load_tile(stage ^ 1, tile + 1, slots);
       cp_async_commit();
     }
@@ -322,10 +355,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
     } else {
       const int a_row = wm * 16 + (lane & 15);
       const int a_chunk_hi = lane >> 4;
-#pragma unroll 4
-      for (int ks = 0; ks < L::kKSteps; ++ks) {
-        uint32_t a[4];
-        ldmatrix_x4(a, q_smem + kblock_chunk_offset(a_row, ks * 2 + a_chunk_hi, kHeadGroup));
+      auto score_step = [&](int ks, const uint32_t (&a)[4]) {
         if constexpr (L::kScoreNTiles == 1) {
           uint32_t bfrag[2];
           const int row = token_base + (lane & 7);
@@ -340,6 +370,17 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
             mma_bf16_16816(s[2 * j2], a, bfrag[0], bfrag[1]);
             mma_bf16_16816(s[2 * j2 + 1], a, bfrag[2], bfrag[3]);
           }
+        }
+      };
+      if constexpr (L::kQInRegisters) {
+#pragma unroll
+        for (int ks = 0; ks < L::kKSteps; ++ks) score_step(ks, q_frag[ks]);
+      } else {
+#pragma unroll 4
+        for (int ks = 0; ks < L::kKSteps; ++ks) {
+          uint32_t a[4];
+          ldmatrix_x4(a, q_smem + kblock_chunk_offset(a_row, ks * 2 + a_chunk_hi, kHeadGroup));
+          score_step(ks, a);
         }
       }
     }

@@ -74,6 +74,11 @@ __device__ __forceinline__ void cp_async_16(uint32_t smem_address, const void* g
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+// Waits until at most kPending of this thread's most recent cp.async groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
 
 __device__ __forceinline__ uint32_t pack_bf16x2(float low, float high) {
   __nv_bfloat162 packed = __floats2bfloat162_rn(low, high);
