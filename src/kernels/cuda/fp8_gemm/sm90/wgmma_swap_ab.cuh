@@ -182,8 +182,10 @@ __device__ __forceinline__ void swap_ab_consume_tile(SwapAbPipeline& pipe, bool 
     hw::mbarrier_wait(&pipe.full[pipe.stage], pipe.phase);
     const uint8_t* stage_base = pipe.smem + pipe.stage * Layout::kStageBytes;
     if (active) {
-      const uint32_t w_tile = hw::shared_address(stage_base) + group_row * 128;
-      const uint32_t x_tile = hw::shared_address(stage_base + Layout::kWTileBytes) + group_token * 128;
+      // One descriptor per operand and stage; the wgmmas' offsets are compile-time adds (wgmma_desc_advance).
+      const uint64_t w_desc = hw::wgmma_desc_kmajor_sw128(hw::shared_address(stage_base) + group_row * 128);
+      const uint64_t x_desc =
+          hw::wgmma_desc_kmajor_sw128(hw::shared_address(stage_base + Layout::kWTileBytes) + group_token * 128);
 #pragma unroll
       for (int h = 0; h < kRowBlocks; ++h) hw::wgmma_fence_operands(block[h]);
       hw::wgmma_fence();
@@ -191,8 +193,8 @@ __device__ __forceinline__ void swap_ab_consume_tile(SwapAbPipeline& pipe, bool 
       for (int k = 0; k < 4; ++k) {  // 32 bytes of K per wgmma inside the 128-byte swizzled rows
 #pragma unroll
         for (int h = 0; h < kRowBlocks; ++h) {
-          hw::wgmma_m64k32_e4m3<kGroupTokens>(block[h], hw::wgmma_desc_kmajor_sw128(w_tile + h * 64 * 128 + 32 * k),
-                                              hw::wgmma_desc_kmajor_sw128(x_tile + 32 * k), k > 0);
+          hw::wgmma_m64k32_e4m3<kGroupTokens>(block[h], hw::wgmma_desc_advance(w_desc, h * 64 * 128 + 32 * k),
+                                              hw::wgmma_desc_advance(x_desc, 32 * k), k > 0);
         }
       }
       hw::wgmma_commit();
