@@ -1,6 +1,7 @@
 // Host side of the MLA decode: argument checks, kernel instantiation choice, launches (decode + combine).
 #include "kernels/cuda/mla/mla_decode.h"
 
+#include <bit>
 #include <cmath>
 
 #include "kernels/cuda/cuda_check.h"
@@ -86,9 +87,8 @@ void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* work
   params.kv_lora = cache.kv_lora_dim;
   params.rope = cache.rope_dim;
   params.page_size = cache.page_size_tokens;
-  params.page_shift = -1;
-  for (int shift = 0; shift < 31; ++shift)
-    if ((1 << shift) == cache.page_size_tokens) params.page_shift = shift;
+  const auto page_size = static_cast<uint32_t>(cache.page_size_tokens);
+  params.page_shift = std::has_single_bit(page_size) ? std::countr_zero(page_size) : -1;
   params.max_pages_per_seq = batch.max_pages_per_seq;
   params.num_splits = plan.num_splits;
   params.tiles_per_split = plan.tiles_per_split;

@@ -270,7 +270,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
   }
   uint32_t q_frag[L::kQInRegisters ? L::kKSteps : 1][4];  // [k-step][A fragment] of this warp's 16 heads
   if constexpr (L::kQInRegisters) {
-    cp_async_wait_group<1>();
+    cp_async_wait_pending<1>();
     __syncthreads();  // Q visible (the loop's first barrier orders these reads before stage 2 is refilled)
     const int a_row = lane & 15, a_chunk_hi = lane >> 4;
 #pragma unroll
@@ -304,7 +304,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
   for (int tile = tile_begin; tile < tile_end; ++tile) {
     const int stage = (tile - tile_begin) % kStages;
     if constexpr (kStages == 3) {
-      cp_async_wait_group<1>();  // this tile's group; the next tile's may still be in flight
+      cp_async_wait_pending<1>();  // this tile's group; the next tile's may still be in flight
     } else {
       cp_async_wait_all();
     }
@@ -465,8 +465,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
       wgmma_wait_all();
     } else {
 #pragma unroll
-    for (int i = 0; i < kHeadTilesMma; ++i) {
-      if (!rescale) break;
+    for (int i = 0; i < kHeadTilesMma && rescale; ++i) {
       const float alpha_lo = alpha_sh[i * 16 + g], alpha_hi = alpha_sh[i * 16 + g + 8];
 #pragma unroll
       for (int n = 0; n < kOutNTilesMma; ++n) {

@@ -21,11 +21,6 @@ constexpr int bmm_pipelined_smem_bytes() {
   return kStages * (kBmmTileBytes + (kFp8 ? kBmmRawBytes : kBmmTileBytes)) + (kFp8 ? kBmmTileBytes : 0);
 }
 
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait_pending() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
 // grid (ceil(n / 64), ceil(m / 64), num_heads), kBmmThreads threads, bmm_pipelined_smem_bytes<kFp8, kStages>()
 // bytes of dynamic shared memory.
 template <bool kWeightRowsAreK, bool kFp8, int kStages>
