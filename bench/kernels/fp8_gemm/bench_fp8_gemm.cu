@@ -14,6 +14,8 @@
 #include "kernels/cuda/fp8_gemm/act_quant.h"
 #include "kernels/cuda/fp8_gemm/cublaslt_fp8_gemm.h"
 #include "kernels/cuda/fp8_gemm/fp8_gemm.h"
+#include "kernels/cuda/programmatic_launch.cuh"
+#include "kernels/cuda/sm90/tma_pipeline.cuh"
 
 using namespace fathom::kernels::cuda;
 
@@ -210,6 +212,134 @@ void bench_wgmma_decode(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes) {
   gemm.set_wgmma_decode_splits_override(0);
 }
 
+// Size-matched read floors: the fastest ways we know to merely read `bytes` of a decode weight, launched in the same
+// programmatic chain as the GEMMs (weights are read-only, so they may be requested before the predecessor ends).
+// A GEMM of that weight cannot beat them; their gap to the copy bandwidth is what any kernel of that size loses to
+// DRAM latency and the grid's ramp-up and tail.
+
+// Every thread keeps kUnroll 16-byte loads in flight; `sink` is written only if the data xors to a magic value
+// (never, for random data), so the loads cannot be dropped. grid-stride over [bytes / 16] vectors.
+template <int kUnroll>
+__global__ void __launch_bounds__(256) read_floor_ldg_kernel(const uint4* __restrict__ data,  // [vectors]
+                                                             size_t vectors, uint32_t* __restrict__ sink) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  uint32_t folded = 0;
+  bool waited = false;
+  for (; i < vectors; i += stride * kUnroll) {
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const size_t j = i + u * stride;
+      v[u] = j < vectors ? __ldg(data + j) : make_uint4(0, 0, 0, 0);
+    }
+    if (!waited) fathom::kernels::cuda::begin_dependent_kernel(), waited = true;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) folded ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  if (!waited) fathom::kernels::cuda::begin_dependent_kernel();
+  if (folded == 0x9e3779b9u) sink[0] = folded;
+}
+
+// One thread per CTA streams the CTA's contiguous share of [bytes] through a ring of kStages shared-memory chunks
+// with bulk asynchronous copies (no registers per byte in flight; up to kStages * chunk_bytes per CTA).
+template <int kStages>
+__global__ void __launch_bounds__(32) read_floor_bulk_kernel(const uint8_t* __restrict__ data,  // [bytes]
+                                                             size_t bytes, int chunk_bytes, uint32_t* __restrict__ sink) {
+  namespace hw = fathom::kernels::cuda::hopper;
+  extern __shared__ __align__(128) uint8_t read_floor_smem[];  // [kStages, chunk_bytes]
+  __shared__ __align__(8) uint64_t full[kStages];
+  const size_t share = (bytes / gridDim.x + 15) / 16 * 16;
+  const size_t begin = min(bytes, share * blockIdx.x), end = min(bytes, begin + share);
+  const int chunks = static_cast<int>((end - begin + chunk_bytes - 1) / chunk_bytes);
+  if (threadIdx.x != 0) {
+    fathom::kernels::cuda::begin_dependent_kernel();
+    return;
+  }
+  for (int s = 0; s < kStages; ++s) hw::mbarrier_init(&full[s], 1);
+  hw::fence_barrier_init();
+  auto issue = [&](int c) {
+    const int s = c % kStages;
+    const size_t offset = begin + static_cast<size_t>(c) * chunk_bytes;
+    const uint32_t size = static_cast<uint32_t>(min(static_cast<size_t>(chunk_bytes), end - offset));
+    hw::mbarrier_arrive_expect_tx(&full[s], size);
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     hw::shared_address(read_floor_smem + s * chunk_bytes)),
+                 "l"(data + offset), "r"(size), "r"(hw::shared_address(&full[s]))
+                 : "memory");
+  };
+  for (int c = 0; c < min(chunks, kStages); ++c) issue(c);
+  fathom::kernels::cuda::begin_dependent_kernel();
+  uint32_t folded = 0;
+  for (int c = 0; c < chunks; ++c) {
+    hw::mbarrier_wait(&full[c % kStages], (c / kStages) & 1);
+    folded ^= reinterpret_cast<const uint32_t*>(read_floor_smem + (c % kStages) * chunk_bytes)[0];
+    if (c + kStages < chunks) issue(c + kStages);
+  }
+  if (folded == 0x9e3779b9u) sink[0] = folded;
+}
+
+// Per decode weight at 1 and 8 tokens: the read floors above, the default GEMM, the GEMM without its split-K
+// reduce launch (partials left for the consumer, as the model runs o_proj, dense down and the shared expert), and
+// the gemv variants w4d2p2 (split-K reduce launch) and cta (split-K summed in the CTA) at every token count.
+// Graph us per kernel in chains of 20, cold L2; % of copy counts the GEMM's bytes (decode_bytes) or the weight's.
+void bench_read_floor(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes, int num_sms) {
+  std::printf("\n## decode read floors (graph us per kernel, cold L2; %% of copy bandwidth)\n");
+  std::printf("%-16s %6s %16s %16s %16s %16s %16s %16s %16s\n", "weight", "tokens", "ldg_x8", "bulk_4x16KB",
+              "bulk_8x8KB", "gemm", "gemm_deferred", "w4d2p2", "cta");
+  DeviceBuffer<uint32_t> sink(1);
+  for (const WeightShape& shape : kShapes) {
+    RotatingWeight weight(gemm, shape, rotate_bytes);
+    const Fp8GemmWorkspace ws = weight.workspace();
+    const double weight_bytes = static_cast<double>(weight.weight_bytes);
+    auto percent = [&](double bytes, double ms) { return 100.0 * bytes / (ms * 1e-3) / 1e9 / copy_gbps; };
+    const double ldg_ms = graph_ms_per_gemm([&](int run, cudaStream_t stream) {
+      fathom::kernels::cuda::launch_programmatic(read_floor_ldg_kernel<8>, dim3(num_sms * 4), dim3(256), 0, stream,
+                                                 reinterpret_cast<const uint4*>(weight.copy(run).values),
+                                                 weight.weight_bytes / 16, sink.data());
+    });
+    auto bulk_ms = [&](auto kernel, int stages, int chunk_bytes, int ctas_per_sm) {
+      FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, stages * chunk_bytes));
+      return graph_ms_per_gemm([&](int run, cudaStream_t stream) {
+        fathom::kernels::cuda::launch_programmatic(kernel, dim3(num_sms * ctas_per_sm), dim3(32),
+                                                   static_cast<size_t>(stages) * chunk_bytes, stream,
+                                                   weight.copy(run).values, weight.weight_bytes, chunk_bytes, sink.data());
+      });
+    };
+    const double bulk4_ms = bulk_ms(read_floor_bulk_kernel<4>, 4, 16384, 2);
+    const double bulk8_ms = bulk_ms(read_floor_bulk_kernel<8>, 8, 8192, 2);
+    for (int64_t tokens : {1, 8, 16}) {
+      RandomActivations input(tokens, shape.cols, 3);
+      DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(tokens * shape.rows));
+      FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+      const double gemm_ms = graph_ms_per_gemm([&](int run, cudaStream_t stream) {
+        gemm.run(input.view, nullptr, weight.copy(run), out.data(), ws, stream, Fp8GemmPath::kSmallM);
+      });
+      const double deferred_ms = graph_ms_per_gemm([&](int run, cudaStream_t stream) {
+        gemm.run_small_m_deferred(input.view, weight.copy(run), out.data(), ws, stream);
+      });
+      // The gemv variants with the mma.sync family at every token count (16 tokens would otherwise run wgmma).
+      const SmallMVariant runs[] = {SmallMVariant::kW4D2P2, SmallMVariant::kCta};
+      gemm.set_decode_kernel(DecodeKernel::kMmaSync);
+      const double bytes = decode_bytes(shape, tokens);
+      std::printf("%-16s %6lld %7.2fus %5.1f%% %7.2fus %5.1f%% %7.2fus %5.1f%% %7.2fus %5.1f%% %7.2fus %5.1f%%",
+                  shape.name, (long long)tokens, ldg_ms * 1e3, percent(weight_bytes, ldg_ms), bulk4_ms * 1e3,
+                  percent(weight_bytes, bulk4_ms), bulk8_ms * 1e3, percent(weight_bytes, bulk8_ms), gemm_ms * 1e3,
+                  percent(bytes, gemm_ms), deferred_ms * 1e3, percent(bytes, deferred_ms));
+      for (SmallMVariant variant : runs) {
+        gemm.set_small_m_variant(variant);
+        const double ms = graph_ms_per_gemm([&](int run, cudaStream_t stream) {
+          gemm.run(input.view, nullptr, weight.copy(run), out.data(), ws, stream, Fp8GemmPath::kSmallM);
+        });
+        std::printf(" %7.2fus %5.1f%%", ms * 1e3, percent(bytes, ms));
+      }
+      std::printf("\n");
+      gemm.set_small_m_variant(kSmallMDefaultVariant);
+      gemm.set_decode_kernel(DecodeKernel::kAuto);
+    }
+  }
+}
+
 // Every shape at 1..64 tokens through the default small-M dispatch, timed alone and inside a graph.
 void bench_decode(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes) {
   std::printf("\n## decode (small-M path, default kernels: gemv up to 8 tokens, wgmma above): bytes moved / time vs copy bandwidth\n");
@@ -282,7 +412,7 @@ void bench_prefill(Fp8Gemm& gemm) {
 
 }  // namespace
 
-// Usage: bench_fp8_gemm [section ...] with sections variants, wgmma, decode, prefill (default: all).
+// Usage: bench_fp8_gemm [section ...] with sections variants, wgmma, floor, decode, prefill (default: all).
 int main(int argc, char** argv) {
   auto wanted = [&](const char* section) {
     if (argc < 2) return true;
@@ -300,6 +430,7 @@ int main(int argc, char** argv) {
   constexpr size_t kRotateBytes = size_t{512} << 20;  // weight copies cycled so no run hits L2
   if (wanted("variants")) bench_small_m_variants(gemm, copy_gbps, kRotateBytes);
   if (wanted("wgmma")) bench_wgmma_decode(gemm, copy_gbps, kRotateBytes);
+  if (wanted("floor")) bench_read_floor(gemm, copy_gbps, kRotateBytes, prop.multiProcessorCount);
   if (wanted("decode")) bench_decode(gemm, copy_gbps, kRotateBytes);
   if (wanted("prefill")) bench_prefill(gemm);
   return 0;

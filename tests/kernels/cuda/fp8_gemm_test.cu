@@ -205,6 +205,45 @@ TEST(SmallMVariants, BitIdenticalToReference) {
   }
 }
 
+// The default gemv (kCta) on weights it takes sums its splits in the CTA: the deferred call writes the output
+// itself and returns no partials, with the bits of w4d2p2 plus its reduce launch; where it does not apply
+// (kv_a alone: too few row tiles) the deferred call still leaves partials.
+TEST(SmallMVariants, CtaDeferredWritesOutput) {
+  FATHOM_REQUIRE_GPU();
+  Fp8Gemm gemm(device_sm_count());
+  std::mt19937 rng(33);
+  uint32_t seed = 77;
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{2112, 7168}, {4096, 7168}, {7168, 2048}, {576, 7168}}) {
+    DeviceBuffer<uint8_t> values(static_cast<size_t>(rows * cols));
+    DeviceBuffer<float> scales(static_cast<size_t>(ceil_div(rows, 128) * ceil_div(cols, 128)));
+    fill_hash_fp8<<<1024, 256>>>(values.data(), values.size(), seed++);
+    fill_hash_scales<<<64, 256>>>(scales.data(), scales.size(), seed++);
+    FATHOM_CUDA_CHECK_LAUNCH();
+    const DeviceFp8Weight w{values.data(), scales.data(), rows, cols};
+    TestActivations a = make_activations(rng, 8, cols);
+    DeviceBuffer<float> partials(gemm.small_m_workspace_bytes(rows, cols) / sizeof(float) + 1);
+    const Fp8GemmWorkspace ws{partials.data(), partials.bytes()};
+    const bool cta = gemv_cta_applies(rows, cols, gemm.small_m_splits(rows, cols), device_sm_count());
+    EXPECT_EQ(cta, rows != 576) << rows << "x" << cols;
+    for (int64_t tokens : {1, 3, 8}) {
+      DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(8 * rows));
+      const std::vector<__nv_bfloat16> reference = run_small_m<__nv_bfloat16>(gemm, SmallMVariant::kW4D2P2, a, tokens, w, ws, out);
+      gemm.set_small_m_variant(SmallMVariant::kCta);
+      DeviceFp8Activations x = a.view();
+      x.tokens = tokens;
+      out.fill_bytes(0xff);
+      const SplitKPartials deferred = gemm.run_small_m_deferred(x, w, out.data(), ws, nullptr);
+      FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+      EXPECT_EQ(deferred.empty(), cta) << rows << "x" << cols << " tokens " << tokens;
+      if (cta) {
+        std::vector<__nv_bfloat16> got = out.download();
+        got.resize(static_cast<size_t>(tokens * rows));
+        EXPECT_TRUE(same_bits(got, reference)) << rows << "x" << cols << " tokens " << tokens;
+      }
+    }
+  }
+}
+
 class CublasLtGemm : public ::testing::TestWithParam<GemmShape> {};
 
 TEST_P(CublasLtGemm, MatchesCpuW8A8) {

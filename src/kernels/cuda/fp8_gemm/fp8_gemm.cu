@@ -8,6 +8,7 @@
 #include "kernels/cuda/fp8_gemm/fp8_gemm_heuristics.h"
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_decode_wgmma.cuh"
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_gemv.cuh"
+#include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_gemv_cta.cuh"
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_small_m.cuh"
 #include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_tiled.cuh"
 #include "kernels/cuda/sm90/tma_tensor_map.h"
@@ -148,6 +149,30 @@ void Fp8Gemm::run_wgmma_decode(const DeviceFp8Activations& x, const DeviceFp8Wei
 }
 
 template <typename Output>
+bool Fp8Gemm::run_gemv_cta(const DeviceFp8Activations& x, const DeviceFp8Weight& w, Output* out, int splits,
+                           cudaStream_t stream) {
+  constexpr int kDepth = 2;  // gemv_accumulate's register ring: kSmallMVariants' "cta" entry says the same
+  const SmallMVariantInfo& info = small_m_variant_info(SmallMVariant::kCta);
+  FATHOM_CHECK(info.depth == kDepth, "fp8_gemm: the cta gemv is built for depth " << kDepth);
+  if (x.tokens > 16 || w.cols * 16 > INT32_MAX || !gemv_cta_applies(w.rows, w.cols, splits, num_sms_)) return false;
+  const int tokens = static_cast<int>(x.tokens);
+  const int k_blocks = static_cast<int>(ceil_div(w.cols, kFp8ScaleBlock));
+  const int k_blocks_per_split = static_cast<int>(ceil_div(k_blocks, splits));
+  const int used_splits = static_cast<int>(ceil_div(k_blocks, k_blocks_per_split));
+  const int token_tiles = tokens <= 8 ? 1 : 2;
+  // [splits][token_tiles][4][32] fp32 partials: 1 KB per split at 16 tokens, within the 48 KB default up to 48 splits.
+  const size_t shared_bytes = used_splits > 1 ? static_cast<size_t>(used_splits) * token_tiles * 4 * 32 * sizeof(float) : 0;
+  if (shared_bytes > 48 * 1024) return false;
+  auto kernel = token_tiles == 1 ? sm90::fp8_gemm_gemv_cta_kernel<1, kDepth, Output>
+                                 : sm90::fp8_gemm_gemv_cta_kernel<2, kDepth, Output>;
+  launch_programmatic(kernel, dim3(static_cast<unsigned>(ceil_div(w.rows, sm90::kSmallMRowsPerWarp))),
+                      dim3(sm90::gemv_cta_warps(used_splits) * 32), shared_bytes, stream, x.values, x.scales, w.values,
+                      w.scales, tokens, w.rows, w.cols, k_blocks, k_blocks_per_split, used_splits,
+                      info.prefetch_blocks, out);
+  return true;
+}
+
+template <typename Output>
 void Fp8Gemm::run_small_m(const DeviceFp8Activations& x, const DeviceFp8Weight& w, Output* out,
                           const Fp8GemmWorkspace& workspace, cudaStream_t stream, SplitKPartials* deferred) {
   if constexpr (std::is_same_v<Output, __nv_bfloat16>) {
@@ -159,6 +184,7 @@ void Fp8Gemm::run_small_m(const DeviceFp8Activations& x, const DeviceFp8Weight& 
   const int tokens = static_cast<int>(x.tokens);
   const int k_blocks = static_cast<int>(ceil_div(w.cols, kFp8ScaleBlock));
   const int splits = small_m_splits(w.rows, w.cols);
+  if (tokens <= 16 && small_m_variant_info(small_m_variant_).cta && run_gemv_cta(x, w, out, splits, stream)) return;
   const int k_blocks_per_split = static_cast<int>(ceil_div(k_blocks, splits));
   const int used_splits = static_cast<int>(ceil_div(k_blocks, k_blocks_per_split));
   float* partial = nullptr;
@@ -170,8 +196,10 @@ void Fp8Gemm::run_small_m(const DeviceFp8Activations& x, const DeviceFp8Weight& 
   }
   bool fused = false;  // the GEMM kernel itself sums the split partials (no reduce launch)
   if (tokens <= 16 && small_m_variant_ != SmallMVariant::kReference) {
-    // 1..16 tokens: the gemv kernel (bit-identical to the reference kernel below, faster data movement).
-    const SmallMVariantInfo& info = small_m_variant_info(small_m_variant_);
+    // 1..16 tokens: the gemv kernel (bit-identical to the reference kernel below, faster data movement); kCta
+    // where it does not apply falls back to kW4D2P2.
+    const SmallMVariantInfo& info = small_m_variant_info(
+        small_m_variant_info(small_m_variant_).cta ? SmallMVariant::kW4D2P2 : small_m_variant_);
     FATHOM_CHECK(w.cols * 16 <= INT32_MAX, "fp8_gemm: gemv kernel takes K <= 2^27, got " << w.cols);  // int offsets
     const int64_t row_block = static_cast<int64_t>(info.warps) * sm90::kSmallMRowsPerWarp;
     const int64_t row_blocks = ceil_div(w.rows, row_block);

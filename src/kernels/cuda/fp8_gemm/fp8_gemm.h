@@ -86,6 +86,11 @@ class Fp8Gemm {
   template <typename Output>
   void run_small_m(const DeviceFp8Activations& x, const DeviceFp8Weight& w, Output* out,
                    const Fp8GemmWorkspace& workspace, cudaStream_t stream, SplitKPartials* deferred);
+  // SmallMVariant::kCta for 1..16 tokens: launches fp8_gemm_gemv_cta_kernel (writes out, no split-K workspace) and
+  // returns true, or returns false without launching where its limits are not met.
+  template <typename Output>
+  bool run_gemv_cta(const DeviceFp8Activations& x, const DeviceFp8Weight& w, Output* out, int splits,
+                    cudaStream_t stream);
   // Whether the wgmma decode kernel takes this call (DecodeKernel, shape and alignment).
   bool wgmma_decode_applies(const DeviceFp8Activations& x, const DeviceFp8Weight& w, const void* out) const;
   // The wgmma decode kernel (bf16 output); split partials handled as in run_small_m.

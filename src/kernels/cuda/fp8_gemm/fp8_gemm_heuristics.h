@@ -27,27 +27,44 @@ inline int small_m_split_count(int64_t rows, int64_t cols, int num_sms) {
 // fp8_gemm_gemv_kernel with w warps per CTA, d K blocks of loads in flight per warp, F = split-K reduction fused
 // into the GEMM (needs Fp8GemmWorkspace::split_counters; without them the F variants run unfused), P<p> = each warp
 // also prefetches its weight rows p K blocks ahead into L2 (more bytes in flight without more registers).
+// kCta: fp8_gemm_gemv_cta_kernel (w4d2p2's warps, one CTA per 16-row tile holding all of its K splits, summed in
+// shared memory: no partials in global memory, no reduce launch) where gemv_cta_applies, else w4d2p2.
 enum class SmallMVariant {
   kReference, kW4D2, kW4D4, kW8D2, kW8D4, kW4D2F, kW4D3F, kW4D4F, kW8D2F, kW8D3F, kW8D4F, kW4D2P2, kW4D2P4, kW4D2P8,
-  kCount
+  kCta, kCount
 };
 
 struct SmallMVariantInfo {
   const char* name;
-  int warps, depth;  // depth 1 with warps 8: the reference kernel
+  int warps, depth;  // depth 1 with warps 8: the reference kernel; warps 0 for kCta (one per split)
   bool fused;
   int prefetch_blocks;  // L2 prefetch distance in K blocks (0: none)
+  bool cta = false;     // fp8_gemm_gemv_cta_kernel
 };
 
 inline constexpr SmallMVariantInfo kSmallMVariants[] = {
     {"reference", 8, 1, false, 0}, {"w4d2", 4, 2, false, 0},    {"w4d4", 4, 4, false, 0},    {"w8d2", 8, 2, false, 0},
     {"w8d4", 8, 4, false, 0},      {"w4d2f", 4, 2, true, 0},    {"w4d3f", 4, 3, true, 0},    {"w4d4f", 4, 4, true, 0},
     {"w8d2f", 8, 2, true, 0},      {"w8d3f", 8, 3, true, 0},    {"w8d4f", 8, 4, true, 0},    {"w4d2p2", 4, 2, false, 2},
-    {"w4d2p4", 4, 2, false, 4},    {"w4d2p8", 4, 2, false, 8},
+    {"w4d2p4", 4, 2, false, 4},    {"w4d2p8", 4, 2, false, 8},    {"cta", 0, 2, false, 2, true},
 };
 static_assert(std::size(kSmallMVariants) == static_cast<size_t>(SmallMVariant::kCount));
 
 constexpr const SmallMVariantInfo& small_m_variant_info(SmallMVariant v) { return kSmallMVariants[static_cast<int>(v)]; }
+
+// Weights on which kCta runs fp8_gemm_gemv_cta_kernel: short K splits, where the split-K reduce launch it saves
+// (~2 us) is a large part of the GEMM, and enough 16-row tiles to give every other SM a CTA. H200, graph us at
+// 1 / 8 tokens, w4d2p2 (with its reduce) -> cta (bench_fp8_gemm floor, bench/RESULTS.md eleventh session):
+// fused q_a + kv_a (4 K blocks per split) 7.60 / 8.10 -> 6.23 / 6.51, q_b (6) 14.62 / 15.64 -> 13.05 / 13.75,
+// shared expert gate_up (7) 10.74 / 11.02 -> 9.19 / 9.91, down (4) 7.32 / 7.56 -> 5.26 / 5.53. Long splits lose:
+// o_proj (26) 33.9 -> 43.1 (five-warp CTAs at 118 registers need a second wave; capped at 96 registers the
+// short-split weights lose 5-15% instead), and kv_a alone (36 tiles) 3.70 -> 4.80.
+constexpr int64_t kGemvCtaMaxBlocksPerSplit = 8;
+inline bool gemv_cta_applies(int64_t rows, int64_t cols, int splits, int num_sms) {
+  const int64_t k_blocks = (cols + 127) / 128, row_tiles = (rows + 15) / 16;
+  const int64_t per_split = (k_blocks + splits - 1) / splits;
+  return per_split <= kGemvCtaMaxBlocksPerSplit && 2 * row_tiles >= num_sms;
+}
 
 // The variant Fp8Gemm's mma.sync family runs for 1..16 tokens (more take the reference kernel; under
 // DecodeKernel::kAuto 9..64 tokens run the wgmma decode kernel instead). Switch it to the variant that
@@ -55,8 +72,9 @@ constexpr const SmallMVariantInfo& small_m_variant_info(SmallMVariant v) { retur
 // w4d2p2 (4 warps, 2 K blocks in flight, L2 prefetch 2 blocks ahead, separate split-K reduce): fastest summed
 // over M = 1..16 on 5 of the 9 V3 decode weights on an H200 (o_proj 34.7 -> 34.0 us and dense down 38.8 -> 37.9 at
 // M = 1; bench/RESULTS.md), w4d2 on 2; the fused reduction (w4d2f) wins only on dense gate_up (one split) and loses
-// 10-30% on the many-split small weights (q_a, kv_a); prefetching 4 or 8 blocks ahead is slower.
-constexpr SmallMVariant kSmallMDefaultVariant = SmallMVariant::kW4D2P2;
+// 10-30% on the many-split small weights (q_a, kv_a); prefetching 4 or 8 blocks ahead is slower. cta is w4d2p2
+// with the reduce launch folded into the CTA on the weights where that wins (gemv_cta_applies), so it is the default.
+constexpr SmallMVariant kSmallMDefaultVariant = SmallMVariant::kCta;
 
 // L2 prefetch distance (K blocks) of the grouped MoE decode GEMV (fp8_grouped_gemm, active-expert grid): 2 measured
 // best at 1..64 tokens on an H200 (expert gate_up at 1 token: 73.9 us without, 69.1 with 2, 76.9 with 4, 103 with 8).

@@ -1,0 +1,104 @@
+#pragma once
+// Decode FP8 block-scaled GEMM for 1..16 tokens with split-K summed inside the CTA: one CTA per 16-row weight tile
+// holds every K split of it, one warp per split (a warp takes several in turn past kGemvCtaMaxWarps), so the
+// partials meet in shared memory: no fp32 partials in global memory and no reduce launch, which costs ~2 us per
+// GEMM (bench_fp8_gemm floor, H200) -- as much as a 15 MB weight's whole stream.
+//
+// Bit-identical to fp8_gemm_small_m_kernel (fp8_gemm_small_m.cuh) and fp8_gemm_gemv_kernel for every token, M and
+// shape: the same split count and split ranges, each (16-row tile, split) computed by one warp exactly as
+// fp8_gemm_gemv_kernel computes it (gemv_accumulate: same fragments, the same four m16n8k32 MMAs per K block
+// promoted in increasing K-block order, kDepth K blocks in flight, L2 prefetch ahead, weights requested before the
+// wait for the previous kernel), and the partials summed from 0.0f in split order as reduce_splits_kernel does.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_gemv.cuh"  // gemv_operands, gemv_accumulate
+#include "kernels/cuda/programmatic_launch.cuh"
+
+namespace fathom::kernels::cuda::sm90 {
+
+constexpr int kGemvCtaMaxWarps = 16;  // splits beyond this are taken by the same warps in turn
+// Warps of a CTA for `splits` splits: every warp gets ceil(splits / warps) or one fewer, at most kGemvCtaMaxWarps.
+__host__ __device__ constexpr int gemv_cta_warps(int splits) {
+  const int per_warp = (splits + kGemvCtaMaxWarps - 1) / kGemvCtaMaxWarps;
+  return (splits + per_warp - 1) / per_warp;
+}
+
+// The fragment of split `split` of the CTA's 16-row tile (rows row0.., acc as gemv_compute leaves it): written to
+// out when it is the only split, else kept in partial_tile [splits][kTokenTiles][4][32] for gemv_cta_sum_splits.
+template <int kTokenTiles, typename Output>
+__device__ __forceinline__ void gemv_cta_keep_split(const float (&acc)[kTokenTiles][4], int split, int splits,
+                                                    int tokens, int64_t rows, int64_t row0, float* partial_tile,
+                                                    Output* __restrict__ out) {
+  const int lane = threadIdx.x % 32, group = lane / 4, lane_in_group = lane % 4;
+  if (splits == 1) {
+    // Fragment: acc[t][0..1] -> row row0 + group, tokens t*8 + 2*lane_in_group + {0,1}; acc[t][2..3] -> row + 8.
+#pragma unroll
+    for (int t = 0; t < kTokenTiles; ++t) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int token = t * 8 + 2 * lane_in_group + (i % 2);
+        const int64_t row = row0 + group + (i < 2 ? 0 : 8);
+        if (token < tokens && row < rows) out[static_cast<int64_t>(token) * rows + row] = static_cast<Output>(acc[t][i]);
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int t = 0; t < kTokenTiles; ++t) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) partial_tile[((split * kTokenTiles + t) * 4 + i) * 32 + lane] = acc[t][i];
+  }
+}
+
+// After a barrier over the CTA: out rows [row0, row0 + 16) = the splits' partials summed from 0.0f in split order,
+// as reduce_splits_kernel sums them. Element e = token * 16 + row of the tile.
+template <int kTokenTiles, typename Output>
+__device__ __forceinline__ void gemv_cta_sum_splits(const float* partial_tile, int splits, int tokens, int64_t rows,
+                                                    int64_t row0, Output* __restrict__ out) {
+  for (int e = threadIdx.x; e < tokens * kSmallMRowsPerWarp; e += blockDim.x) {
+    const int token = e / kSmallMRowsPerWarp, tile_row = e % kSmallMRowsPerWarp;
+    const int64_t row = row0 + tile_row;
+    if (row >= rows) continue;
+    const int t = token / 8, token_in_tile = token % 8;
+    const int i = token_in_tile % 2 + (tile_row >= 8 ? 2 : 0);
+    const int source_lane = (tile_row % 8) * 4 + token_in_tile / 2;
+    float sum = 0.0f;
+    for (int split = 0; split < splits; ++split) sum += partial_tile[((split * kTokenTiles + t) * 4 + i) * 32 + source_lane];
+    out[static_cast<int64_t>(token) * rows + row] = static_cast<Output>(sum);
+  }
+}
+
+// grid = ceil(rows / 16) CTAs; block = gemv_cta_warps(splits) * 32 threads; splits * kTokenTiles * 512 bytes of
+// dynamic shared memory when splits > 1 (none for one split: the warp writes out itself). Launched programmatically.
+// Requires splits * k_blocks_per_split to cover k_blocks with no empty split, tokens <= kTokenTiles * 8.
+template <int kTokenTiles, int kDepth, typename Output>
+__global__ void __launch_bounds__(kGemvCtaMaxWarps * 32)
+fp8_gemm_gemv_cta_kernel(const uint8_t* __restrict__ x,       // [tokens, cols] e4m3
+                         const float* __restrict__ x_scales,  // [tokens, k_blocks]
+                         const uint8_t* __restrict__ w,       // [rows, cols] e4m3
+                         const float* __restrict__ w_scales,  // [ceil(rows/128), k_blocks]
+                         int tokens, int64_t rows, int64_t cols, int k_blocks, int k_blocks_per_split, int splits,
+                         int prefetch_blocks,
+                         Output* __restrict__ out) {          // [tokens, rows]
+  extern __shared__ float gemv_cta_partial_tile[];            // [splits][kTokenTiles][4][32] when splits > 1
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kSmallMRowsPerWarp;
+  const GemvOperands<kTokenTiles> op = gemv_operands<kTokenTiles>(w, w_scales, tokens, rows, cols, k_blocks, row0);
+  for (int split = warp; split < splits; split += warps) {
+    const int kb_begin = split * k_blocks_per_split;
+    float acc[kTokenTiles][4];
+    // The warp's first split waits for the previous kernel once its first weight blocks are requested.
+    gemv_accumulate<kTokenTiles, kDepth>(op, x, x_scales, kb_begin, min(k_blocks, kb_begin + k_blocks_per_split) - kb_begin,
+                                         prefetch_blocks, acc, [split, warp] {
+                                           if (split == warp) begin_dependent_kernel();
+                                         });
+    gemv_cta_keep_split<kTokenTiles>(acc, split, splits, tokens, rows, row0, gemv_cta_partial_tile, out);
+  }
+  if (splits == 1) return;
+  __syncthreads();
+  gemv_cta_sum_splits<kTokenTiles>(gemv_cta_partial_tile, splits, tokens, rows, row0, out);
+}
+
+}  // namespace fathom::kernels::cuda::sm90
