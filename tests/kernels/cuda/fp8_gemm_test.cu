@@ -127,6 +127,20 @@ __global__ void fill_hash_scales(float* values, size_t count, uint32_t seed) {
   }
 }
 
+// A [rows, cols] weight of hashed e4m3 codes and scales, made on the device.
+struct HashedWeight {
+  DeviceBuffer<uint8_t> values;
+  DeviceBuffer<float> scales;
+  DeviceFp8Weight view;
+  HashedWeight(int64_t rows, int64_t cols, uint32_t seed)
+      : values(static_cast<size_t>(rows * cols)), scales(static_cast<size_t>(ceil_div(rows, 128) * ceil_div(cols, 128))) {
+    fill_hash_fp8<<<1024, 256>>>(values.data(), values.size(), seed);
+    fill_hash_scales<<<64, 256>>>(scales.data(), scales.size(), seed + 1);
+    FATHOM_CUDA_CHECK_LAUNCH();
+    view = {values.data(), scales.data(), rows, cols};
+  }
+};
+
 // One Output type's outputs of a weight under any small-M variant, in a poisoned (0xff) buffer.
 template <typename Output>
 std::vector<Output> run_small_m(Fp8Gemm& gemm, SmallMVariant variant, const TestActivations& a, int64_t tokens,
@@ -187,12 +201,9 @@ TEST(SmallMVariants, BitIdenticalToReference) {
   std::mt19937 rng(21);
   uint32_t seed = 1;
   for (auto [rows, cols] : shapes) {
-    DeviceBuffer<uint8_t> values(static_cast<size_t>(rows * cols));
-    DeviceBuffer<float> scales(static_cast<size_t>(ceil_div(rows, 128) * ceil_div(cols, 128)));
-    fill_hash_fp8<<<1024, 256>>>(values.data(), values.size(), seed++);
-    fill_hash_scales<<<64, 256>>>(scales.data(), scales.size(), seed++);
-    FATHOM_CUDA_CHECK_LAUNCH();
-    const DeviceFp8Weight w{values.data(), scales.data(), rows, cols};
+    const HashedWeight weight(rows, cols, seed);
+    seed += 2;
+    const DeviceFp8Weight& w = weight.view;
     TestActivations a = make_activations(rng, 64, cols);
     DeviceBuffer<float> partials(gemm.small_m_workspace_bytes(rows, cols) / sizeof(float) + 1);
     DeviceBuffer<uint32_t> counters(gemm.small_m_counter_bytes(rows, cols) / sizeof(uint32_t) + 1);
@@ -214,12 +225,9 @@ TEST(SmallMVariants, CtaDeferredWritesOutput) {
   std::mt19937 rng(33);
   uint32_t seed = 77;
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{2112, 7168}, {4096, 7168}, {7168, 2048}, {576, 7168}}) {
-    DeviceBuffer<uint8_t> values(static_cast<size_t>(rows * cols));
-    DeviceBuffer<float> scales(static_cast<size_t>(ceil_div(rows, 128) * ceil_div(cols, 128)));
-    fill_hash_fp8<<<1024, 256>>>(values.data(), values.size(), seed++);
-    fill_hash_scales<<<64, 256>>>(scales.data(), scales.size(), seed++);
-    FATHOM_CUDA_CHECK_LAUNCH();
-    const DeviceFp8Weight w{values.data(), scales.data(), rows, cols};
+    const HashedWeight weight(rows, cols, seed);
+    seed += 2;
+    const DeviceFp8Weight& w = weight.view;
     TestActivations a = make_activations(rng, 8, cols);
     DeviceBuffer<float> partials(gemm.small_m_workspace_bytes(rows, cols) / sizeof(float) + 1);
     const Fp8GemmWorkspace ws{partials.data(), partials.bytes()};

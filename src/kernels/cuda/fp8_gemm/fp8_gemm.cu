@@ -151,9 +151,8 @@ void Fp8Gemm::run_wgmma_decode(const DeviceFp8Activations& x, const DeviceFp8Wei
 template <typename Output>
 bool Fp8Gemm::run_gemv_cta(const DeviceFp8Activations& x, const DeviceFp8Weight& w, Output* out, int splits,
                            cudaStream_t stream) {
-  constexpr int kDepth = 2;  // gemv_accumulate's register ring: kSmallMVariants' "cta" entry says the same
-  const SmallMVariantInfo& info = small_m_variant_info(SmallMVariant::kCta);
-  FATHOM_CHECK(info.depth == kDepth, "fp8_gemm: the cta gemv is built for depth " << kDepth);
+  constexpr SmallMVariantInfo info = small_m_variant_info(SmallMVariant::kCta);
+  constexpr int kDepth = info.depth;  // gemv_accumulate's register ring
   if (x.tokens > 16 || w.cols * 16 > INT32_MAX || !gemv_cta_applies(w.rows, w.cols, splits, num_sms_)) return false;
   const int tokens = static_cast<int>(x.tokens);
   const int k_blocks = static_cast<int>(ceil_div(w.cols, kFp8ScaleBlock));

@@ -53,12 +53,12 @@ static_assert(std::size(kSmallMVariants) == static_cast<size_t>(SmallMVariant::k
 constexpr const SmallMVariantInfo& small_m_variant_info(SmallMVariant v) { return kSmallMVariants[static_cast<int>(v)]; }
 
 // Weights on which kCta runs fp8_gemm_gemv_cta_kernel: short K splits, where the split-K reduce launch it saves
-// (~2 us) is a large part of the GEMM, and enough 16-row tiles to give every other SM a CTA. H200, graph us at
+// (1-3 us) is a large part of the GEMM, and enough 16-row tiles to give every other SM a CTA. H200, graph us at
 // 1 / 8 tokens, w4d2p2 (with its reduce) -> cta (bench_fp8_gemm floor, bench/RESULTS.md eleventh session):
 // fused q_a + kv_a (4 K blocks per split) 7.60 / 8.10 -> 6.23 / 6.51, q_b (6) 14.62 / 15.64 -> 13.05 / 13.75,
 // shared expert gate_up (7) 10.74 / 11.02 -> 9.19 / 9.91, down (4) 7.32 / 7.56 -> 5.26 / 5.53. Long splits lose:
-// o_proj (26) 33.9 -> 43.1 (five-warp CTAs at 118 registers need a second wave; capped at 96 registers the
-// short-split weights lose 5-15% instead), and kv_a alone (36 tiles) 3.70 -> 4.80.
+// o_proj (26) 33.8 -> 43.1 (five-warp CTAs at 118 registers need a second wave; capped at 96 registers the
+// short-split weights lose 4-15% instead), and kv_a alone (36 tiles) 3.75 -> 4.80.
 constexpr int64_t kGemvCtaMaxBlocksPerSplit = 8;
 inline bool gemv_cta_applies(int64_t rows, int64_t cols, int splits, int num_sms) {
   const int64_t k_blocks = (cols + 127) / 128, row_tiles = (rows + 15) / 16;

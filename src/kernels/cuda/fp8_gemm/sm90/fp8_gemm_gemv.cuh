@@ -216,6 +216,24 @@ __device__ __forceinline__ void gemv_accumulate(const GemvOperands<kTokenTiles>&
   }
 }
 
+// Stores a warp's fragment (acc as gemv_accumulate leaves it, rows [row0, row0 + 16)) into out [tokens, rows],
+// skipping tokens past `tokens` and rows past `rows`. Fragment: acc[t][0..1] -> row row0 + group, tokens
+// t*8 + 2*lane_in_group + {0,1}; acc[t][2..3] -> row row0 + group + 8.
+template <int kTokenTiles, typename Output>
+__device__ __forceinline__ void gemv_store_fragment(const float (&acc)[kTokenTiles][4], int tokens, int64_t rows,
+                                                    int64_t row0, Output* __restrict__ out) {
+  const int lane = threadIdx.x % 32, group = lane / 4, lane_in_group = lane % 4;
+#pragma unroll
+  for (int t = 0; t < kTokenTiles; ++t) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int token = t * 8 + 2 * lane_in_group + (i % 2);
+      const int64_t row = row0 + group + (i < 2 ? 0 : 8);
+      if (token < tokens && row < rows) out[static_cast<int64_t>(token) * rows + row] = static_cast<Output>(acc[t][i]);
+    }
+  }
+}
+
 // grid = (ceil(rows / (kWarps * 16)), used_splits); block = kWarps * 32 threads.
 // splits == 1: writes out directly. splits > 1 and !kFused: writes partial (summed by reduce_splits_kernel).
 // splits > 1 and kFused: writes partial, and the last CTA per row block writes out; counters[blockIdx.x] must be
@@ -232,39 +250,22 @@ fp8_gemm_gemv_kernel(const uint8_t* __restrict__ x,         // [tokens, cols] e4
                      float* __restrict__ partial,           // [splits, tokens, rows] when splits > 1
                      uint32_t* __restrict__ counters) {     // [gridDim.x] when kFused and splits > 1
   static_assert(kTokenTiles >= 1 && kTokenTiles <= 2 && kDepth >= 1 && kWarps >= 1 && kWarps <= 32);
-  const int lane = threadIdx.x % 32;
-  const int group = lane / 4;
-  const int lane_in_group = lane % 4;
   const int64_t block_row0 = static_cast<int64_t>(blockIdx.x) * (kWarps * kSmallMRowsPerWarp);
   const int64_t row0 = block_row0 + (threadIdx.x / 32) * kSmallMRowsPerWarp;
   const int split = blockIdx.y;
   const int kb_begin = split * k_blocks_per_split;
   const int kb_end = min(k_blocks, kb_begin + k_blocks_per_split);
   const int n = row0 < rows ? kb_end - kb_begin : 0;  // warps past the last row load nothing
-  const int64_t row_lo = row0 + group, row_hi = row0 + group + 8;
 
   const GemvOperands<kTokenTiles> op = gemv_operands<kTokenTiles>(w, w_scales, tokens, rows, cols, k_blocks, row0);
   float acc[kTokenTiles][4];
   // Launched programmatically: the first weight blocks are requested while the previous kernel finishes.
   gemv_accumulate<kTokenTiles, kDepth>(op, x, x_scales, kb_begin, n, prefetch_blocks, acc, [] { begin_dependent_kernel(); });
 
-  // Fragment: acc[t][0..1] -> row_lo, tokens t*8 + 2*lane_in_group + {0,1}; acc[t][2..3] -> row_hi.
   const bool to_partial = splits > 1;
   if (n > 0) {
-#pragma unroll
-    for (int t = 0; t < kTokenTiles; ++t) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int token = t * 8 + 2 * lane_in_group + (i % 2);
-        const int64_t row = i < 2 ? row_lo : row_hi;
-        if (token >= tokens || row >= rows) continue;
-        if (to_partial) {
-          partial[(static_cast<int64_t>(split) * tokens + token) * rows + row] = acc[t][i];
-        } else {
-          out[static_cast<int64_t>(token) * rows + row] = static_cast<Output>(acc[t][i]);
-        }
-      }
-    }
+    if (to_partial) gemv_store_fragment(acc, tokens, rows, row0, partial + static_cast<int64_t>(split) * tokens * rows);
+    else gemv_store_fragment(acc, tokens, rows, row0, out);
   }
 
   if constexpr (kFused) {
@@ -322,7 +323,6 @@ fp8_gemm_grouped_gemv_kernel(const uint8_t* __restrict__ x,               // [ma
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * (kWarps * kSmallMRowsPerWarp) +
                        (threadIdx.x / 32) * kSmallMRowsPerWarp;
   if (row0 >= rows) return;  // no barrier below: a warp past the last row may leave
-  const int64_t row_lo = row0 + group, row_hi = row0 + group + 8;
   constexpr int kTokens = kTokenTiles * 8;
   for (int m0 = 0; m0 < count; m0 += kTokens) {
     const int tokens = min(kTokens, count - m0);
@@ -347,15 +347,7 @@ fp8_gemm_grouped_gemv_kernel(const uint8_t* __restrict__ x,               // [ma
     }
     float acc[kTokenTiles][4];
     gemv_accumulate<kTokenTiles, kDepth>(op, x_rows, x_scale_rows, 0, k_blocks, prefetch_blocks, acc, [] {});
-#pragma unroll
-    for (int t = 0; t < kTokenTiles; ++t) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int token = t * 8 + 2 * lane_in_group + (i % 2);
-        const int64_t row = i < 2 ? row_lo : row_hi;
-        if (token < tokens && row < rows) out[(first + token) * rows + row] = static_cast<Output>(acc[t][i]);
-      }
-    }
+    gemv_store_fragment(acc, tokens, rows, row0, out + first * rows);
   }
 }
 

@@ -1,8 +1,8 @@
 #pragma once
 // Decode FP8 block-scaled GEMM for 1..16 tokens with split-K summed inside the CTA: one CTA per 16-row weight tile
 // holds every K split of it, one warp per split (a warp takes several in turn past kGemvCtaMaxWarps), so the
-// partials meet in shared memory: no fp32 partials in global memory and no reduce launch, which costs ~2 us per
-// GEMM (bench_fp8_gemm floor, H200) -- as much as a 15 MB weight's whole stream.
+// partials meet in shared memory: no fp32 partials in global memory and no reduce launch, which costs 1-3 us per
+// small GEMM (bench_fp8_gemm floor, H200) -- as much as a 15 MB weight's whole stream.
 //
 // Bit-identical to fp8_gemm_small_m_kernel (fp8_gemm_small_m.cuh) and fp8_gemm_gemv_kernel for every token, M and
 // shape: the same split count and split ranges, each (16-row tile, split) computed by one warp exactly as
@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_gemv.cuh"  // gemv_operands, gemv_accumulate
+#include "kernels/cuda/fp8_gemm/sm90/fp8_gemm_gemv.cuh"  // gemv_operands, gemv_accumulate, gemv_store_fragment
 #include "kernels/cuda/programmatic_launch.cuh"
 
 namespace fathom::kernels::cuda::sm90 {
@@ -31,20 +31,11 @@ template <int kTokenTiles, typename Output>
 __device__ __forceinline__ void gemv_cta_keep_split(const float (&acc)[kTokenTiles][4], int split, int splits,
                                                     int tokens, int64_t rows, int64_t row0, float* partial_tile,
                                                     Output* __restrict__ out) {
-  const int lane = threadIdx.x % 32, group = lane / 4, lane_in_group = lane % 4;
   if (splits == 1) {
-    // Fragment: acc[t][0..1] -> row row0 + group, tokens t*8 + 2*lane_in_group + {0,1}; acc[t][2..3] -> row + 8.
-#pragma unroll
-    for (int t = 0; t < kTokenTiles; ++t) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int token = t * 8 + 2 * lane_in_group + (i % 2);
-        const int64_t row = row0 + group + (i < 2 ? 0 : 8);
-        if (token < tokens && row < rows) out[static_cast<int64_t>(token) * rows + row] = static_cast<Output>(acc[t][i]);
-      }
-    }
+    gemv_store_fragment(acc, tokens, rows, row0, out);
     return;
   }
+  const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int t = 0; t < kTokenTiles; ++t) {
 #pragma unroll
@@ -70,6 +61,9 @@ __device__ __forceinline__ void gemv_cta_sum_splits(const float* partial_tile, i
   }
 }
 
+// Two token tiles (9..16 tokens, deterministic inference only) spill ~120 bytes under the 128 registers a 16-warp
+// CTA allows, and still beat w4d2p2 + reduce on 5 of the 6 V3 weights gemv_cta_applies takes (not q_b: 20.2 vs
+// 19.2 us, H200).
 // grid = ceil(rows / 16) CTAs; block = gemv_cta_warps(splits) * 32 threads; splits * kTokenTiles * 512 bytes of
 // dynamic shared memory when splits > 1 (none for one split: the warp writes out itself). Launched programmatically.
 // Requires splits * k_blocks_per_split to cover k_blocks with no empty split, tokens <= kTokenTiles * 8.
