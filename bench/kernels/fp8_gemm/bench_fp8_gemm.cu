@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "kernels/common/gpu_timer.h"
+#include "kernels/common/graph_chain.h"
+#include "kernels/common/read_floor.cuh"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/fp8_gemm/act_quant.h"
 #include "kernels/cuda/fp8_gemm/cublaslt_fp8_gemm.h"
@@ -45,27 +47,6 @@ __global__ void fill_random_fp8(uint8_t* values, size_t count, uint32_t seed) {
 __global__ void fill_value(float* values, size_t count, float value) {
   size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
   if (i < count) values[i] = value;
-}
-
-// Milliseconds per GEMM inside a captured CUDA graph of kChain GEMMs (decode runs under graphs; launch gaps are
-// amortized as there). one_gemm(i, stream) must pick weight copy i so consecutive GEMMs miss L2.
-template <typename OneGemm>
-double graph_ms_per_gemm(const OneGemm& one_gemm) {
-  constexpr int kChain = 20;
-  cudaStream_t stream;
-  FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaGraph_t graph;
-  cudaGraphExec_t graph_exec;
-  FATHOM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < kChain; ++i) one_gemm(i, stream);
-  FATHOM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  FATHOM_CUDA_CHECK(cudaGraphInstantiate(&graph_exec, graph, 0));
-  const double ms = fathom::bench::median_ms([&](int) { FATHOM_CUDA_CHECK(cudaGraphLaunch(graph_exec, stream)); },
-                                             3, 20, stream) / kChain;
-  FATHOM_CUDA_CHECK(cudaGraphExecDestroy(graph_exec));
-  FATHOM_CUDA_CHECK(cudaGraphDestroy(graph));
-  FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
-  return ms;
 }
 
 // Bytes a decode GEMM must move: weight + weight scales + activations + bf16 output.
@@ -138,7 +119,7 @@ void bench_small_m_variants(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes
       int best = 0;
       for (int v = 0; v < kVariants; ++v) {
         gemm.set_small_m_variant(static_cast<SmallMVariant>(v));
-        const double ms = graph_ms_per_gemm([&](int run, cudaStream_t stream) {
+        const double ms = fathom::bench::graph_ms_per_launch([&](int run, cudaStream_t stream) {
           const DeviceFp8Weight w = weight.copy(run);
           gemm.run(input.view, nullptr, w, out.data(), ws, stream,
                    Fp8GemmPath::kSmallM);
@@ -194,7 +175,7 @@ void bench_wgmma_decode(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes) {
           std::fprintf(stderr, "trace: %s tokens %lld %s splits %d\n", shape.name, (long long)tokens,
                        kernel == DecodeKernel::kMmaSync ? "mma.sync" : "wgmma", gemm.wgmma_decode_splits(shape.rows, shape.cols));
         }
-        const double ms = graph_ms_per_gemm([&](int run, cudaStream_t stream) {
+        const double ms = fathom::bench::graph_ms_per_launch([&](int run, cudaStream_t stream) {
           gemm.run(input.view, nullptr, weight.copy(run), out.data(), ws, stream, Fp8GemmPath::kSmallM);
         });
         return 100.0 * decode_bytes(shape, tokens) / (ms * 1e-3) / 1e9 / copy_gbps;
@@ -212,73 +193,6 @@ void bench_wgmma_decode(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes) {
   gemm.set_wgmma_decode_splits_override(0);
 }
 
-// Size-matched read floors: the fastest ways we know to merely read `bytes` of a decode weight, launched in the same
-// programmatic chain as the GEMMs (weights are read-only, so they may be requested before the predecessor ends).
-// A GEMM of that weight cannot beat them; their gap to the copy bandwidth is what any kernel of that size loses to
-// DRAM latency and the grid's ramp-up and tail.
-
-// Every thread keeps kUnroll 16-byte loads in flight; `sink` is written only if the data xors to a magic value
-// (never, for random data), so the loads cannot be dropped. grid-stride over [bytes / 16] vectors.
-template <int kUnroll>
-__global__ void __launch_bounds__(256) read_floor_ldg_kernel(const uint4* __restrict__ data,  // [vectors]
-                                                             size_t vectors, uint32_t* __restrict__ sink) {
-  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
-  uint32_t folded = 0;
-  bool waited = false;
-  for (; i < vectors; i += stride * kUnroll) {
-    uint4 v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const size_t j = i + u * stride;
-      v[u] = j < vectors ? __ldg(data + j) : make_uint4(0, 0, 0, 0);
-    }
-    if (!waited) fathom::kernels::cuda::begin_dependent_kernel(), waited = true;
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) folded ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-  }
-  if (!waited) fathom::kernels::cuda::begin_dependent_kernel();
-  if (folded == 0x9e3779b9u) sink[0] = folded;
-}
-
-// One thread per CTA streams the CTA's contiguous share of [bytes] through a ring of kStages shared-memory chunks
-// with bulk asynchronous copies (no registers per byte in flight; up to kStages * chunk_bytes per CTA).
-template <int kStages>
-__global__ void __launch_bounds__(32) read_floor_bulk_kernel(const uint8_t* __restrict__ data,  // [bytes]
-                                                             size_t bytes, int chunk_bytes, uint32_t* __restrict__ sink) {
-  namespace hw = fathom::kernels::cuda::hopper;
-  extern __shared__ __align__(128) uint8_t read_floor_smem[];  // [kStages, chunk_bytes]
-  __shared__ __align__(8) uint64_t full[kStages];
-  const size_t share = (bytes / gridDim.x + 15) / 16 * 16;
-  const size_t begin = min(bytes, share * blockIdx.x), end = min(bytes, begin + share);
-  const int chunks = static_cast<int>((end - begin + chunk_bytes - 1) / chunk_bytes);
-  if (threadIdx.x != 0) {
-    fathom::kernels::cuda::begin_dependent_kernel();
-    return;
-  }
-  for (int s = 0; s < kStages; ++s) hw::mbarrier_init(&full[s], 1);
-  hw::fence_barrier_init();
-  auto issue = [&](int c) {
-    const int s = c % kStages;
-    const size_t offset = begin + static_cast<size_t>(c) * chunk_bytes;
-    const uint32_t size = static_cast<uint32_t>(min(static_cast<size_t>(chunk_bytes), end - offset));
-    hw::mbarrier_arrive_expect_tx(&full[s], size);
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                     hw::shared_address(read_floor_smem + s * chunk_bytes)),
-                 "l"(data + offset), "r"(size), "r"(hw::shared_address(&full[s]))
-                 : "memory");
-  };
-  for (int c = 0; c < min(chunks, kStages); ++c) issue(c);
-  fathom::kernels::cuda::begin_dependent_kernel();
-  uint32_t folded = 0;
-  for (int c = 0; c < chunks; ++c) {
-    hw::mbarrier_wait(&full[c % kStages], (c / kStages) & 1);
-    folded ^= reinterpret_cast<const uint32_t*>(read_floor_smem + (c % kStages) * chunk_bytes)[0];
-    if (c + kStages < chunks) issue(c + kStages);
-  }
-  if (folded == 0x9e3779b9u) sink[0] = folded;
-}
-
 // Per decode weight at 1 and 8 tokens: the read floors above, the default GEMM, the GEMM without its split-K
 // reduce launch (partials left for the consumer, as the model runs o_proj, dense down and the shared expert), and
 // the gemv variants w4d2p2 (split-K reduce launch) and cta (split-K summed in the CTA) at every token count.
@@ -293,29 +207,29 @@ void bench_read_floor(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes, int 
     const Fp8GemmWorkspace ws = weight.workspace();
     const double weight_bytes = static_cast<double>(weight.weight_bytes);
     auto percent = [&](double bytes, double ms) { return 100.0 * bytes / (ms * 1e-3) / 1e9 / copy_gbps; };
-    const double ldg_ms = graph_ms_per_gemm([&](int run, cudaStream_t stream) {
-      fathom::kernels::cuda::launch_programmatic(read_floor_ldg_kernel<8>, dim3(num_sms * 4), dim3(256), 0, stream,
+    const double ldg_ms = fathom::bench::graph_ms_per_launch([&](int run, cudaStream_t stream) {
+      fathom::kernels::cuda::launch_programmatic(fathom::bench::read_floor_ldg_kernel<8>, dim3(num_sms * 4), dim3(256), 0, stream,
                                                  reinterpret_cast<const uint4*>(weight.copy(run).values),
                                                  weight.weight_bytes / 16, sink.data());
     });
     auto bulk_ms = [&](auto kernel, int stages, int chunk_bytes, int ctas_per_sm) {
       FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, stages * chunk_bytes));
-      return graph_ms_per_gemm([&](int run, cudaStream_t stream) {
+      return fathom::bench::graph_ms_per_launch([&](int run, cudaStream_t stream) {
         fathom::kernels::cuda::launch_programmatic(kernel, dim3(num_sms * ctas_per_sm), dim3(32),
                                                    static_cast<size_t>(stages) * chunk_bytes, stream,
                                                    weight.copy(run).values, weight.weight_bytes, chunk_bytes, sink.data());
       });
     };
-    const double bulk4_ms = bulk_ms(read_floor_bulk_kernel<4>, 4, 16384, 2);
-    const double bulk8_ms = bulk_ms(read_floor_bulk_kernel<8>, 8, 8192, 2);
+    const double bulk4_ms = bulk_ms(fathom::bench::read_floor_bulk_kernel<4>, 4, 16384, 2);
+    const double bulk8_ms = bulk_ms(fathom::bench::read_floor_bulk_kernel<8>, 8, 8192, 2);
     for (int64_t tokens : {1, 8, 16}) {
       RandomActivations input(tokens, shape.cols, 3);
       DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(tokens * shape.rows));
       FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
-      const double gemm_ms = graph_ms_per_gemm([&](int run, cudaStream_t stream) {
+      const double gemm_ms = fathom::bench::graph_ms_per_launch([&](int run, cudaStream_t stream) {
         gemm.run(input.view, nullptr, weight.copy(run), out.data(), ws, stream, Fp8GemmPath::kSmallM);
       });
-      const double deferred_ms = graph_ms_per_gemm([&](int run, cudaStream_t stream) {
+      const double deferred_ms = fathom::bench::graph_ms_per_launch([&](int run, cudaStream_t stream) {
         gemm.run_small_m_deferred(input.view, weight.copy(run), out.data(), ws, stream);
       });
       // The gemv variants with the mma.sync family at every token count (16 tokens would otherwise run wgmma).
@@ -328,7 +242,7 @@ void bench_read_floor(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes, int 
                   percent(bytes, gemm_ms), deferred_ms * 1e3, percent(bytes, deferred_ms));
       for (SmallMVariant variant : runs) {
         gemm.set_small_m_variant(variant);
-        const double ms = graph_ms_per_gemm([&](int run, cudaStream_t stream) {
+        const double ms = fathom::bench::graph_ms_per_launch([&](int run, cudaStream_t stream) {
           gemm.run(input.view, nullptr, weight.copy(run), out.data(), ws, stream, Fp8GemmPath::kSmallM);
         });
         std::printf(" %7.2fus %5.1f%%", ms * 1e3, percent(bytes, ms));
@@ -359,7 +273,7 @@ void bench_decode(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes) {
                  Fp8GemmPath::kSmallM);
       };
       const double ms_single = fathom::bench::median_ms([&](int run) { one_gemm(run, nullptr); });
-      const double ms = graph_ms_per_gemm(one_gemm);
+      const double ms = fathom::bench::graph_ms_per_launch(one_gemm);
       const double gbps = decode_bytes(shape, tokens) / (ms * 1e-3) / 1e9;
       std::printf("%-16s %6lld %6lld %6lld %7d %10.2f %10.2f %10.0f %7.1f%%\n", shape.name, (long long)shape.rows,
                   (long long)shape.cols, (long long)tokens,

@@ -3,9 +3,11 @@
 //   decode : batch {1,16,64,128} x context {1k,4k,16k}, bandwidth on KV + q + out bytes vs the copy
 //   absorb : W_UK / W_UV products (bf16 and fp8 weights), bandwidth on weight + activation bytes; then the
 //            decode kernel (the default <= 64 tokens) vs the tiled reference kernels at tokens {1,8,32,64,128}
+//   absorb_chain: the same products as a decode step runs them (graph us per launch in captured chains of 20,
+//            weights rotated through copies so every launch misses L2) against size-matched read floors
 //   prefill: one 4096-token causal sequence (and 4 x 1024), TFLOP/s
 // Every timed run is preceded by an L2 flush (a 256 MiB memset); times are medians of CUDA-event timings.
-// Usage: mla_bench [--reps N] [--only copy|decode|plans|absorb|prefill] [--batch B] [--context C] [--same-pages]
+// Usage: mla_bench [--reps N] [--only copy|decode|plans|absorb|absorb_chain|prefill] [--batch B] [--context C] [--same-pages]
 //                  [--heads H]  (decode: query heads per GPU, 1-128; 16 = V3 under TP8)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -20,11 +22,14 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/graph_chain.h"
+#include "kernels/common/read_floor.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/mla/mla_absorb.h"
 #include "kernels/cuda/mla/mla_decode.h"
 #include "kernels/cuda/mla/mla_prefill.h"
+#include "kernels/cuda/programmatic_launch.cuh"
 
 namespace {
 
@@ -321,6 +326,62 @@ void bench_absorb_decode(Timer& timer, int reps, double copy_gbps) {
       }
 }
 
+// The absorption products as the decode step runs them: graph us per launch inside captured chains of 20, each
+// launch on the next of `copies` fp8 kv_b copies (together past L2, so every launch streams its slice from HBM), against
+// the size-matched read floors of the slice (one half of kv_b, 8.4 MB for V3) launched in the same kind of chain.
+// % of copy = slice bytes / time / copy bandwidth.
+void bench_absorb_chain(double copy_gbps, int num_sms) {
+  constexpr int kCopies = 8;  // 8 x 16.8 MB, well past the 50-60 MB L2
+  AbsorbOperands operands(61);
+  const size_t weight_bytes = AbsorbOperands::kWeightElems;
+  DeviceBuffer<uint8_t> copies(weight_bytes * kCopies);
+  fill_random_bytes_kernel<<<1024, 256>>>(copies.data(), copies.size(), 62);
+  FATHOM_CUDA_CHECK_LAUNCH();
+  DeviceBuffer<uint32_t> sink(1);
+  auto weights = [&](int run) {
+    kc::MlaKvBWeights w = operands.weights(true);
+    w.weight = copies.data() + static_cast<size_t>(run % kCopies) * weight_bytes;
+    return w;
+  };
+  const size_t slice_bytes = weight_bytes / 2;
+  auto percent = [&](double ms) { return 100.0 * static_cast<double>(slice_bytes) / (ms * 1e-3) / 1e9 / copy_gbps; };
+  const double ldg_ms = fathom::bench::graph_ms_per_launch([&](int run, cudaStream_t stream) {
+    kc::launch_programmatic(fathom::bench::read_floor_ldg_kernel<8>, dim3(num_sms * 4), dim3(256), 0, stream,
+                            reinterpret_cast<const uint4*>(copies.data() + static_cast<size_t>(run % kCopies) * weight_bytes),
+                            slice_bytes / 16, sink.data());
+  });
+  auto bulk = fathom::bench::read_floor_bulk_kernel<4>;
+  FATHOM_CUDA_CHECK(cudaFuncSetAttribute(bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, 4 * 16384));
+  const double bulk_ms = fathom::bench::graph_ms_per_launch([&](int run, cudaStream_t stream) {
+    kc::launch_programmatic(bulk, dim3(num_sms * 2), dim3(32), 4 * 16384, stream,
+                            copies.data() + static_cast<size_t>(run % kCopies) * weight_bytes, slice_bytes, 16384,
+                            sink.data());
+  });
+  std::printf("\nabsorption bmm in graph chains of 20 (fp8 kv_b, %d heads, cold L2); us per launch, %% of copy on "
+              "the %.1f MB weight slice\n", kHeads, slice_bytes / 1e6);
+  std::printf("read floors of %.1f MB: ldg_x8 %.2f us (%.1f%%), bulk_4x16KB %.2f us (%.1f%%)\n", slice_bytes / 1e6,
+              ldg_ms * 1e3, percent(ldg_ms), bulk_ms * 1e3, percent(bulk_ms));
+  std::printf("%-14s %6s %16s %16s\n", "op", "tokens", "default", "tiled_ref");
+  for (int op = 0; op < 2; ++op)
+    for (int tokens : {1, 8, 16, 32}) {
+      double ms[2];
+      for (int reference = 0; reference < 2; ++reference) {
+        ms[reference] = fathom::bench::graph_ms_per_launch([&](int run, cudaStream_t stream) {
+          const kc::MlaKvBWeights w = weights(run);
+          if (op == 0) {
+            if (reference) kc::mla_absorb_query_reference(operands.q.data(), kNope + kRope, tokens, w, operands.q_latent.data(), stream);
+            else kc::mla_absorb_query(operands.q.data(), kNope + kRope, tokens, w, operands.q_latent.data(), stream);
+          } else {
+            if (reference) kc::mla_project_values_reference(operands.latent.data(), tokens, w, operands.out.data(), stream);
+            else kc::mla_project_values(operands.latent.data(), tokens, w, operands.out.data(), stream);
+          }
+        });
+      }
+      std::printf("%-14s %6d %9.2fus %5.1f%% %9.2fus %5.1f%%\n", op == 0 ? "absorb_query" : "project_values", tokens,
+                  ms[0] * 1e3, percent(ms[0]), ms[1] * 1e3, percent(ms[1]));
+    }
+}
+
 void bench_prefill(Timer& timer, int reps) {
   std::printf("\nprefill (expanded, causal, %d heads, qk %d, v %d); FLOPs = 2 * heads * visible pairs * (qk + v)\n",
               kHeads, kNope + kRope, kV);
@@ -411,6 +472,7 @@ int main(int argc, char** argv) {
       bench_absorb(timer, reps, copy_gbps);
       bench_absorb_decode(timer, reps, copy_gbps);
     }
+    if (only.empty() || only == "absorb_chain") bench_absorb_chain(copy_gbps, num_sms);
     if (only.empty() || only == "prefill") bench_prefill(timer, std::max(5, reps / 3));
     FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
   } catch (const std::exception& error) {

@@ -48,9 +48,19 @@ struct DecodeLayout {
   // fp8 scales per chunk: W_UK's 2 steps are 16-row groups that may sit in different 128-row blocks; W_UV's 2 steps
   // are k 32c..32c+31, always inside one 128-column block.
   static constexpr int kScales = kWeightRowsAreK ? 2 : 1;
-  static constexpr int kMinBlocks = kWeightRowsAreK && kFp8 ? 4 : 2;  // register budget 128 / 255 per thread
   static_assert(kLoads >= 1 && kDepth >= 2 && kDepth % 2 == 0);
 };
+
+// CTAs per multiprocessor the kernel's register budget is set for (its launch bounds). fp8 W_UK up to 16 tokens: 5
+// (96 registers, no spills): at 4 CTAs of 126 registers its 512 CTAs filled every register file, so the next
+// kernel's CTAs could not start their weight stream under programmatic launch (mla_bench absorb_chain, H100: 1 token
+// 5.98 -> 5.64 us, 8 tokens 6.26 -> 5.86; bench/RESULTS.md twelfth session); 32 tokens would spill at 5 and keep 4
+// (128 registers). Others: 2.
+template <bool kWeightRowsAreK, bool kFp8, int kTokens>
+constexpr int decode_min_blocks() {
+  if (kTokens > 32 || !(kWeightRowsAreK && kFp8)) return 2;
+  return kTokens <= 16 ? 5 : 4;
+}
 
 template <int kTokens>
 constexpr int decode_a_rows() {
@@ -75,7 +85,7 @@ struct DecodeChunk {
 // grid (ceil(n / (kDecodeWarps * kWarpCols)), num_heads), kDecodeThreads threads,
 // decode_smem_bytes<kWeightRowsAreK, kFp8, kTokens>(p.k) bytes of dynamic shared memory; p.m <= kTokens.
 template <bool kWeightRowsAreK, bool kFp8, int kTokens>
-__global__ void __launch_bounds__(kDecodeThreads, kTokens <= 32 ? DecodeLayout<kWeightRowsAreK, kFp8>::kMinBlocks : 2)
+__global__ void __launch_bounds__(kDecodeThreads, decode_min_blocks<kWeightRowsAreK, kFp8, kTokens>())
     mla_head_bmm_decode_kernel(const HeadBmmParams p) {
   using Layout = DecodeLayout<kWeightRowsAreK, kFp8>;
   constexpr int kBlocks = Layout::kBlocks, kLoads = Layout::kLoads, kDepth = Layout::kDepth, kScales = Layout::kScales;
