@@ -17,7 +17,6 @@
 #include "kernels/cuda/fp8_gemm/cublaslt_fp8_gemm.h"
 #include "kernels/cuda/fp8_gemm/fp8_gemm.h"
 #include "kernels/cuda/programmatic_launch.cuh"
-#include "kernels/cuda/sm90/tma_pipeline.cuh"
 
 using namespace fathom::kernels::cuda;
 
@@ -208,8 +207,8 @@ void bench_read_floor(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes, int 
     const double weight_bytes = static_cast<double>(weight.weight_bytes);
     auto percent = [&](double bytes, double ms) { return 100.0 * bytes / (ms * 1e-3) / 1e9 / copy_gbps; };
     const double ldg_ms = fathom::bench::graph_ms_per_launch([&](int run, cudaStream_t stream) {
-      fathom::kernels::cuda::launch_programmatic(fathom::bench::read_floor_ldg_kernel<8>, dim3(num_sms * 4), dim3(256), 0, stream,
-                                                 reinterpret_cast<const uint4*>(weight.copy(run).values),
+      fathom::kernels::cuda::launch_programmatic(fathom::bench::read_floor_ldg_kernel<8>, dim3(num_sms * 4), dim3(256),
+                                                 0, stream, reinterpret_cast<const uint4*>(weight.copy(run).values),
                                                  weight.weight_bytes / 16, sink.data());
     });
     auto bulk_ms = [&](auto kernel, int stages, int chunk_bytes, int ctas_per_sm) {
