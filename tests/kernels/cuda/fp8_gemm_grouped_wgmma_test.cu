@@ -127,20 +127,22 @@ TEST_P(GroupedWgmma, MatchesCpuAndTiledKernel) {
     // Deterministic: a second run gives the same bits.
     fathom::testing::expect_same_device_bits(p.run(args, s.rows), out, "second wgmma run");
 
-    // Row independence: the first row of the largest expert alone (count 1) == inside its full segment.
+    // Row independence: the first 1 and 33 rows of the largest expert alone == inside its full segment (the
+    // kernel covers only a group's used tokens with MMAs, so these run narrower wgmmas than the full segment).
     const int32_t largest =
         static_cast<int32_t>(std::max_element(p.counts.begin(), p.counts.end()) - p.counts.begin());
-    if (p.counts[largest] > 1) {
-      std::vector<int32_t> one(static_cast<size_t>(s.num_experts), 0);
-      one[largest] = 1;
-      DeviceBuffer<int32_t> one_device(one);
+    for (int32_t prefix : {1, 33}) {
+      if (p.counts[largest] <= prefix) continue;
+      std::vector<int32_t> few(static_cast<size_t>(s.num_experts), 0);
+      few[largest] = prefix;
+      DeviceBuffer<int32_t> few_device(few);
       Fp8GroupedGemmArgs alone = args;
-      alone.expert_counts = one_device.data();
-      const std::vector<float> single =
-          fathom::testing::bf16_to_float_vector(p.run(alone, s.rows).download());
+      alone.expert_counts = few_device.data();
+      const std::vector<float> single = fathom::testing::bf16_to_float_vector(p.run(alone, s.rows).download());
       const int64_t first = p.offsets[largest] * s.rows;
-      for (int64_t r = 0; r < s.rows; ++r) {
-        ASSERT_EQ(std::memcmp(&single[first + r], &gpu[first + r], sizeof(float)), 0) << "weight row " << r;
+      for (int64_t i = 0; i < prefix * s.rows; ++i) {
+        ASSERT_EQ(std::memcmp(&single[first + i], &gpu[first + i], sizeof(float)), 0)
+            << "prefix " << prefix << ": token " << i / s.rows << " weight row " << i % s.rows;
       }
     }
   }

@@ -5,10 +5,11 @@
 // kernels: the batch-invariant mode keeps the tiled kernel.
 //
 // Tiles: 128 weight rows x kTokens tokens of one expert; the two consumer warpgroups split the rows (64-token
-// tiles) or the tokens (128- and 192-token tiles). A persistent grid walks the tiles of all experts in (expert,
-// token tile, weight row block) order, so CTAs running together share the expert's token tile and weight in L2. The
-// tile table (prefix sums of each expert's tile count) is built in shared memory from the device counts, so no host
-// synchronisation is needed.
+// tiles) or the tokens (128- and 192-token tiles); each warpgroup's MMAs cover only the tile's tokens that exist,
+// rounded up to 32 (an expert's last tile is often mostly padding). A persistent grid walks the tiles of all experts
+// in (expert, token tile, weight row block) order, so CTAs running together share the expert's token tile and weight
+// in L2. The tile table (prefix sums of each expert's tile count) is built in shared memory from the device counts,
+// so no host synchronisation is needed.
 #include <cuda.h>
 #include <cuda_bf16.h>
 
@@ -119,10 +120,9 @@ fp8_gemm_grouped_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,  // [E 
   for (int t = blockIdx.x; t < total_tiles; t += gridDim.x) {
     const wgmma_detail::Tile tile = wgmma_detail::locate_tile(t, table, num_experts, row_blocks);
     const int valid_tokens = expert_counts[tile.expert] - tile.token_tile * kTokens - group_token;
-    const bool active = valid_tokens > 0;  // else every column of this group is padding
     SwapAbAccumulators<Layout> total;
-    swap_ab_consume_tile<Layout>(pipe, active, group_row, group_token, k_blocks, lane, total);
-    if (!active) continue;  // no token of this group is stored (the group's barriers are its own)
+    swap_ab_consume_tile<Layout>(pipe, valid_tokens, group_row, group_token, k_blocks, lane, total);
+    if (valid_tokens <= 0) continue;  // every column of this group is padding: nothing stored (its barriers are its own)
     swap_ab_store_bf16<Layout>(total, staged, out,
                                expert_offsets[tile.expert] + tile.token_tile * kTokens + group_token, rows,
                                tile.row_block * kWgmmaTileRows + group_row, valid_tokens, Layout::kRowBlocks * 64,

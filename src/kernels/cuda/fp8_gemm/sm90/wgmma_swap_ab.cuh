@@ -35,7 +35,7 @@ static_assert((kWgmmaLaunchRegisters - kWgmmaProducerRegisters) >=
               "the consumers claim more registers than the producer releases");
 
 // How the two consumer warpgroups share a tile: kRows: 64 weight rows each, all tokens; kTokens: half the tokens
-// each, all 128 rows (a warpgroup whose tokens are all padding skips its MMAs); kK: alternate pipeline stages (an
+// each, all 128 rows (a warpgroup's MMAs cover only its tokens that exist, in 32-token steps); kK: alternate pipeline stages (an
 // even number of them), all rows and tokens: warpgroup g reads every round of the stages s with s % 2 == g, so each
 // stage keeps one reader and its parity waits stay in step; warpgroup 1's sums join warpgroup 0's at the end of the
 // tile through shared memory (twice the MMAs per wait, two K blocks in flight).
@@ -160,20 +160,25 @@ __device__ __forceinline__ void swap_ab_produce_tile(SwapAbPipeline& pipe, const
 template <class Layout>
 using SwapAbAccumulators = float[Layout::kRowBlocks][Layout::kGroupTokens / 2];
 
-// Consumer warpgroup: sums the tile's num_k_blocks K blocks that land in its stages (s % stage_stride ==
-// stage_first; all of them with the default stride 1) into `total` (zeroed first), stepping over the others' stages
-// without waiting. An inactive group (all its tokens padding) skips the MMAs but still releases its stages.
-template <class Layout>
-__device__ __forceinline__ void swap_ab_consume_tile(SwapAbPipeline& pipe, bool active, int group_row, int group_token,
-                                                     int num_k_blocks, int lane, SwapAbAccumulators<Layout>& total,
-                                                     int stage_first = 0, int stage_stride = 1) {
+// swap_ab_consume_tile for MMAs over the group's first kN tokens (kN <= kGroupTokens, a provided wgmma N). Each
+// instantiation is one straight loop, so ptxas keeps each K block's wgmmas in flight together (a runtime choice of
+// N inside the loop made it wait after every wgmma).
+template <class Layout, int kN>
+__device__ __forceinline__ void swap_ab_consume_blocks(SwapAbPipeline& pipe, bool active, int group_row,
+                                                       int group_token, int num_k_blocks, int lane,
+                                                       SwapAbAccumulators<Layout>& total, int stage_first,
+                                                       int stage_stride) {
   namespace hw = hopper;
   constexpr int kGroupTokens = Layout::kGroupTokens, kRowBlocks = Layout::kRowBlocks;
-  float block[kRowBlocks][kGroupTokens / 2];
+  static_assert(kN % 32 == 0 && kN <= kGroupTokens);
+  float block[kRowBlocks][kN / 2];
 #pragma unroll
   for (int h = 0; h < kRowBlocks; ++h)
 #pragma unroll
-    for (int i = 0; i < kGroupTokens / 2; ++i) total[h][i] = block[h][i] = 0.0f;
+    for (int i = 0; i < kGroupTokens / 2; ++i) {
+      total[h][i] = 0.0f;
+      if (i < kN / 2) block[h][i] = 0.0f;
+    }
   for (int kb = 0; kb < num_k_blocks; ++kb) {
     if (stage_stride > 1 && pipe.stage % stage_stride != stage_first) {
       pipe.advance<Layout>();
@@ -193,8 +198,8 @@ __device__ __forceinline__ void swap_ab_consume_tile(SwapAbPipeline& pipe, bool 
       for (int k = 0; k < 4; ++k) {  // 32 bytes of K per wgmma inside the 128-byte swizzled rows
 #pragma unroll
         for (int h = 0; h < kRowBlocks; ++h) {
-          hw::wgmma_m64k32_e4m3<kGroupTokens>(block[h], hw::wgmma_desc_advance(w_desc, h * 64 * 128 + 32 * k),
-                                              hw::wgmma_desc_advance(x_desc, 32 * k), k > 0);
+          hw::wgmma_m64k32_e4m3<kN>(block[h], hw::wgmma_desc_advance(w_desc, h * 64 * 128 + 32 * k),
+                                    hw::wgmma_desc_advance(x_desc, 32 * k), k > 0);
         }
       }
       hw::wgmma_commit();
@@ -204,7 +209,7 @@ __device__ __forceinline__ void swap_ab_consume_tile(SwapAbPipeline& pipe, bool 
       const float w_scale = *reinterpret_cast<const float*>(stage_base + Layout::kWScaleOffset);
       const float* x_scale_tile = reinterpret_cast<const float*>(stage_base + Layout::kXScaleOffset) + group_token;
 #pragma unroll
-      for (int j = 0; j < kGroupTokens / 8; ++j) {  // columns 8j + 2 (lane % 4) + {0, 1} of the group
+      for (int j = 0; j < kN / 8; ++j) {  // columns 8j + 2 (lane % 4) + {0, 1} of the group
         const float2 x_scale = *reinterpret_cast<const float2*>(x_scale_tile + 8 * j + 2 * (lane % 4));
         const float scale0 = w_scale * x_scale.x, scale1 = w_scale * x_scale.y;
 #pragma unroll
@@ -219,6 +224,36 @@ __device__ __forceinline__ void swap_ab_consume_tile(SwapAbPipeline& pipe, bool 
     __syncwarp();  // the warp's shared reads of this stage are done
     if (lane == 0) hw::mbarrier_arrive(&pipe.empty[pipe.stage]);
     pipe.advance<Layout>();
+  }
+}
+
+// Consumer warpgroup: sums the tile's num_k_blocks K blocks that land in its stages (s % stage_stride ==
+// stage_first; all of them with the default stride 1) into `total` (zeroed first), stepping over the others' stages
+// without waiting. Only the group's first used_tokens tokens get MMAs and promotions, rounded up to the next
+// provided wgmma N (32, 64, 96, 128): a token column's arithmetic is the same whatever N covers it, and the columns
+// past it stay 0. A group with used_tokens <= 0 (all padding) skips the MMAs but still releases its stages.
+template <class Layout>
+__device__ __forceinline__ void swap_ab_consume_tile(SwapAbPipeline& pipe, int used_tokens, int group_row,
+                                                     int group_token, int num_k_blocks, int lane,
+                                                     SwapAbAccumulators<Layout>& total, int stage_first = 0,
+                                                     int stage_stride = 1) {
+  constexpr int kGroupTokens = Layout::kGroupTokens;
+  const bool active = used_tokens > 0;
+  const int used_chunks = (used_tokens + 31) / 32;  // 32-token column chunks that need MMAs
+  if (!active || used_chunks >= kGroupTokens / 32) {
+    swap_ab_consume_blocks<Layout, kGroupTokens>(pipe, active, group_row, group_token, num_k_blocks, lane, total,
+                                                 stage_first, stage_stride);
+  } else if (used_chunks == 1) {
+    swap_ab_consume_blocks<Layout, 32>(pipe, true, group_row, group_token, num_k_blocks, lane, total, stage_first,
+                                       stage_stride);
+  } else if constexpr (kGroupTokens > 64) {
+    if (used_chunks == 2) {
+      swap_ab_consume_blocks<Layout, 64>(pipe, true, group_row, group_token, num_k_blocks, lane, total, stage_first,
+                                         stage_stride);
+    } else if constexpr (kGroupTokens > 96) {
+      swap_ab_consume_blocks<Layout, 96>(pipe, true, group_row, group_token, num_k_blocks, lane, total, stage_first,
+                                         stage_stride);
+    }
   }
 }
 
