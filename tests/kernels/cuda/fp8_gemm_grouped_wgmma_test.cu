@@ -127,11 +127,12 @@ TEST_P(GroupedWgmma, MatchesCpuAndTiledKernel) {
     // Deterministic: a second run gives the same bits.
     fathom::testing::expect_same_device_bits(p.run(args, s.rows), out, "second wgmma run");
 
-    // Row independence: the first 1 and 33 rows of the largest expert alone == inside its full segment (the
-    // kernel covers only a group's used tokens with MMAs, so these run narrower wgmmas than the full segment).
+    // Row independence: the first rows of the largest expert alone == inside its full segment. The kernel covers
+    // only a group's existing tokens with MMAs, so these prefixes run narrower wgmmas than the full segment: in
+    // the first warpgroup (1, 33 rows) and, with token-split tiles, in the second (65, 97 rows).
     const int32_t largest =
         static_cast<int32_t>(std::max_element(p.counts.begin(), p.counts.end()) - p.counts.begin());
-    for (int32_t prefix : {1, 33}) {
+    for (int32_t prefix : {1, 33, 65, 97}) {
       if (p.counts[largest] <= prefix) continue;
       std::vector<int32_t> few(static_cast<size_t>(s.num_experts), 0);
       few[largest] = prefix;
