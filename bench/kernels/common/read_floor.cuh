@@ -77,3 +77,73 @@ __global__ void __launch_bounds__(32) read_floor_bulk_kernel(const uint8_t* __re
 }
 
 }  // namespace fathom::bench
+
+namespace fathom::bench {
+
+// How a weight's bytes are laid out for read_floor_gemv_pattern_kernel: kRowMajor is the checkpoint's [rows][cols]
+// (a warp's K block is 16 rows x 128 B, cols bytes apart); kTileMajor stores each (16-row tile, K block) as 2 KB
+// contiguous, [row_tiles][k_blocks][16][128 B] (a warp's whole K range is one contiguous run).
+enum class WeightLayout { kRowMajor, kTileMajor };
+
+// Reads a weight exactly as the decode gemv kernels decompose it, without the arithmetic: one CTA per 16-row tile,
+// one warp per K split (splits of k_blocks_per_split blocks), each thread the same 4 x 16 bytes of a K block
+// (rows group and group + 8, bytes lane_in_group * 32 + {0, 16}), kDepth K blocks in flight in a rolling ring;
+// the first ring is requested before the wait for the previous kernel. Isolates what the access pattern and the
+// decomposition cost, apart from the MMAs, the activations and the output. Requires rows % 16 == 0, cols % 128 == 0.
+template <WeightLayout kLayout, int kDepth>
+__global__ void __launch_bounds__(512) read_floor_gemv_pattern_kernel(const uint8_t* __restrict__ w,  // see kLayout
+                                                                      int64_t cols, int k_blocks,
+                                                                      int k_blocks_per_split, int splits,
+                                                                      uint32_t* __restrict__ sink) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / 4, lane_in_group = lane % 4;
+  const int64_t row_tile = blockIdx.x;
+  uint32_t folded = 0;
+  bool waited = false;
+  for (int split = warp; split < splits; split += blockDim.x / 32) {
+    const int kb_begin = split * k_blocks_per_split;
+    const int n = min(k_blocks, kb_begin + k_blocks_per_split) - kb_begin;
+    auto address = [&](int kb, int half) -> const uint4* {  // half 0: row group, 1: row group + 8
+      if constexpr (kLayout == WeightLayout::kRowMajor) {
+        return reinterpret_cast<const uint4*>(w + (row_tile * 16 + group + 8 * half) * cols + kb * 128 +
+                                              lane_in_group * 32);
+      } else {
+        return reinterpret_cast<const uint4*>(w + (row_tile * k_blocks + kb) * 2048 + (group + 8 * half) * 128 +
+                                              lane_in_group * 32);
+      }
+    };
+    uint4 ring[kDepth][4];
+#pragma unroll
+    for (int i = 0; i < kDepth; ++i) {
+      if (i < n) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          ring[i][2 * half] = __ldg(address(kb_begin + i, half));
+          ring[i][2 * half + 1] = __ldg(address(kb_begin + i, half) + 1);
+        }
+      }
+    }
+    if (!waited) kernels::cuda::begin_dependent_kernel(), waited = true;
+#pragma unroll 1
+    for (int base = 0; base < n; base += kDepth) {
+#pragma unroll
+      for (int i = 0; i < kDepth; ++i) {
+        if (base + i < n) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) folded ^= ring[i][j].x ^ ring[i][j].y ^ ring[i][j].z ^ ring[i][j].w;
+          const int next = base + i + kDepth;
+          if (next < n) {
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              ring[i][2 * half] = __ldg(address(kb_begin + next, half));
+              ring[i][2 * half + 1] = __ldg(address(kb_begin + next, half) + 1);
+            }
+          }
+        }
+      }
+    }
+  }
+  if (!waited) kernels::cuda::begin_dependent_kernel();
+  if (folded == 0x9e3779b9u) sink[0] = folded;
+}
+
+}  // namespace fathom::bench

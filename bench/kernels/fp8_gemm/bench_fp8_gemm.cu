@@ -253,6 +253,53 @@ void bench_read_floor(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes, int 
   }
 }
 
+// The decode gemv's access pattern without its arithmetic (read_floor_gemv_pattern_kernel): the checkpoint's
+// row-major layout against a tile-major one where each warp's K range is contiguous, at the split count the GEMM
+// uses and kDepth 2 / 4 K blocks in flight; beside the contiguous ldg_x8 floor and the default GEMM at 1 token.
+void bench_read_pattern(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes, int num_sms) {
+  using fathom::bench::WeightLayout;
+  std::printf("\n## decode read patterns (graph us per kernel, cold L2; %% of copy bandwidth on the weight bytes)\n");
+  std::printf("%-16s %6s %14s %14s %14s %14s %14s %14s\n", "weight", "splits", "ldg_x8", "rowmajor_d2",
+              "rowmajor_d4", "tilemajor_d2", "tilemajor_d4", "gemm_1tok");
+  DeviceBuffer<uint32_t> sink(1);
+  for (const WeightShape& shape : kShapes) {
+    RotatingWeight weight(gemm, shape, rotate_bytes);
+    const Fp8GemmWorkspace ws = weight.workspace();
+    const double weight_bytes = static_cast<double>(weight.weight_bytes);
+    const int k_blocks = static_cast<int>(ceil_div(shape.cols, 128));
+    const int splits = gemm.small_m_splits(shape.rows, shape.cols);
+    const int per_split = static_cast<int>(ceil_div(k_blocks, splits));
+    const int used_splits = static_cast<int>(ceil_div(k_blocks, per_split));
+    const int warps = std::min(used_splits, 16);
+    auto percent = [&](double ms) { return 100.0 * weight_bytes / (ms * 1e-3) / 1e9 / copy_gbps; };
+    auto pattern_ms = [&](auto kernel) {
+      return fathom::bench::graph_ms_per_launch([&](int run, cudaStream_t stream) {
+        fathom::kernels::cuda::launch_programmatic(kernel, dim3(static_cast<unsigned>(shape.rows / 16)),
+                                                   dim3(warps * 32), 0, stream, weight.copy(run).values, shape.cols,
+                                                   k_blocks, per_split, used_splits, sink.data());
+      });
+    };
+    const double ldg_ms = fathom::bench::graph_ms_per_launch([&](int run, cudaStream_t stream) {
+      fathom::kernels::cuda::launch_programmatic(fathom::bench::read_floor_ldg_kernel<8>, dim3(num_sms * 4), dim3(256),
+                                                 0, stream, reinterpret_cast<const uint4*>(weight.copy(run).values),
+                                                 weight.weight_bytes / 16, sink.data());
+    });
+    const double row2 = pattern_ms(fathom::bench::read_floor_gemv_pattern_kernel<WeightLayout::kRowMajor, 2>);
+    const double row4 = pattern_ms(fathom::bench::read_floor_gemv_pattern_kernel<WeightLayout::kRowMajor, 4>);
+    const double tile2 = pattern_ms(fathom::bench::read_floor_gemv_pattern_kernel<WeightLayout::kTileMajor, 2>);
+    const double tile4 = pattern_ms(fathom::bench::read_floor_gemv_pattern_kernel<WeightLayout::kTileMajor, 4>);
+    RandomActivations input(1, shape.cols, 3);
+    DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(shape.rows));
+    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+    const double gemm_ms = fathom::bench::graph_ms_per_launch([&](int run, cudaStream_t stream) {
+      gemm.run(input.view, nullptr, weight.copy(run), out.data(), ws, stream, Fp8GemmPath::kSmallM);
+    });
+    std::printf("%-16s %6d", shape.name, used_splits);
+    for (double ms : {ldg_ms, row2, row4, tile2, tile4, gemm_ms}) std::printf(" %6.2fus %5.1f%%", ms * 1e3, percent(ms));
+    std::printf("\n");
+  }
+}
+
 // Every shape at 1..64 tokens through the default small-M dispatch, timed alone and inside a graph.
 void bench_decode(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes) {
   std::printf("\n## decode (small-M path, default kernels: gemv up to 8 tokens, wgmma above): bytes moved / time vs copy bandwidth\n");
@@ -325,7 +372,7 @@ void bench_prefill(Fp8Gemm& gemm) {
 
 }  // namespace
 
-// Usage: bench_fp8_gemm [section ...] with sections variants, wgmma, floor, decode, prefill (default: all).
+// Usage: bench_fp8_gemm [section ...] with sections variants, wgmma, floor, pattern, decode, prefill (default: all).
 int main(int argc, char** argv) {
   auto wanted = [&](const char* section) {
     if (argc < 2) return true;
@@ -344,6 +391,7 @@ int main(int argc, char** argv) {
   if (wanted("variants")) bench_small_m_variants(gemm, copy_gbps, kRotateBytes);
   if (wanted("wgmma")) bench_wgmma_decode(gemm, copy_gbps, kRotateBytes);
   if (wanted("floor")) bench_read_floor(gemm, copy_gbps, kRotateBytes, prop.multiProcessorCount);
+  if (wanted("pattern")) bench_read_pattern(gemm, copy_gbps, kRotateBytes, prop.multiProcessorCount);
   if (wanted("decode")) bench_decode(gemm, copy_gbps, kRotateBytes);
   if (wanted("prefill")) bench_prefill(gemm);
   return 0;

@@ -143,6 +143,9 @@ void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out)
   down_args.x_values = act_values;  // permuted rows: read directly
   down_args.x_scales = act_scales;
   down_args.x_row_source = nullptr;
+  // The routing ran two launches back (gate/up GEMM and SwiGLU since): the down GEMM streams its experts' weights
+  // while SwiGLU finishes.
+  down_args.experts_settled = !prefill_sized;
   down_args.w_values = weights.experts.down.values.data();
   down_args.w_scales = weights.experts.down.scales.data();
   down_args.rows = hidden;

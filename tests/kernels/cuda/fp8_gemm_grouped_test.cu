@@ -10,6 +10,7 @@
 #include "kernels/cuda/fp8_gemm/act_quant.h"
 #include "kernels/cuda/fp8_gemm/fp8_grouped_gemm.h"
 #include "kernels/cuda/fp8_gemm/fp8_types.h"
+#include "kernels/cuda/programmatic_launch.cuh"
 #include "test_util.h"
 
 namespace fathom::kernels::cuda {
@@ -68,10 +69,11 @@ TEST_P(GroupedGemm, MatchesCpuW8A8PerExpert) {
   const int32_t num_active = static_cast<int32_t>(active.size());
   active.resize(static_cast<size_t>(s.num_experts), -1);
   DeviceBuffer<int32_t> active_device(active);
-  for (int32_t bound : {num_active, s.num_experts}) {
+  for (int32_t bound : {num_active, s.num_experts, -num_active}) {  // negative: the exact bound, experts settled
     Fp8GroupedGemmArgs gemv_args = args;
     gemv_args.active_experts = active_device.data();
-    gemv_args.max_active_experts = bound;
+    gemv_args.max_active_experts = bound < 0 ? -bound : bound;
+    gemv_args.experts_settled = bound < 0;
     DeviceBuffer<__nv_bfloat16> gemv_out(static_cast<size_t>(total_rows * s.rows));
     gemv_out.fill_bytes(0xff);
     fp8_grouped_gemm(gemv_args, gemv_out.data(), nullptr);
@@ -150,6 +152,116 @@ TEST_P(GroupedGemm, MatchesCpuW8A8PerExpert) {
     const std::vector<float> first = fathom::testing::bf16_to_float_vector(alone.download());
     for (int64_t r = 0; r < s.rows; ++r) ASSERT_EQ(first[r], gpu[r]) << "row " << r;
   }
+}
+
+// A copy launched programmatically: waits for the previous kernel, then copies (a stand-in for the routing and
+// SwiGLU kernels of an MoE layer).
+__global__ void programmatic_copy_kernel(const uint8_t* __restrict__ from, uint8_t* __restrict__ to, size_t bytes) {
+  begin_dependent_kernel();
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < bytes;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    to[i] = from[i];
+  }
+}
+
+void programmatic_copy(const void* from, void* to, size_t bytes, cudaStream_t stream) {
+  launch_programmatic(programmatic_copy_kernel, dim3(64), dim3(256), 0, stream, static_cast<const uint8_t*>(from),
+                      static_cast<uint8_t*>(to), bytes);
+}
+
+// The down GEMM's settled-experts path as the model chains it: the expert list, offsets and counts are rewritten
+// two or more programmatic launches before the GEMM and the activations by the launch right before it, alternating
+// between two routings so a read of the previous routing (too early, or a stale cached line) changes the output.
+// Every run must give the bits of a plain launch of the same routing.
+TEST(GroupedGemmDecode, SettledExpertsInProgrammaticChain) {
+  FATHOM_REQUIRE_GPU();
+  constexpr int32_t kExperts = 16;
+  constexpr int64_t kRows = 1024, kCols = 2048, kBlocks = kCols / 128;
+  std::mt19937 rng(404);
+  const StackedExperts experts = make_stacked_experts(rng, kExperts, kRows, kCols);
+  struct Routing {
+    std::vector<int32_t> counts, offsets, active;
+    int64_t total = 0;
+    DeviceBuffer<uint8_t> x_values;
+    DeviceBuffer<float> x_scales;
+    std::vector<__nv_bfloat16> expected;
+  };
+  const std::vector<int32_t> counts_of[2] = {{1, 0, 2, 0, 0, 1, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0},
+                                             {0, 4, 0, 1, 1, 0, 0, 2, 0, 0, 1, 0, 0, 0, 0, 5}};
+  Routing routing[2];
+  int64_t max_total = 0;
+  for (int r = 0; r < 2; ++r) {
+    Routing& R = routing[r];
+    R.counts = counts_of[r];
+    R.offsets.assign(kExperts + 1, 0);
+    for (int32_t e = 0; e < kExperts; ++e) {
+      R.offsets[e + 1] = R.offsets[e] + R.counts[e];
+      if (R.counts[e] > 0) R.active.push_back(e);
+    }
+    R.active.resize(kExperts, -1);
+    R.total = R.offsets.back();
+    max_total = std::max(max_total, R.total);
+    const std::vector<float> x = fathom::testing::round_to_bf16(
+        fathom::testing::random_normal(rng, static_cast<size_t>(R.total * kCols), 2.0f));
+    DeviceBuffer<__nv_bfloat16> x_device(fathom::testing::float_to_bf16_vector(x));
+    R.x_values = DeviceBuffer<uint8_t>(static_cast<size_t>(R.total * kCols));
+    R.x_scales = DeviceBuffer<float>(static_cast<size_t>(R.total * kBlocks));
+    quantize_activations_fp8(x_device.data(), R.total, kCols, R.x_values.data(), R.x_scales.data(), nullptr, nullptr);
+  }
+  Fp8GroupedGemmArgs args;
+  args.w_values = experts.values.data();
+  args.w_scales = experts.scales.data();
+  args.num_experts = kExperts;
+  args.rows = kRows;
+  args.cols = kCols;
+  args.max_rows_per_expert = 5;
+  args.max_active_experts = kExperts;
+  for (Routing& R : routing) {  // references: plain launches, experts not settled
+    DeviceBuffer<int32_t> offsets(R.offsets), counts(R.counts), active(R.active);
+    DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(R.total * kRows));
+    Fp8GroupedGemmArgs plain = args;
+    plain.x_values = R.x_values.data();
+    plain.x_scales = R.x_scales.data();
+    plain.expert_offsets = offsets.data();
+    plain.expert_counts = counts.data();
+    plain.active_experts = active.data();
+    fp8_grouped_gemm(plain, out.data(), nullptr);
+    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+    R.expected = out.download();
+  }
+  DeviceBuffer<int32_t> offsets_of[2] = {DeviceBuffer<int32_t>(routing[0].offsets), DeviceBuffer<int32_t>(routing[1].offsets)};
+  DeviceBuffer<int32_t> counts_of_device[2] = {DeviceBuffer<int32_t>(routing[0].counts), DeviceBuffer<int32_t>(routing[1].counts)};
+  DeviceBuffer<int32_t> active_of[2] = {DeviceBuffer<int32_t>(routing[0].active), DeviceBuffer<int32_t>(routing[1].active)};
+  DeviceBuffer<int32_t> offsets(static_cast<size_t>(kExperts + 1)), counts(static_cast<size_t>(kExperts)),
+      active(static_cast<size_t>(kExperts));
+  DeviceBuffer<uint8_t> x_values(static_cast<size_t>(max_total * kCols));
+  DeviceBuffer<float> x_scales(static_cast<size_t>(max_total * kBlocks));
+  DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(max_total * kRows));
+  args.x_values = x_values.data();
+  args.x_scales = x_scales.data();
+  args.expert_offsets = offsets.data();
+  args.expert_counts = counts.data();
+  args.active_experts = active.data();
+  args.experts_settled = true;
+  cudaStream_t stream;
+  FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (int run = 0; run < 40; ++run) {
+    const int r = run % 2;
+    const Routing& R = routing[r];
+    FATHOM_CUDA_CHECK(cudaMemsetAsync(out.data(), 0xff, out.bytes(), stream));
+    programmatic_copy(active_of[r].data(), active.data(), active.bytes(), stream);
+    programmatic_copy(offsets_of[r].data(), offsets.data(), offsets.bytes(), stream);
+    programmatic_copy(R.x_scales.data(), x_scales.data(), R.x_scales.bytes(), stream);
+    programmatic_copy(counts_of_device[r].data(), counts.data(), counts.bytes(), stream);  // two launches back
+    programmatic_copy(R.x_values.data(), x_values.data(), R.x_values.bytes(), stream);    // the previous launch
+    fp8_grouped_gemm(args, out.data(), stream);
+    FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::vector<__nv_bfloat16> got = out.download();
+    got.resize(R.expected.size());
+    ASSERT_EQ(std::memcmp(got.data(), R.expected.data(), got.size() * sizeof(__nv_bfloat16)), 0)
+        << "run " << run << " (routing " << r << ")";
+  }
+  FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
 INSTANTIATE_TEST_SUITE_P(

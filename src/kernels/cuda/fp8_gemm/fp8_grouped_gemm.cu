@@ -88,7 +88,8 @@ void launch_gemv(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bfloat16* ou
   auto launch = [&](auto kernel) {
     launch_programmatic(kernel, grid, dim3(kWarps * 32), 0, stream, args.x_values, args.x_scales, args.expert_offsets,
                         args.expert_counts, args.active_experts, args.x_row_source, args.x_row_divisor, args.w_values,
-                        args.w_scales, args.rows, args.cols, k_blocks, args.gemv_prefetch_blocks, out);
+                        args.w_scales, args.rows, args.cols, k_blocks, args.gemv_prefetch_blocks,
+                        args.experts_settled, out);
   };
   // One 8-token tile per pass when no expert can have more rows; else two (16 rows per pass over the weight).
   if (args.max_rows_per_expert <= 8) launch(sm90::fp8_gemm_grouped_gemv_kernel<1, kWarps, kDepth, __nv_bfloat16>);

@@ -49,6 +49,11 @@ struct Fp8GroupedGemmArgs {
   int64_t x_source_rows = 0;                // rows of the unpermuted x (the kernel addresses them with int offsets)
   // Decode only: each warp asks L2 for its weight rows this many K blocks ahead (data movement only, same bits).
   int32_t gemv_prefetch_blocks = kGroupedGemvPrefetchBlocks;
+  // Decode only (with active_experts): the caller's promise that active_experts, the offsets, the counts and
+  // x_row_source were written by a kernel launched at least two launches earlier on this stream (the routing,
+  // before the gate/up GEMM and SwiGLU, for the down GEMM), so the gemv kernel reads them and starts streaming
+  // its experts' weights before waiting for the previous kernel (programmatic launch). Same bits either way.
+  bool experts_settled = false;
 };
 
 // Whether Fp8GroupedKernel::kWgmma takes this weight shape (rows a multiple of 128, at most 1024 experts).

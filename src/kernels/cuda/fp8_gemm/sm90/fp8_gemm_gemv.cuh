@@ -294,6 +294,10 @@ fp8_gemm_gemv_kernel(const uint8_t* __restrict__ x,         // [tokens, cols] e4
 // The expert multiplies its permuted rows [offsets[e], offsets[e] + counts[e]) by its own weight, kTokenTiles * 8
 // rows per pass over the weight, all K blocks in one split: the same bits as fp8_gemm_grouped_small_m_kernel.
 // x_row_source (nullable): permuted row r reads x row x_row_source[r] / x_row_divisor (x unpermuted) instead of r.
+// experts_settled: the expert list, offsets, counts and x_row_source were written by a kernel that completed before
+// the immediately preceding one waited (e.g. the routing, two launches before the down GEMM): they are read through
+// L2 before the wait for the previous kernel, so the first weight blocks are requested while it finishes; else
+// (the routing is the previous kernel) the kernel waits first.
 // grid = (ceil(rows / (kWarps * 16)), 1, slots); block = kWarps * 32 threads.
 template <int kTokenTiles, int kWarps, int kDepth, typename Output>
 __global__ void __launch_bounds__(kWarps * 32)
@@ -308,13 +312,16 @@ fp8_gemm_grouped_gemv_kernel(const uint8_t* __restrict__ x,               // [ma
                              const float* __restrict__ w_scales,          // [E, ceil(rows/128), k_blocks]
                              int64_t rows, int64_t cols, int k_blocks,
                              int prefetch_blocks,                         // L2 prefetch distance in K blocks
+                             bool experts_settled,
                              Output* __restrict__ out) {                  // [max_rows, rows]
   static_assert(kTokenTiles >= 1 && kTokenTiles <= 2 && kDepth >= 1 && kWarps >= 1 && kWarps <= 32);
-  begin_dependent_kernel();  // the expert list is the previous kernels' output: no weight can be read before
-  const int expert = active_experts[blockIdx.z];
+  // Unsettled, the expert list is the previous kernel's output: no weight can be read before the wait. Settled,
+  // __ldcg reads it from L2 (where the earlier kernel's completion left it), never from a stale L1 line.
+  if (!experts_settled) begin_dependent_kernel();
+  const int expert = __ldcg(active_experts + blockIdx.z);
   if (expert < 0) return;
-  const int count = expert_counts[expert];
-  const int64_t begin = expert_offsets[expert];
+  const int count = __ldcg(expert_counts + expert);
+  const int64_t begin = __ldcg(expert_offsets + expert);
   const uint8_t* w_expert = w + static_cast<int64_t>(expert) * rows * cols;
   const float* w_scales_expert = w_scales + static_cast<int64_t>(expert) * ((rows + 127) / 128) * k_blocks;
   const int lane = threadIdx.x % 32;
@@ -336,17 +343,21 @@ fp8_gemm_grouped_gemv_kernel(const uint8_t* __restrict__ x,               // [ma
       x_scale_rows = x_scales;
 #pragma unroll
       for (int t = 0; t < kTokenTiles; ++t) {
-        const int source = x_row_source[first + min(t * 8 + group, tokens - 1)] / x_row_divisor;
+        const int source = __ldcg(x_row_source + first + min(t * 8 + group, tokens - 1)) / x_row_divisor;
         op.x_offset[t] = source * static_cast<int>(cols) + lane_in_group * 32;
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
-          const int scale_source = x_row_source[first + min(t * 8 + 2 * lane_in_group + j, tokens - 1)] / x_row_divisor;
+          const int scale_source = __ldcg(x_row_source + first + min(t * 8 + 2 * lane_in_group + j, tokens - 1)) / x_row_divisor;
           op.x_scale_offset[t][j] = scale_source * k_blocks;
         }
       }
     }
     float acc[kTokenTiles][4];
-    gemv_accumulate<kTokenTiles, kDepth>(op, x_rows, x_scale_rows, 0, k_blocks, prefetch_blocks, acc, [] {});
+    // Settled: the wait goes after the first pass's first weight requests (activations are the previous kernel's).
+    gemv_accumulate<kTokenTiles, kDepth>(op, x_rows, x_scale_rows, 0, k_blocks, prefetch_blocks, acc,
+                                         [experts_settled, m0] {
+                                           if (experts_settled && m0 == 0) begin_dependent_kernel();
+                                         });
     gemv_store_fragment(acc, tokens, rows, row0, out + first * rows);
   }
 }
