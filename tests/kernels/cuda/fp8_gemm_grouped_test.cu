@@ -10,7 +10,7 @@
 #include "kernels/cuda/fp8_gemm/act_quant.h"
 #include "kernels/cuda/fp8_gemm/fp8_grouped_gemm.h"
 #include "kernels/cuda/fp8_gemm/fp8_types.h"
-#include "kernels/cuda/programmatic_launch.cuh"
+#include "programmatic_copy.cuh"
 #include "test_util.h"
 
 namespace fathom::kernels::cuda {
@@ -154,21 +154,6 @@ TEST_P(GroupedGemm, MatchesCpuW8A8PerExpert) {
   }
 }
 
-// A copy launched programmatically: waits for the previous kernel, then copies (a stand-in for the routing and
-// SwiGLU kernels of an MoE layer).
-__global__ void programmatic_copy_kernel(const uint8_t* __restrict__ from, uint8_t* __restrict__ to, size_t bytes) {
-  begin_dependent_kernel();
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < bytes;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    to[i] = from[i];
-  }
-}
-
-void programmatic_copy(const void* from, void* to, size_t bytes, cudaStream_t stream) {
-  launch_programmatic(programmatic_copy_kernel, dim3(64), dim3(256), 0, stream, static_cast<const uint8_t*>(from),
-                      static_cast<uint8_t*>(to), bytes);
-}
-
 // The down GEMM's settled-experts path as the model chains it: the expert list, offsets and counts are rewritten
 // two or more programmatic launches before the GEMM and the activations by the launch right before it, alternating
 // between two routings so a read of the previous routing (too early, or a stale cached line) changes the output.
@@ -249,11 +234,11 @@ TEST(GroupedGemmDecode, SettledExpertsInProgrammaticChain) {
     const int r = run % 2;
     const Routing& R = routing[r];
     FATHOM_CUDA_CHECK(cudaMemsetAsync(out.data(), 0xff, out.bytes(), stream));
-    programmatic_copy(active_of[r].data(), active.data(), active.bytes(), stream);
-    programmatic_copy(offsets_of[r].data(), offsets.data(), offsets.bytes(), stream);
-    programmatic_copy(R.x_scales.data(), x_scales.data(), R.x_scales.bytes(), stream);
-    programmatic_copy(counts_of_device[r].data(), counts.data(), counts.bytes(), stream);  // two launches back
-    programmatic_copy(R.x_values.data(), x_values.data(), R.x_values.bytes(), stream);    // the previous launch
+    fathom::testing::programmatic_copy(active_of[r].data(), active.data(), active.bytes(), stream);
+    fathom::testing::programmatic_copy(offsets_of[r].data(), offsets.data(), offsets.bytes(), stream);
+    fathom::testing::programmatic_copy(R.x_scales.data(), x_scales.data(), R.x_scales.bytes(), stream);
+    fathom::testing::programmatic_copy(counts_of_device[r].data(), counts.data(), counts.bytes(), stream);  // two launches back
+    fathom::testing::programmatic_copy(R.x_values.data(), x_values.data(), R.x_values.bytes(), stream);    // the previous launch
     fp8_grouped_gemm(args, out.data(), stream);
     FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
     std::vector<__nv_bfloat16> got = out.download();

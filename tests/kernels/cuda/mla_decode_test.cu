@@ -19,6 +19,7 @@
 #include "kernels/cpu/mla_attention.h"
 #include "kernels/cuda/mla/mla_decode.h"
 #include "mla_test_util.h"
+#include "programmatic_copy.cuh"
 
 namespace fathom::testing {
 namespace {
@@ -226,6 +227,54 @@ TEST(MlaDecode, DeterministicAndGraphReplayMatchesDirectLaunch) {
   EXPECT_EQ(0, std::memcmp(direct.data(), replayed.data(), direct.size() * sizeof(float))) << "graph replay differs";
   FATHOM_CUDA_CHECK(cudaGraphExecDestroy(graph_exec));
   FATHOM_CUDA_CHECK(cudaGraphDestroy(graph));
+  FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+// The decode as the model chains it: programmatic launches after the kernels that write its cache rows, page table
+// and q_pe (two or more launches back) and q_latent (the launch right before), alternating between two setups of
+// the same shape (different rows, page tables and queries), so a read of the other setup's data (before the wait,
+// or a stale cached line) changes the output. Every run must give the bits of a plain launch of the same setup;
+// split plan of 3 (the combine runs after it). Guards any move of the kernel's reads ahead of its wait.
+TEST(MlaDecode, ProgrammaticChainMatchesPlainLaunch) {
+  FATHOM_REQUIRE_GPU();
+  const DecodeCase c{"chain", 128, 512, 64, 16, {700, 1, 129}};
+  DecodeSetup setups[2] = {make_setup(c, 71), make_setup(c, 72)};
+  MlaDecodePlan plan = heuristic_plan(setups[0]);
+  plan.num_splits = 3;
+  std::vector<float> expected[2];
+  for (int i = 0; i < 2; ++i) expected[i] = run_gpu(setups[i], plan);
+  ASSERT_NE(0, std::memcmp(expected[0].data(), expected[1].data(), expected[0].size() * sizeof(float)));
+  const DecodeSetup& shape = setups[0];
+  DeviceBuffer<__nv_bfloat16> pool(shape.cache.pool.size()), q_latent(shape.q_latent_device.size()),
+      q_pe(shape.q_pe_device.size()), out(shape.out_device.size());
+  DeviceBuffer<int32_t> page_table(shape.cache.page_table_device.size());
+  const size_t bytes = kernels::cuda::mla_decode_workspace_bytes(plan, shape.batch(), c.heads, c.kv_lora);
+  DeviceBuffer<uint8_t> workspace(bytes);
+  MlaDecodeArgs args;
+  args.q_latent = q_latent.data();
+  args.q_pe = q_pe.data();
+  args.q_pe_head_stride = c.rope;
+  args.cache = shape.cache.view();
+  args.cache.pool = pool.data();
+  args.batch = shape.cache.batch_view();
+  args.batch.page_table = page_table.data();
+  args.out_latent = out.data();
+  args.num_heads = c.heads;
+  args.softmax_scale = shape.scale;
+  cudaStream_t stream;
+  FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (int run = 0; run < 20; ++run) {
+    const DecodeSetup& s = setups[run % 2];
+    FATHOM_CUDA_CHECK(cudaMemsetAsync(out.data(), 0xff, out.bytes(), stream));
+    programmatic_copy(s.cache.pool.data(), pool.data(), pool.bytes(), stream);
+    programmatic_copy(s.cache.page_table_device.data(), page_table.data(), page_table.bytes(), stream);
+    programmatic_copy(s.q_pe_device.data(), q_pe.data(), q_pe.bytes(), stream);          // two launches back
+    programmatic_copy(s.q_latent_device.data(), q_latent.data(), q_latent.bytes(), stream);  // the previous launch
+    kernels::cuda::mla_decode(args, plan, workspace.data(), bytes, stream);
+    FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const std::vector<float> got = bf16_to_float_vector(out.download());
+    ASSERT_EQ(0, std::memcmp(got.data(), expected[run % 2].data(), got.size() * sizeof(float))) << "run " << run;
+  }
   FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
