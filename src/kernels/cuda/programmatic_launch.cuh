@@ -17,7 +17,9 @@ namespace fathom::kernels::cuda {
 // Blocks until the preceding grid has completed and its memory is visible (returns at once without a PDL launch).
 __device__ __forceinline__ void wait_for_predecessor() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
-// Lets the next kernel in the stream be scheduled once every CTA of this grid has called it (or exited).
+// Lets the next kernel in the stream be scheduled once every CTA of this grid has called it (or exited). Call it
+// only after wait_for_predecessor(): kernels that read inputs written two launches back before their own wait
+// (Fp8GroupedGemmArgs::experts_settled) rely on every kernel before them having waited before letting them start.
 __device__ __forceinline__ void allow_successor_launch() { asm volatile("griddepcontrol.launch_dependents;" :::); }
 
 // The usual prologue of a kernel launched programmatically: wait, then let the successor be scheduled (one
