@@ -37,9 +37,9 @@ void launch_tiled(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bfloat16* o
 
 // A persistent grid of one CTA per SM walks every expert's (token tile, 128-row weight block) tiles; the tile
 // count lives on the device, so CTAs without a tile exit at once.
-template <int kTokens, bool kSplitTokens>
+template <int kTokens>
 void launch_wgmma_tokens(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bfloat16* out, cudaStream_t stream) {
-  using Layout = sm90::GroupedWgmmaLayout<kTokens, kSplitTokens>;
+  using Layout = sm90::GroupedWgmmaLayout<kTokens>;
   const CUtensorMap w_map = make_tensor_map_2d_bytes_sw128(
       args.w_values, static_cast<uint64_t>(args.cols), static_cast<uint64_t>(args.num_experts) * args.rows,
       static_cast<uint64_t>(args.cols), sm90::kWgmmaTileRows);
@@ -49,7 +49,7 @@ void launch_wgmma_tokens(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bflo
   int device = 0, num_sms = 0;
   FATHOM_CUDA_CHECK(cudaGetDevice(&device));
   FATHOM_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
-  auto kernel = sm90::fp8_gemm_grouped_wgmma_kernel<kTokens, kSplitTokens>;
+  auto kernel = sm90::fp8_gemm_grouped_wgmma_kernel<kTokens>;
   // Above the 48 KB default; a per-function attribute (not a stream operation), so safe under graph capture.
   FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Layout::kSmemBytes));
   kernel<<<num_sms, sm90::kWgmmaThreads, Layout::kSmemBytes, stream>>>(
@@ -68,11 +68,9 @@ void launch_wgmma(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bfloat16* o
   if (tokens_per_tile == 0) tokens_per_tile = wgmma_tokens_per_tile(args.x_rows, args.num_experts);
   FATHOM_CHECK(tokens_per_tile == 64 || tokens_per_tile == 128 || tokens_per_tile == 192,
                "fp8_grouped_gemm: wgmma_tokens_per_tile must be 0, 64, 128 or 192, got " << tokens_per_tile);
-  // 64-token tiles: the warpgroups split the weight rows; 128- and 192-token tiles: they split the tokens, so a half
-  // tile past an expert's rows costs no MMAs.
-  if (tokens_per_tile == 64) launch_wgmma_tokens<64, false>(args, k_blocks, out, stream);
-  else if (tokens_per_tile == 128) launch_wgmma_tokens<128, true>(args, k_blocks, out, stream);
-  else launch_wgmma_tokens<192, true>(args, k_blocks, out, stream);
+  if (tokens_per_tile == 64) launch_wgmma_tokens<64>(args, k_blocks, out, stream);
+  else if (tokens_per_tile == 128) launch_wgmma_tokens<128>(args, k_blocks, out, stream);
+  else launch_wgmma_tokens<192>(args, k_blocks, out, stream);
 }
 
 // Grid: (weight row blocks of 64, 1, max_active_experts); slot s runs expert active_experts[s].

@@ -49,6 +49,8 @@
 #define FATHOM_WGMMA_ACC48_OPERANDS FATHOM_WGMMA_ACC32_OPERANDS ", " FATHOM_WGMMA_OPERANDS_32_47
 #define FATHOM_WGMMA_ACC64_OPERANDS \
   FATHOM_WGMMA_ACC32_OPERANDS ", " FATHOM_WGMMA_OPERANDS_32_47 ", " FATHOM_WGMMA_OPERANDS_48_63
+#define FATHOM_WGMMA_ACC80_OPERANDS FATHOM_WGMMA_ACC64_OPERANDS ", " FATHOM_WGMMA_OPERANDS_64_79
+#define FATHOM_WGMMA_ACC96_OPERANDS FATHOM_WGMMA_ACC80_OPERANDS ", " FATHOM_WGMMA_OPERANDS_80_95
 #define FATHOM_WGMMA_ACC128_OPERANDS                                                                  \
   FATHOM_WGMMA_ACC64_OPERANDS ", " FATHOM_WGMMA_OPERANDS_64_79 ", " FATHOM_WGMMA_OPERANDS_80_95 ", " \
       FATHOM_WGMMA_OPERANDS_96_111 ", " FATHOM_WGMMA_OPERANDS_112_127
@@ -57,6 +59,8 @@
 #define FATHOM_WGMMA_ACC48_CONSTRAINTS(d) FATHOM_WGMMA_ACC32_CONSTRAINTS(d), FATHOM_WGMMA_CONSTRAINTS_32_47(d)
 #define FATHOM_WGMMA_ACC64_CONSTRAINTS(d) \
   FATHOM_WGMMA_ACC32_CONSTRAINTS(d), FATHOM_WGMMA_CONSTRAINTS_32_47(d), FATHOM_WGMMA_CONSTRAINTS_48_63(d)
+#define FATHOM_WGMMA_ACC80_CONSTRAINTS(d) FATHOM_WGMMA_ACC64_CONSTRAINTS(d), FATHOM_WGMMA_CONSTRAINTS_64_79(d)
+#define FATHOM_WGMMA_ACC96_CONSTRAINTS(d) FATHOM_WGMMA_ACC80_CONSTRAINTS(d), FATHOM_WGMMA_CONSTRAINTS_80_95(d)
 #define FATHOM_WGMMA_ACC128_CONSTRAINTS(d)                                                             \
   FATHOM_WGMMA_ACC64_CONSTRAINTS(d), FATHOM_WGMMA_CONSTRAINTS_64_79(d), FATHOM_WGMMA_CONSTRAINTS_80_95(d), \
       FATHOM_WGMMA_CONSTRAINTS_96_111(d), FATHOM_WGMMA_CONSTRAINTS_112_127(d)
@@ -158,19 +162,51 @@ __device__ __forceinline__ void wgmma_m64n128k32_e4m3(float (&d)[64], uint64_t d
       : "memory");
 }
 
+// d[64 x 160] (+)= A[64 x 32] · B[160 x 32]^T, e4m3 operands K-major in shared memory, fp32 accumulators;
+// accumulate = false overwrites d. Per thread, d[4j + e] is the mma.sync m16n8 C element e of n-tile j.
+__device__ __forceinline__ void wgmma_m64n160k32_e4m3(float (&d)[80], uint64_t desc_a, uint64_t desc_b,
+                                                     bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %82, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n160k32.f32.e4m3.e4m3 {"
+      FATHOM_WGMMA_ACC80_OPERANDS
+      "}, %80, %81, p, 1, 1;\n}\n"
+      : FATHOM_WGMMA_ACC80_CONSTRAINTS(d)
+      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate))
+      : "memory");
+}
+
+// d[64 x 192] (+)= A[64 x 32] · B[192 x 32]^T, e4m3 operands K-major in shared memory, fp32 accumulators;
+// accumulate = false overwrites d. Per thread, d[4j + e] is the mma.sync m16n8 C element e of n-tile j.
+__device__ __forceinline__ void wgmma_m64n192k32_e4m3(float (&d)[96], uint64_t desc_a, uint64_t desc_b,
+                                                     bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3 {"
+      FATHOM_WGMMA_ACC96_OPERANDS
+      "}, %96, %97, p, 1, 1;\n}\n"
+      : FATHOM_WGMMA_ACC96_CONSTRAINTS(d)
+      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate))
+      : "memory");
+}
+
 // The shape for a compile-time token count (the N of the grouped GEMM's tile).
 template <int kN>
 __device__ __forceinline__ void wgmma_m64k32_e4m3(float (&d)[kN / 2], uint64_t desc_a, uint64_t desc_b,
                                                   bool accumulate) {
-  static_assert(kN == 32 || kN == 64 || kN == 96 || kN == 128, "e4m3 wgmma shapes provided: n32, n64, n96, n128");
+  static_assert(kN % 32 == 0 && kN >= 32 && kN <= 192, "e4m3 wgmma shapes provided: n32 to n192 in steps of 32");
   if constexpr (kN == 32) {
     wgmma_m64n32k32_e4m3(d, desc_a, desc_b, accumulate);
   } else if constexpr (kN == 64) {
     wgmma_m64n64k32_e4m3(d, desc_a, desc_b, accumulate);
   } else if constexpr (kN == 96) {
     wgmma_m64n96k32_e4m3(d, desc_a, desc_b, accumulate);
-  } else {
+  } else if constexpr (kN == 128) {
     wgmma_m64n128k32_e4m3(d, desc_a, desc_b, accumulate);
+  } else if constexpr (kN == 160) {
+    wgmma_m64n160k32_e4m3(d, desc_a, desc_b, accumulate);
+  } else {
+    wgmma_m64n192k32_e4m3(d, desc_a, desc_b, accumulate);
   }
 }
 

@@ -106,7 +106,7 @@ fp8_gemm_decode_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,  // [row
     const int kb_begin = tile.split * k_blocks_per_split;
     const int num_k_blocks = min(k_blocks, kb_begin + k_blocks_per_split) - kb_begin;
     SwapAbAccumulators<Layout> total;
-    swap_ab_consume_tile<Layout>(pipe, Layout::kGroupTokens, 0, 0, num_k_blocks, lane, total, warpgroup,
+    swap_ab_consume_tile<Layout>(pipe, Layout::kGroupTokens, 0, num_k_blocks, lane, total, warpgroup,
                                  kWgmmaConsumerGroups);
     if (warpgroup == 1) {
 #pragma unroll

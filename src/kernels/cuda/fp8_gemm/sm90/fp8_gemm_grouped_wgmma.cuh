@@ -4,9 +4,9 @@
 // tensor core's in-block summation differs from mma.sync's, so the bits are not those of the small-M / tiled
 // kernels: the batch-invariant mode keeps the tiled kernel.
 //
-// Tiles: 128 weight rows x kTokens tokens of one expert; the two consumer warpgroups split the rows (64-token
-// tiles) or the tokens (128- and 192-token tiles); each warpgroup's MMAs cover only the tile's tokens that exist,
-// rounded up to 32 (an expert's last tile is often mostly padding). A persistent grid walks the tiles of all experts
+// Tiles: 128 weight rows x kTokens tokens of one expert; the two consumer warpgroups take 64 rows each
+// (SwapAbSplit::kRows); their MMAs cover only the tile's tokens that exist, rounded up to 32 (an expert's last tile
+// is often mostly padding). A persistent grid walks the tiles of all experts
 // in (expert, token tile, weight row block) order, so CTAs running together share the expert's token tile and weight
 // in L2. The tile table (prefix sums of each expert's tile count) is built in shared memory from the device counts,
 // so no host synchronisation is needed.
@@ -21,9 +21,8 @@ namespace fathom::kernels::cuda::sm90 {
 
 constexpr int kWgmmaMaxExperts = 1024;  // tile table entries in shared memory
 
-template <int kTokens, bool kSplitTokens>
-using GroupedWgmmaLayout =
-    SwapAbLayout<kTokens, kSplitTokens ? SwapAbSplit::kTokens : SwapAbSplit::kRows, kWgmmaMaxExperts + 1>;
+template <int kTokens>
+using GroupedWgmmaLayout = SwapAbLayout<kTokens, SwapAbSplit::kRows, kWgmmaMaxExperts + 1>;
 
 namespace wgmma_detail {
 
@@ -46,10 +45,10 @@ __device__ __forceinline__ Tile locate_tile(int t, const int32_t* table, int num
 }  // namespace wgmma_detail
 
 // out[first_e + t, r] for every expert e with rows: see the header comment. Launch: a persistent 1-D grid (at most
-// one CTA per SM), kWgmmaThreads threads, GroupedWgmmaLayout<kTokens, kSplitTokens>::kSmemBytes of dynamic shared
+// one CTA per SM), kWgmmaThreads threads, GroupedWgmmaLayout<kTokens>::kSmemBytes of dynamic shared
 // memory.
 // Requires rows % 128 == 0, cols % 16 == 0, num_experts <= kWgmmaMaxExperts, counts >= 0.
-template <int kTokens, bool kSplitTokens>
+template <int kTokens>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
 fp8_gemm_grouped_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,  // [E * rows][cols] e4m3, box [128][128 B]
                               const __grid_constant__ CUtensorMap x_map,  // [x_rows][cols] e4m3, box [kTokens][128 B]
@@ -59,7 +58,7 @@ fp8_gemm_grouped_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,  // [E 
                               const int32_t* __restrict__ expert_counts,  // [E] rows of each expert
                               int num_experts, int rows, int k_blocks,
                               __nv_bfloat16* __restrict__ out) {          // [x_rows, rows]
-  using Layout = GroupedWgmmaLayout<kTokens, kSplitTokens>;
+  using Layout = GroupedWgmmaLayout<kTokens>;
   namespace hw = hopper;
   extern __shared__ uint8_t wgmma_smem_raw[];
   uint8_t* smem = wgmma_smem_raw + ((1024 - (hw::shared_address(wgmma_smem_raw) & 1023)) & 1023);
@@ -111,20 +110,17 @@ fp8_gemm_grouped_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,  // [E 
     return;
   }
 
-  // Consumers: warpgroup g owns tokens [group_token, + kGroupTokens) x weight rows [group_row, + 64 kRowBlocks).
+  // Consumers: warpgroup g owns the tile's tokens x weight rows [group_row, + 64).
   hw::warpgroup_claim_registers<kWgmmaConsumerRegisters>();
   const int thread = threadIdx.x % 128;
-  const int group_token = kSplitTokens ? warpgroup * Layout::kGroupTokens : 0;
-  const int group_row = kSplitTokens ? 0 : warpgroup * 64;
+  const int group_row = warpgroup * 64;
   __nv_bfloat16* staged = reinterpret_cast<__nv_bfloat16*>(smem + Layout::kOutOffset + warpgroup * Layout::kOutGroupBytes);
   for (int t = blockIdx.x; t < total_tiles; t += gridDim.x) {
     const wgmma_detail::Tile tile = wgmma_detail::locate_tile(t, table, num_experts, row_blocks);
-    const int valid_tokens = expert_counts[tile.expert] - tile.token_tile * kTokens - group_token;
+    const int valid_tokens = expert_counts[tile.expert] - tile.token_tile * kTokens;  // >= 1: tiles cover rows
     SwapAbAccumulators<Layout> total;
-    swap_ab_consume_tile<Layout>(pipe, valid_tokens, group_row, group_token, k_blocks, lane, total);
-    if (valid_tokens <= 0) continue;  // every column of this group is padding: nothing stored (its barriers are its own)
-    swap_ab_store_bf16<Layout>(total, staged, out,
-                               expert_offsets[tile.expert] + tile.token_tile * kTokens + group_token, rows,
+    swap_ab_consume_tile<Layout>(pipe, valid_tokens, group_row, k_blocks, lane, total);
+    swap_ab_store_bf16<Layout>(total, staged, out, expert_offsets[tile.expert] + tile.token_tile * kTokens, rows,
                                tile.row_block * kWgmmaTileRows + group_row, valid_tokens, Layout::kRowBlocks * 64,
                                warpgroup, thread);
   }
