@@ -4,11 +4,10 @@
 // tensor core's in-block summation differs from mma.sync's, so the bits are not those of the small-M / tiled
 // kernels: the batch-invariant mode keeps the tiled kernel.
 //
-// Tiles: 128 weight rows x kTokens tokens of one expert; the two consumer warpgroups take 64 rows each
-// (SwapAbSplit::kRows); their MMAs cover only the tile's tokens that exist, rounded up to 32 (an expert's last tile
-// is often mostly padding). A persistent grid walks the tiles of all experts
-// in (expert, token tile, weight row block) order, so CTAs running together share the expert's token tile and weight
-// in L2. The tile table (prefix sums of each expert's tile count) is built in shared memory from the device counts,
+// Tiles: 128 weight rows x up to kTokens tokens of one expert (its rows shared evenly by its tiles:
+// expert_tile_rows); the two consumer warpgroups take 64 rows each (SwapAbSplit::kRows); their MMAs cover only the
+// tile's tokens that exist, rounded up to 32. A persistent grid walks the tiles of all experts in (expert, token
+// tile, weight row block) order, so CTAs running together share the expert's token tile and weight in L2. The tile table (prefix sums of each expert's tile count) is built in shared memory from the device counts,
 // so no host synchronisation is needed.
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -40,6 +39,18 @@ __device__ __forceinline__ Tile locate_tile(int t, const int32_t* table, int num
   }
   const int local = t - table[low];
   return {low, local / row_blocks, local % row_blocks};
+}
+
+// Token tile j of an expert with `count` rows: {first row within the expert, rows}. The expert's ceil(count / kTokens)
+// tiles take ceil(count / tiles) rows each rounded up to 32 (the MMA step), the last one the rest, so they carry
+// similar MMA work and stream the weight row block they share at a similar pace: 256 rows of 192-token tiles make
+// two tiles of 128, not 192 + 64, whose second reader of each weight block then finds it still in L2.
+template <int kTokens>
+__device__ __forceinline__ int2 expert_tile_rows(int count, int token_tile) {
+  const int tiles = (count + kTokens - 1) / kTokens;
+  const int per_tile = ((count + tiles - 1) / tiles + 31) / 32 * 32;  // <= kTokens; (tiles - 1) * per_tile < count
+  const int first = token_tile * per_tile;
+  return {first, min(per_tile, count - first)};
 }
 
 }  // namespace wgmma_detail
@@ -100,12 +111,11 @@ fp8_gemm_grouped_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,  // [E 
     }
     for (int t = blockIdx.x; t < total_tiles; t += gridDim.x) {
       const wgmma_detail::Tile tile = wgmma_detail::locate_tile(t, table, num_experts, row_blocks);
-      const int token_base = tile.token_tile * kTokens;  // within the expert's rows
+      const int2 tokens = wgmma_detail::expert_tile_rows<kTokens>(expert_counts[tile.expert], tile.token_tile);
       const float* w_scale_row = w_scales + (static_cast<int64_t>(tile.expert) * row_blocks + tile.row_block) * k_blocks;
       swap_ab_produce_tile<Layout, kTokens>(pipe, &w_map, &x_map, tile.expert * rows + tile.row_block * kWgmmaTileRows,
-                                            expert_offsets[tile.expert] + token_base,
-                                            expert_counts[tile.expert] - token_base, x_scales, k_blocks, w_scale_row, 0,
-                                            k_blocks, lane);
+                                            expert_offsets[tile.expert] + tokens.x, tokens.y, x_scales, k_blocks,
+                                            w_scale_row, 0, k_blocks, lane);
     }
     return;
   }
@@ -117,10 +127,11 @@ fp8_gemm_grouped_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,  // [E 
   __nv_bfloat16* staged = reinterpret_cast<__nv_bfloat16*>(smem + Layout::kOutOffset + warpgroup * Layout::kOutGroupBytes);
   for (int t = blockIdx.x; t < total_tiles; t += gridDim.x) {
     const wgmma_detail::Tile tile = wgmma_detail::locate_tile(t, table, num_experts, row_blocks);
-    const int valid_tokens = expert_counts[tile.expert] - tile.token_tile * kTokens;  // >= 1: tiles cover rows
+    const int2 tokens = wgmma_detail::expert_tile_rows<kTokens>(expert_counts[tile.expert], tile.token_tile);
+    const int valid_tokens = tokens.y;  // >= 1
     SwapAbAccumulators<Layout> total;
     swap_ab_consume_tile<Layout>(pipe, valid_tokens, group_row, k_blocks, lane, total);
-    swap_ab_store_bf16<Layout>(total, staged, out, expert_offsets[tile.expert] + tile.token_tile * kTokens, rows,
+    swap_ab_store_bf16<Layout>(total, staged, out, expert_offsets[tile.expert] + tokens.x, rows,
                                tile.row_block * kWgmmaTileRows + group_row, valid_tokens, Layout::kRowBlocks * 64,
                                warpgroup, thread);
   }
