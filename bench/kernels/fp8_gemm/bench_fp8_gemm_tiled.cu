@@ -154,11 +154,13 @@ const WeightShape kExpertShapes[] = {{"expert_gate_up", 4096, 7168}, {"expert_do
 constexpr int64_t kGroupedPrefillTokens[] = {128, 256, 512, 1024, 2048, 4096, 8192};
 
 // Options: only_tokens > 0 keeps that token count; only_shape non-empty keeps that weight; auto_only skips the
-// fixed-tile and tiled kernels (for profilers: one kernel per size).
+// fixed-tile and tiled kernels (for profilers: one kernel per size); auto_tile > 0 runs that token tile in the auto
+// column instead of the heuristic's (alternating invocations compare tiles without the run order's drift).
 struct GroupedPrefillOptions {
   int64_t only_tokens = 0;
   std::string only_shape;
   bool auto_only = false;
+  int32_t auto_tile = 0;
 };
 
 void grouped_prefill(Fp8Gemm& gemm, double copy_gbps, const GroupedPrefillOptions& options) {
@@ -198,7 +200,7 @@ void grouped_prefill(Fp8Gemm& gemm, double copy_gbps, const GroupedPrefillOption
       const double w64_ms = options.auto_only ? 0.0 : time_kernel(Fp8GroupedKernel::kWgmma, 64);
       const double w128_ms = options.auto_only ? 0.0 : time_kernel(Fp8GroupedKernel::kWgmma, 128);
       const double w192_ms = options.auto_only ? 0.0 : time_kernel(Fp8GroupedKernel::kWgmma, 192);
-      const double auto_ms = time_kernel(Fp8GroupedKernel::kWgmma, 0);
+      const double auto_ms = time_kernel(Fp8GroupedKernel::kWgmma, options.auto_tile);
       const double flop = 2.0 * total * shape.rows * shape.cols;
       const double bytes = static_cast<double>(touched) * (shape.rows * shape.cols + 4.0 * ceil_div(shape.rows, 128) * k_blocks) +
                            static_cast<double>(total) * (shape.cols + 4.0 * k_blocks + 2.0 * shape.rows);
@@ -218,11 +220,14 @@ void grouped_prefill(Fp8Gemm& gemm, double copy_gbps, const GroupedPrefillOption
       const double floor_ms = std::max(memory_floor_ms, compute_floor_ms);
       std::printf("%-16s %6lld %6d %7d %10.1f %10.1f %11.1f %11.1f %10.1f %5d %9.1f %9.1f %9.1f %7.2fx\n",
                   shape.name, (long long)tokens, total, touched, tiled_ms * 1e3, w64_ms * 1e3, w128_ms * 1e3,
-                  w192_ms * 1e3, auto_ms * 1e3, wgmma_tokens_per_tile(total, kExperts), flop / (auto_ms * 1e-3) / 1e12,
+                  w192_ms * 1e3, auto_ms * 1e3,
+                  options.auto_tile > 0 ? options.auto_tile : wgmma_tokens_per_tile(total, kExperts),
+                  flop / (auto_ms * 1e-3) / 1e12,
                   cublas_tflops, floor_ms * 1e3, auto_ms / floor_ms);
     }
   }
-  std::printf("(auto = the wgmma kernel with the tile the model's heuristic picks, `tile`; TFLOP/s of auto%s)\n",
+  std::printf("(auto = the wgmma kernel with the tile the model's heuristic picks or --auto-tile, `tile`; TFLOP/s of "
+              "auto%s)\n",
               options.auto_only ? "; --auto-only: the other kernels' columns are not run and read 0" : "");
 }
 
@@ -295,12 +300,12 @@ void grouped_decode(double copy_gbps) {
 int main(int argc, char** argv) {
   // --only decode: just the decode-sized grouped section; --only grouped: the grouped sections (the dense one takes
   // minutes); --only prefill: the grouped prefill section. --tokens N / --shape NAME / --auto-only narrow the
-  // grouped prefill section (see GroupedPrefillOptions).
+  // grouped prefill section, --auto-tile 64|128|192 sets its auto column's tile (see GroupedPrefillOptions).
   std::string only;
   GroupedPrefillOptions options;
   auto usage = [&](const std::string& why) {
     std::fprintf(stderr, "%s\nusage: %s [--only decode|grouped|prefill] [--tokens 128|256|...|8192] "
-                 "[--shape expert_gate_up|expert_down] [--auto-only]\n", why.c_str(), argv[0]);
+                 "[--shape expert_gate_up|expert_down] [--auto-only] [--auto-tile 64|128|192]\n", why.c_str(), argv[0]);
     return 2;
   };
   for (int i = 1; i < argc; ++i) {
@@ -321,6 +326,12 @@ int main(int argc, char** argv) {
       if (!known) return usage("unknown expert weight " + options.only_shape);
     } else if (arg == "--auto-only") {
       options.auto_only = true;
+    } else if (arg == "--auto-tile" && has_value) {
+      const std::string value = argv[++i];
+      if (value != "64" && value != "128" && value != "192") {
+        return usage("--auto-tile takes 64, 128 or 192, not " + value);
+      }
+      options.auto_tile = std::stoi(value);
     } else {
       return usage("unknown or incomplete argument " + arg);
     }
