@@ -7,8 +7,9 @@
 // Tiles: 128 weight rows x up to kTokens tokens of one expert (its rows shared evenly by its tiles:
 // expert_tile_rows); the two consumer warpgroups take 64 rows each (SwapAbSplit::kRows); their MMAs cover only the
 // tile's tokens that exist, rounded up to 32. A persistent grid walks the tiles of all experts in (expert, token
-// tile, weight row block) order, so CTAs running together share the expert's token tile and weight in L2. The tile table (prefix sums of each expert's tile count) is built in shared memory from the device counts,
-// so no host synchronisation is needed.
+// tile, weight row block) order, so CTAs running together share the expert's token tile and weight in L2. The tile
+// table (prefix sums of each expert's tile count) is built in shared memory from the device counts, so no host
+// synchronisation is needed.
 #include <cuda.h>
 #include <cuda_bf16.h>
 

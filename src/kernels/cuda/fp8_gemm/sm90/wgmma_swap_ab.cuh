@@ -49,7 +49,8 @@ struct SwapAbLayout {
   static_assert(kTokens == 32 || kTokens == 64 || kTokens == 128 || kTokens == 192, "token tile of 32, 64, 128 or 192");
   static constexpr int kGroupTokens = kTokens;                                 // wgmma N: a group covers every token
   static constexpr int kRowBlocks = kSplit == SwapAbSplit::kRows ? 1 : 2;     // its m64 blocks
-  static_assert(kGroupTokens % 32 == 0 && kGroupTokens <= 192, "e4m3 wgmma shapes provided: n32 to n192 in steps of 32");
+  static_assert(kGroupTokens % 32 == 0 && kGroupTokens <= 192,
+                "e4m3 wgmma shapes provided: n32 to n192 in steps of 32");
   static constexpr int kGroupsPerStage = kSplit == SwapAbSplit::kK ? 1 : kWgmmaConsumerGroups;  // readers of a stage
   static constexpr int kStoringGroups = kSplit == SwapAbSplit::kK ? 1 : kWgmmaConsumerGroups;
   // One stage: [128 weight rows][128 B] and [kTokens][128 B] swizzled tiles, then kTokens token scales and the
