@@ -127,6 +127,8 @@ inline int wgmma_decode_split_count(int64_t rows, int64_t cols, int num_sms) {
 //   a = 256 (8192): gate_up 7767 / 7297 / 7116 | 7833 / 7268 / 6910; down 3997 / 3921 / 3482 | 3724 / 4082 / 3410
 // 64-token tiles run 34% slower on the H100 at a = 64, where 128 costs the H200 4% (gate_up) and 12% (down); the
 // larger tiles stream each expert's weight fewer times; at a = 128 the choice is within 9% either way on both.
+// Rechecked after the warpgroups split rows and an expert's tiles share its rows evenly (fifteenth session, H100,
+// alternating runs, a = 256): gate_up 128 / 192: 5659-5830 / 5455-5469 us, down 3054-3228 / 2740-2944.
 inline int wgmma_tokens_per_tile(int64_t x_rows, int32_t num_experts) {
   constexpr int64_t kMediumTileMinAverageRows = 64, kLargeTileMinAverageRows = 128;
   const int64_t experts = std::max<int32_t>(num_experts, 1);
