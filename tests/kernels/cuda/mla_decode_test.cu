@@ -128,18 +128,19 @@ TEST_P(MlaDecodeSweep, MatchesCpuReferenceWithHeuristicAndForcedSplits) {
     worst_variant = std::max(worst_variant, split_error);
     worst_split_change = std::max(worst_split_change, split_change);
   }
-  // Every head group size (and the wgmma / mma.sync paths of the 64-head group) gives the same function, with the
-  // heuristic split count and with splits of 1, 2 and 3 tiles (the 64-head kernels).
-  static const char* const kPathNames[] = {"wgmma S+PV", "wgmma S", "mma.sync"};
+  // Every head group size (and the warp-specialized, wgmma and mma.sync paths of the 64-head group) gives the same
+  // function, with the heuristic split count and with splits of 1, 2 and 3 tiles (the 64-head kernels).
+  static const char* const kPathNames[] = {"warp-specialized", "wgmma S+PV", "wgmma S", "mma.sync"};
   for (int32_t head_group : {16, 32, 64})
-    for (int path = 0; path < 3; ++path) {  // 0: wgmma scores + values, 1: wgmma scores, 2: mma.sync only
+    for (int path = 0; path < 4; ++path) {  // 0: warp-specialized (V3 dims), 1: wgmma S + PV, 2: wgmma S, 3: mma.sync
       if (path > 0 && head_group != 64) continue;
       for (int32_t tiles_per_split : {0, 1, 2, 3}) {
         if (tiles_per_split > 0 && head_group != 64) continue;
         MlaDecodePlan forced = plan;
         forced.head_group = head_group;
-        forced.score_wgmma = path < 2;
-        forced.value_wgmma = path == 0;
+        forced.warp_specialized = path == 0;
+        forced.score_wgmma = path < 3;
+        forced.value_wgmma = path < 2;
         if (tiles_per_split > 0) {
           forced.tiles_per_split = tiles_per_split;
           const int32_t split_tokens = kernels::cuda::kMlaDecodeTileTokens * tiles_per_split;
@@ -195,39 +196,43 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(MlaDecode, DeterministicAndGraphReplayMatchesDirectLaunch) {
   FATHOM_REQUIRE_GPU();
   DecodeSetup s = make_setup(DecodeCase{"graph", 128, 512, 64, 16, {3000, 1, 777, 64}}, 1234);
-  MlaDecodePlan plan = heuristic_plan(s);
-  plan.num_splits = 5;  // exercise the combine kernel inside the graph
-  const std::vector<float> direct = run_gpu(s, plan);
-  const std::vector<float> again = run_gpu(s, plan);
-  ASSERT_EQ(0, std::memcmp(direct.data(), again.data(), direct.size() * sizeof(float))) << "not deterministic";
+  for (const bool warp_specialized : {true, false}) {  // both 64-head wgmma kernels
+    SCOPED_TRACE(warp_specialized ? "warp-specialized" : "shared phases");
+    MlaDecodePlan plan = heuristic_plan(s);
+    plan.num_splits = 5;  // exercise the combine kernel inside the graph
+    plan.warp_specialized = warp_specialized;
+    const std::vector<float> direct = run_gpu(s, plan);
+    const std::vector<float> again = run_gpu(s, plan);
+    ASSERT_EQ(0, std::memcmp(direct.data(), again.data(), direct.size() * sizeof(float))) << "not deterministic";
 
-  cudaStream_t stream;
-  FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  const size_t bytes = kernels::cuda::mla_decode_workspace_bytes(plan, s.batch(), s.c.heads, s.c.kv_lora);
-  DeviceBuffer<uint8_t> workspace(bytes);
-  MlaDecodeArgs args;
-  args.q_latent = s.q_latent_device.data();
-  args.q_pe = s.q_pe_device.data();
-  args.q_pe_head_stride = s.c.rope;
-  args.cache = s.cache.view();
-  args.batch = s.cache.batch_view();
-  args.out_latent = s.out_device.data();
-  args.num_heads = s.c.heads;
-  args.softmax_scale = s.scale;
-  cudaGraph_t graph;
-  cudaGraphExec_t graph_exec;
-  FATHOM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  kernels::cuda::mla_decode(args, plan, workspace.data(), bytes, stream);
-  FATHOM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  FATHOM_CUDA_CHECK(cudaGraphInstantiate(&graph_exec, graph, 0));
-  s.out_device.fill_bytes(0xff);
-  FATHOM_CUDA_CHECK(cudaGraphLaunch(graph_exec, stream));
-  FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
-  const std::vector<float> replayed = bf16_to_float_vector(s.out_device.download());
-  EXPECT_EQ(0, std::memcmp(direct.data(), replayed.data(), direct.size() * sizeof(float))) << "graph replay differs";
-  FATHOM_CUDA_CHECK(cudaGraphExecDestroy(graph_exec));
-  FATHOM_CUDA_CHECK(cudaGraphDestroy(graph));
-  FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
+    cudaStream_t stream;
+    FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const size_t bytes = kernels::cuda::mla_decode_workspace_bytes(plan, s.batch(), s.c.heads, s.c.kv_lora);
+    DeviceBuffer<uint8_t> workspace(bytes);
+    MlaDecodeArgs args;
+    args.q_latent = s.q_latent_device.data();
+    args.q_pe = s.q_pe_device.data();
+    args.q_pe_head_stride = s.c.rope;
+    args.cache = s.cache.view();
+    args.batch = s.cache.batch_view();
+    args.out_latent = s.out_device.data();
+    args.num_heads = s.c.heads;
+    args.softmax_scale = s.scale;
+    cudaGraph_t graph;
+    cudaGraphExec_t graph_exec;
+    FATHOM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    kernels::cuda::mla_decode(args, plan, workspace.data(), bytes, stream);
+    FATHOM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    FATHOM_CUDA_CHECK(cudaGraphInstantiate(&graph_exec, graph, 0));
+    s.out_device.fill_bytes(0xff);
+    FATHOM_CUDA_CHECK(cudaGraphLaunch(graph_exec, stream));
+    FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const std::vector<float> replayed = bf16_to_float_vector(s.out_device.download());
+    EXPECT_EQ(0, std::memcmp(direct.data(), replayed.data(), direct.size() * sizeof(float))) << "graph replay differs";
+    FATHOM_CUDA_CHECK(cudaGraphExecDestroy(graph_exec));
+    FATHOM_CUDA_CHECK(cudaGraphDestroy(graph));
+    FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
+  }
 }
 
 // The decode as the model chains it: programmatic launches after the kernels that write its cache rows, page table
@@ -239,43 +244,47 @@ TEST(MlaDecode, ProgrammaticChainMatchesPlainLaunch) {
   FATHOM_REQUIRE_GPU();
   const DecodeCase c{"chain", 128, 512, 64, 16, {700, 1, 129}};
   DecodeSetup setups[2] = {make_setup(c, 71), make_setup(c, 72)};
-  MlaDecodePlan plan = heuristic_plan(setups[0]);
-  plan.num_splits = 3;
-  std::vector<float> expected[2];
-  for (int i = 0; i < 2; ++i) expected[i] = run_gpu(setups[i], plan);
-  ASSERT_NE(0, std::memcmp(expected[0].data(), expected[1].data(), expected[0].size() * sizeof(float)));
-  const DecodeSetup& shape = setups[0];
-  DeviceBuffer<__nv_bfloat16> pool(shape.cache.pool.size()), q_latent(shape.q_latent_device.size()),
-      q_pe(shape.q_pe_device.size()), out(shape.out_device.size());
-  DeviceBuffer<int32_t> page_table(shape.cache.page_table_device.size());
-  const size_t bytes = kernels::cuda::mla_decode_workspace_bytes(plan, shape.batch(), c.heads, c.kv_lora);
-  DeviceBuffer<uint8_t> workspace(bytes);
-  MlaDecodeArgs args;
-  args.q_latent = q_latent.data();
-  args.q_pe = q_pe.data();
-  args.q_pe_head_stride = c.rope;
-  args.cache = shape.cache.view();
-  args.cache.pool = pool.data();
-  args.batch = shape.cache.batch_view();
-  args.batch.page_table = page_table.data();
-  args.out_latent = out.data();
-  args.num_heads = c.heads;
-  args.softmax_scale = shape.scale;
-  cudaStream_t stream;
-  FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (int run = 0; run < 20; ++run) {
-    const DecodeSetup& s = setups[run % 2];
-    FATHOM_CUDA_CHECK(cudaMemsetAsync(out.data(), 0xff, out.bytes(), stream));
-    programmatic_copy(s.cache.pool.data(), pool.data(), pool.bytes(), stream);
-    programmatic_copy(s.cache.page_table_device.data(), page_table.data(), page_table.bytes(), stream);
-    programmatic_copy(s.q_pe_device.data(), q_pe.data(), q_pe.bytes(), stream);          // two launches back
-    programmatic_copy(s.q_latent_device.data(), q_latent.data(), q_latent.bytes(), stream);  // the previous launch
-    kernels::cuda::mla_decode(args, plan, workspace.data(), bytes, stream);
-    FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
-    const std::vector<float> got = bf16_to_float_vector(out.download());
-    ASSERT_EQ(0, std::memcmp(got.data(), expected[run % 2].data(), got.size() * sizeof(float))) << "run " << run;
+  for (const bool warp_specialized : {true, false}) {  // both 64-head wgmma kernels
+    SCOPED_TRACE(warp_specialized ? "warp-specialized" : "shared phases");
+    MlaDecodePlan plan = heuristic_plan(setups[0]);
+    plan.num_splits = 3;
+    plan.warp_specialized = warp_specialized;
+    std::vector<float> expected[2];
+    for (int i = 0; i < 2; ++i) expected[i] = run_gpu(setups[i], plan);
+    ASSERT_NE(0, std::memcmp(expected[0].data(), expected[1].data(), expected[0].size() * sizeof(float)));
+    const DecodeSetup& shape = setups[0];
+    DeviceBuffer<__nv_bfloat16> pool(shape.cache.pool.size()), q_latent(shape.q_latent_device.size()),
+        q_pe(shape.q_pe_device.size()), out(shape.out_device.size());
+    DeviceBuffer<int32_t> page_table(shape.cache.page_table_device.size());
+    const size_t bytes = kernels::cuda::mla_decode_workspace_bytes(plan, shape.batch(), c.heads, c.kv_lora);
+    DeviceBuffer<uint8_t> workspace(bytes);
+    MlaDecodeArgs args;
+    args.q_latent = q_latent.data();
+    args.q_pe = q_pe.data();
+    args.q_pe_head_stride = c.rope;
+    args.cache = shape.cache.view();
+    args.cache.pool = pool.data();
+    args.batch = shape.cache.batch_view();
+    args.batch.page_table = page_table.data();
+    args.out_latent = out.data();
+    args.num_heads = c.heads;
+    args.softmax_scale = shape.scale;
+    cudaStream_t stream;
+    FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    for (int run = 0; run < 20; ++run) {
+      const DecodeSetup& s = setups[run % 2];
+      FATHOM_CUDA_CHECK(cudaMemsetAsync(out.data(), 0xff, out.bytes(), stream));
+      programmatic_copy(s.cache.pool.data(), pool.data(), pool.bytes(), stream);
+      programmatic_copy(s.cache.page_table_device.data(), page_table.data(), page_table.bytes(), stream);
+      programmatic_copy(s.q_pe_device.data(), q_pe.data(), q_pe.bytes(), stream);          // two launches back
+      programmatic_copy(s.q_latent_device.data(), q_latent.data(), q_latent.bytes(), stream);  // the previous launch
+      kernels::cuda::mla_decode(args, plan, workspace.data(), bytes, stream);
+      FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+      const std::vector<float> got = bf16_to_float_vector(out.download());
+      ASSERT_EQ(0, std::memcmp(got.data(), expected[run % 2].data(), got.size() * sizeof(float))) << "run " << run;
+    }
+    FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
   }
-  FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
 TEST(MlaDecode, PlanAndWorkspace) {
@@ -298,6 +307,12 @@ TEST(MlaDecode, PlanAndWorkspace) {
   EXPECT_EQ(16, mla_decode_plan(132, 16, 128, 256).head_group);
   EXPECT_EQ(16, mla_decode_plan(132, 1, 16, 100).head_group);
   EXPECT_EQ(32, mla_decode_plan(132, 64, 32, 4096).head_group);
+  // The warp-specialized kernel for CTAs of 8 tiles or more (2 at batch 1 x 4096 tokens, 64 at 128 x 4096); the
+  // batch-invariant plan's choice depends only on its fixed split length.
+  EXPECT_FALSE(mla_decode_plan(132, 1, 128, 4096).warp_specialized);
+  EXPECT_TRUE(mla_decode_plan(132, 128, 128, 4096).warp_specialized);
+  EXPECT_TRUE(mla_decode_plan(132, 16, 128, 16384).warp_specialized);
+  EXPECT_TRUE(kernels::cuda::mla_decode_plan_batch_invariant(128, 100, 163840).warp_specialized);
   const size_t max_bytes = kernels::cuda::mla_decode_max_workspace_bytes(132, 128, 128, 512, 16384);
   for (int batch : {1, 2, 16, 64, 128}) {
     const MlaDecodePlan plan = mla_decode_plan(132, batch, 128, 16384);

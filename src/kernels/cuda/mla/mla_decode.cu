@@ -7,6 +7,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/mla/sm90/mla_decode_combine.cuh"
 #include "kernels/cuda/mla/sm90/mla_decode_kernel.cuh"
+#include "kernels/cuda/mla/sm90/mla_decode_warp_specialized_kernel.cuh"
 
 namespace fathom::kernels::cuda {
 
@@ -27,6 +28,15 @@ void launch_decode(const DecodeKernelParams& params, int batch, int num_splits, 
   launch_programmatic(kernel, grid, dim3(mla_detail::kDecodeThreads), L::kSmemBytes, stream, params);
 }
 
+void launch_decode_warp_specialized(const DecodeKernelParams& params, int batch, int num_splits, cudaStream_t stream) {
+  constexpr int kSmemBytes = mla_detail::DecodeWarpSpecializedLayout::kSmemBytes;
+  auto kernel = mla_detail::mla_decode_warp_specialized_kernel;
+  FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  const dim3 grid(static_cast<unsigned>((params.num_heads + 63) / 64), static_cast<unsigned>(num_splits),
+                  static_cast<unsigned>(batch));
+  launch_programmatic(kernel, grid, dim3(mla_detail::kDecodeThreads), kSmemBytes, stream, params);
+}
+
 template <int kLatentPad, int kRopePad>
 void dispatch_head_group(const DecodeKernelParams& params, const MlaDecodePlan& plan, int batch,
                          cudaStream_t stream) {
@@ -36,6 +46,8 @@ void dispatch_head_group(const DecodeKernelParams& params, const MlaDecodePlan& 
     case 32: return launch_decode<kLatentPad, kRopePad, 32, false, false>(params, batch, num_splits, stream);
     case 64:
       if constexpr (kLatentPad == 512) {  // wgmma values: two warpgroups x 256 latent columns
+        if (plan.score_wgmma && plan.value_wgmma && plan.warp_specialized && params.vector_loads)
+          return launch_decode_warp_specialized(params, batch, num_splits, stream);
         if (plan.score_wgmma && plan.value_wgmma)
           return launch_decode<kLatentPad, kRopePad, 64, true, true>(params, batch, num_splits, stream);
       }

@@ -31,6 +31,11 @@ double partial_output_tiles(int32_t num_sms, int64_t batch, int64_t splits, int3
   return 2.0 * partial_bytes / (kTileBytes * num_sms);
 }
 
+// Fewest tiles per CTA for the warp-specialized kernel: its prologue (Q and the first tiles before any MMA) is
+// longer, so splits of 2-4 tiles ran 5-8% slower than the shared-phase kernel (mla_bench, H200: 1 x 4096 tokens in 32
+// splits 25.6-26.0 vs 23.9 us, 16 x 1024 in 4 splits 33.4-34.0 vs 31.7), while from 16 tiles it ran 5-26% faster.
+constexpr int64_t kWarpSpecializedMinTiles = 8;
+
 }  // namespace
 
 int32_t mla_decode_head_group(int32_t num_heads) {
@@ -60,6 +65,7 @@ MlaDecodePlan mla_decode_plan(int32_t num_sms, int32_t batch, int32_t num_heads,
     if (splits == 1 || cost < best_cost) {
       best_cost = cost;
       plan.num_splits = static_cast<int32_t>(splits);
+      plan.warp_specialized = tiles_per_cta >= kWarpSpecializedMinTiles;
     }
   }
   plan.min_tiles_per_split = static_cast<int32_t>(min_tiles_per_split(tiles));
@@ -77,6 +83,7 @@ MlaDecodePlan mla_decode_plan_batch_invariant(int32_t num_heads, int32_t max_con
   plan.tiles_per_split = static_cast<int32_t>(std::max<int64_t>(16, ceil_div(model_tiles, kMlaDecodeMaxSplits)));
   const int64_t tiles = std::max<int64_t>(1, ceil_div(max_context_tokens, kMlaDecodeTileTokens));
   plan.num_splits = static_cast<int32_t>(ceil_div(tiles, plan.tiles_per_split));
+  plan.warp_specialized = plan.tiles_per_split >= kWarpSpecializedMinTiles;  // never depends on the batch
   return plan;
 }
 

@@ -19,6 +19,10 @@ struct MlaDecodePlan {
   int32_t min_tiles_per_split = 1;
   bool score_wgmma = true;  // head_group 64: scores with wgmma from shared memory (else ldmatrix + mma.sync)
   bool value_wgmma = true;  // head_group 64, kv_lora 512 (padded), with score_wgmma: P·V with wgmma too
+  // With score_wgmma and value_wgmma, kv_lora 512, rope 64 and 16-byte-aligned rows: the warp-specialized kernel
+  // (one warpgroup scores whole tiles, the other loads; mla_decode_warp_specialized_kernel.cuh). The plans set it
+  // for CTAs of at least 8 tiles.
+  bool warp_specialized = true;
 };
 
 inline constexpr int32_t kMlaDecodeMaxSplits = 64;

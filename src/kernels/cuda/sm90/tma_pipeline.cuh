@@ -98,5 +98,10 @@ __device__ __forceinline__ void warpgroup_claim_registers() {
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// Arrival without waiting on barrier `id`: the producer side of a barrier whose consumers bar.sync (the two sides'
+// thread counts sum to `threads`).
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 
 }  // namespace fathom::kernels::cuda::hopper
