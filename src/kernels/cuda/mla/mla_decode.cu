@@ -72,6 +72,8 @@ void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* work
   FATHOM_CHECK(cache.page_size_tokens >= 1 && batch.max_pages_per_seq >= 1,
                "mla_decode: page_size " << cache.page_size_tokens << ", max_pages " << batch.max_pages_per_seq);
   FATHOM_CHECK(args.q_pe_head_stride >= cache.rope_dim, "mla_decode: q_pe head stride " << args.q_pe_head_stride);
+  FATHOM_CHECK(args.softmax_scale > 0.0f && std::isfinite(args.softmax_scale),
+               "mla_decode: softmax_scale " << args.softmax_scale << " (positive: the kernels take maxima of raw scores)");
   FATHOM_CHECK(plan.num_splits >= 1 && plan.num_splits <= mla_detail::kCombineMaxSplits && plan.tiles_per_split >= 0 &&
                    plan.min_tiles_per_split >= 1,
                "mla_decode: num_splits " << plan.num_splits << ", tiles_per_split " << plan.tiles_per_split

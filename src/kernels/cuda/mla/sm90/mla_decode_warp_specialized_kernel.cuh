@@ -217,21 +217,26 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized
   for (int i = 0; i < num_tiles; ++i) {
     const int stage = i & 1;
     const int tile = tile_begin + i;
-    // ---- mask, scale (log2 domain), row maxima within the quad
+    // ---- mask (the tile the sequence ends in), row maxima of the raw scores within the quad, then the log2 domain
+    // (scale_log2 > 0: the maxima commute with the scaling)
+    if ((tile + 1) * kDecodeTileTokens > seq_len) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (tile * kDecodeTileTokens + j * 8 + 2 * tq + (e & 1) >= seq_len) s[4 * j + e] = -INFINITY;
+    }
     float row_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int j = 0; j < 8; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int token = tile * kDecodeTileTokens + j * 8 + 2 * tq + (e & 1);
-        s[4 * j + e] = token < seq_len ? s[4 * j + e] * p.scale_log2 : -INFINITY;
-        row_max[e >> 1] = fmaxf(row_max[e >> 1], s[4 * j + e]);
-      }
+      for (int e = 0; e < 4; ++e) row_max[e >> 1] = fmaxf(row_max[e >> 1], s[4 * j + e]);
     float alpha[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       row_max[half] = fmaxf(row_max[half], __shfl_xor_sync(0xffffffffu, row_max[half], 1));
       row_max[half] = fmaxf(row_max[half], __shfl_xor_sync(0xffffffffu, row_max[half], 2));
+      row_max[half] *= p.scale_log2;
       // Lazy rescale: P stays relative to the running max unless the tile exceeds it by 2^8 (first tile always).
       alpha[half] = 1.0f;
       if (row_max[half] > m_run[half] + kLazyRescaleLog2) {
@@ -246,8 +251,8 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized
     for (int j = 0; j < 8; ++j)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        packed[2 * j + half] =
-            pack_bf16x2(exp2f(s[4 * j + 2 * half] - m_run[half]), exp2f(s[4 * j + 2 * half + 1] - m_run[half]));
+        packed[2 * j + half] = pack_bf16x2(exp2f(fmaf(s[4 * j + 2 * half], p.scale_log2, -m_run[half])),
+                                           exp2f(fmaf(s[4 * j + 2 * half + 1], p.scale_log2, -m_run[half])));
         const float2 rounded = unpack_bf16x2(packed[2 * j + half]);
         sum[half] += rounded.x + rounded.y;
       }
