@@ -58,8 +58,8 @@ DecodeSetup make_setup(const DecodeCase& c, uint32_t seed) {
   return s;
 }
 
-// Runs the GPU decode with `plan` (poisoned output first) and returns the output as floats.
-std::vector<float> run_gpu(DecodeSetup& s, const MlaDecodePlan& plan, cudaStream_t stream = nullptr) {
+// Decode arguments over the setup's device tensors (output into s.out_device).
+MlaDecodeArgs decode_args(DecodeSetup& s) {
   MlaDecodeArgs args;
   args.q_latent = s.q_latent_device.data();
   args.q_pe = s.q_pe_device.data();
@@ -69,6 +69,12 @@ std::vector<float> run_gpu(DecodeSetup& s, const MlaDecodePlan& plan, cudaStream
   args.out_latent = s.out_device.data();
   args.num_heads = s.c.heads;
   args.softmax_scale = s.scale;
+  return args;
+}
+
+// Runs the GPU decode with `plan` (poisoned output first) and returns the output as floats.
+std::vector<float> run_gpu(DecodeSetup& s, const MlaDecodePlan& plan, cudaStream_t stream = nullptr) {
+  const MlaDecodeArgs args = decode_args(s);
   const size_t bytes = kernels::cuda::mla_decode_workspace_bytes(plan, s.batch(), s.c.heads, s.c.kv_lora);
   DeviceBuffer<uint8_t> workspace(bytes);
   workspace.fill_bytes(0xff);
@@ -209,15 +215,7 @@ TEST(MlaDecode, DeterministicAndGraphReplayMatchesDirectLaunch) {
     FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     const size_t bytes = kernels::cuda::mla_decode_workspace_bytes(plan, s.batch(), s.c.heads, s.c.kv_lora);
     DeviceBuffer<uint8_t> workspace(bytes);
-    MlaDecodeArgs args;
-    args.q_latent = s.q_latent_device.data();
-    args.q_pe = s.q_pe_device.data();
-    args.q_pe_head_stride = s.c.rope;
-    args.cache = s.cache.view();
-    args.batch = s.cache.batch_view();
-    args.out_latent = s.out_device.data();
-    args.num_heads = s.c.heads;
-    args.softmax_scale = s.scale;
+    const MlaDecodeArgs args = decode_args(s);
     cudaGraph_t graph;
     cudaGraphExec_t graph_exec;
     FATHOM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
