@@ -5,22 +5,24 @@
 // One CTA = one sequence b x 64 heads x one split; its two warpgroups take different roles:
 //   warpgroup 0 (scores): loads Q, then per tile S[64 heads, 64 tokens] = Q · Kᵀ over the full row (wgmma
 //     m64n64k16, Q and K from shared memory), the online softmax over whole rows (a row lives in one quad: no
-//     exchange between warps), P -> shared memory for warpgroup 1, then O[:, 0:256] += P · V[:, 0:256] with P from
-//     registers; the next tile's scores are issued behind it.
-//   warpgroup 1 (loads, values): the KV tiles by cp.async into a two-stage ring, O[:, 256:512] += P · V[:, 256:512]
-//     once P is ready.
+//     exchange between warps), P -> shared memory, then O[:, 0:256] += P · V[:, 0:256]; the next tile's scores are
+//     issued behind it.
+//   warpgroup 1 (values): O[:, 256:512] += P · V[:, 256:512] once P is ready, and the page-table reads.
+// Both refill the two-stage KV ring by cp.async, each the k-blocks it reads last, right after its own P·V:
+// warpgroup 1 k-blocks 4..7, warpgroup 0 k-blocks 0..3 and 8 (the scores finished before P existed), so neither
+// waits for the other to free a stage and eight warps keep copies in flight. (Warpgroup 1 loads the first two tiles
+// whole while warpgroup 0 loads Q.) The tiles' cache rows pass from warpgroup 1 to warpgroup 0 through shared memory
+// (slot_sh, one buffer per stage parity, written two tiles ahead).
 // mla_decode_kernel has both warpgroups share every phase (n32 score tiles that read Q from shared memory at 1.5x
 // its bandwidth, a max exchange and two CTA barriers per tile); here the tensor pipe holds the P·V of one tile and
 // the scores of the next while warpgroup 0 waits, and only the softmax leaves it idle.
 //
 // Synchronization (tile i of the split, stage i & 1):
-//   full[stage]  mbarrier, 128 arrivals: warpgroup 1's cp.async copies of the tile landed.
-//   empty[stage] mbarrier, 128 arrivals: warpgroup 0's reads of the stage are done (warpgroup 1 refills it after its
-//                own P·V of the tile, so its own reads are ordered by program order).
+//   full[stage]  mbarrier, 256 arrivals: every thread's cp.async copies of the tile landed (cp.async arrive-on).
 //   kBarrierPReady (named): warpgroup 0 wrote P and alpha of tile i; warpgroup 1 waits for it.
 //   kBarrierPFree (named): warpgroup 1's P·V of tile i is done; warpgroup 0 waits before writing P of tile i + 1.
 //   kBarrierFinal (named): warpgroup 0 wrote the rows' 1 / l.
-//   kBarrierQ (named, warpgroup 0 only): Q landed.
+//   kBarrierQ, kBarrierPWritten (named, warpgroup 0 only): Q landed; every row of P is written.
 // Each cross-warpgroup named barrier alternates one bar.arrive (128 threads, a release) and one bar.sync (128
 // threads); the P chain orders them so that no side arrives twice before the other has synced. (compute-sanitizer
 // racecheck reports the alpha exchange as a potential RAW hazard: it does not follow bar.arrive -> bar.sync.)
@@ -44,12 +46,13 @@ struct DecodeWarpSpecializedLayout {
   static constexpr int kPOffset = kKvOffset + 2 * kTileBytes;    // [64 heads, 64 tokens] bf16, 128-byte rows
   static constexpr int kAlphaOffset = kPOffset + kHeads * kDecodeTileTokens * 2;
   static constexpr int kInvSumOffset = kAlphaOffset + kHeads * 4;
-  static constexpr int kBarrierOffset = kInvSumOffset + kHeads * 4;  // full[2], empty[2]
+  static constexpr int kSlotOffset = kInvSumOffset + kHeads * 4;  // [2][64] cache rows of a tile's tokens
+  static constexpr int kBarrierOffset = kSlotOffset + 2 * kDecodeTileTokens * 4;  // full[2]
   static constexpr int kSmemBytes = kBarrierOffset + 4 * 8 + 1024;  // + slack to align the base to 1 KB
   static_assert(kSmemBytes <= 232448, "shared memory per block on sm_90");
 };
 
-inline constexpr int kBarrierPReady = 1, kBarrierPFree = 2, kBarrierFinal = 3, kBarrierQ = 4;
+inline constexpr int kBarrierPReady = 1, kBarrierPFree = 2, kBarrierFinal = 3, kBarrierQ = 4, kBarrierPWritten = 5;
 
 __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized_kernel(const DecodeKernelParams p) {
   begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
@@ -65,8 +68,8 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized
   const uint32_t p_smem = smem_u32(smem + L::kPOffset);
   float* alpha_sh = reinterpret_cast<float*>(smem + L::kAlphaOffset);     // [64] rescale of O for this tile
   float* inv_sum_sh = reinterpret_cast<float*>(smem + L::kInvSumOffset);  // [64] 1 / l at the end
+  int32_t* slot_sh = reinterpret_cast<int32_t*>(smem + L::kSlotOffset);   // [tile & 1][64 tokens]
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + L::kBarrierOffset);
-  uint64_t* empty = full + 2;
 
   const int head_base = blockIdx.x * L::kHeads;
   const int split = blockIdx.y;
@@ -84,10 +87,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized
     return;
   }
   if (tid == 0) {
-    for (int stage = 0; stage < 2; ++stage) {
-      hopper::mbarrier_init(&full[stage], 128);
-      hopper::mbarrier_init(&empty[stage], 128);
-    }
+    for (int stage = 0; stage < 2; ++stage) hopper::mbarrier_init(&full[stage], kDecodeThreads);
   }
   __syncthreads();  // barriers initialised before any arrival
 
@@ -113,46 +113,67 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized
     }
   };
 
+  // ---- KV loads, by both warpgroups: 8 threads per row (one 16-byte chunk of each k-block it copies), 16 rows per
+  // pass, 4 passes. Slots: cache rows of this thread's tokens in the tile (-1: past seq_len).
+  const int loader = tid & 127, chunk = loader & 7;
+  const int32_t* pages = p.page_table + static_cast<int64_t>(b) * p.max_pages_per_seq;
+  constexpr int kPasses = kDecodeTileTokens / 16;
+  auto fetch_slots = [&](int tile, int32_t (&slots)[kPasses]) {
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const int token = tile * kDecodeTileTokens + (loader >> 3) + 16 * pass;
+      slots[pass] = token < seq_len ? static_cast<int32_t>(cache_slot(p, pages, token)) : -1;
+    }
+  };
+  // The slots of tile `tile` through shared memory (warpgroup 1 reads the page table for both warpgroups); thread t
+  // of either warpgroup copies the same rows.
+  auto slot_index = [&](int tile, int pass) { return (tile & 1) * kDecodeTileTokens + (loader >> 3) + 16 * pass; };
+  auto store_slots = [&](int tile, const int32_t (&slots)[kPasses]) {
+    if (chunk == 0) {
+#pragma unroll
+      for (int pass = 0; pass < kPasses; ++pass) slot_sh[slot_index(tile, pass)] = slots[pass];
+    }
+  };
+  auto load_slots = [&](int tile, int32_t (&slots)[kPasses]) {
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) slots[pass] = slot_sh[slot_index(tile, pass)];
+  };
+  // K-blocks of `stage` for which in_part(block) holds; rows past seq_len are zero-filled (their scores are masked).
+  auto load_blocks = [&](int stage, const int32_t (&slots)[kPasses], auto in_part) {
+    const uint32_t base = kv_smem + stage * L::kTileBytes;
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const int row = (loader >> 3) + 16 * pass;
+      const bool valid = slots[pass] >= 0;
+      const __nv_bfloat16* src =
+          valid ? p.cache + static_cast<int64_t>(slots[pass]) * (L::kLatent + L::kRope) : p.cache;
+#pragma unroll
+      for (int block = 0; block < L::kKBlocks; ++block) {
+        if (!in_part(block)) continue;
+        const int c = block * 8 + chunk;
+        cp_async_16(base + kblock_chunk_offset(row, c, kDecodeTileTokens), valid ? src + c * 8 : p.cache,
+                    valid ? 16 : 0);
+      }
+    }
+    hopper::cp_async_arrive_on(&full[stage]);  // fires when this thread's copies so far have landed
+  };
+  // A stage is refilled in two parts, each by the warpgroup that reads it last: warpgroup 1's values (k-blocks 4..7)
+  // after its P·V; the rest (warpgroup 0's values and the rope block, which only the scores read) after
+  // warpgroup 0's P·V. No warpgroup waits for the other to free a stage.
+  constexpr auto kHiValues = [](int block) { return block >= 4 && block < 8; };
+  constexpr auto kRest = [](int block) { return block < 4 || block == 8; };
+  constexpr auto kAll = [](int) { return true; };
+
   if (warpgroup == 1) {
-    // ---- loads: 8 threads per row (one 16-byte chunk of each of the 9 k-blocks), 16 rows per pass, 4 passes.
-    const int loader = tid - 128, chunk = loader & 7;
-    const int32_t* pages = p.page_table + static_cast<int64_t>(b) * p.max_pages_per_seq;
-    const int64_t cache_row_elems = L::kLatent + L::kRope;
-    constexpr int kPasses = kDecodeTileTokens / 16;
-    int64_t slots[kPasses];  // cache rows of this thread's tokens in the tile (-1: past seq_len)
-    auto fetch_slots = [&](int tile) {
-#pragma unroll
-      for (int pass = 0; pass < kPasses; ++pass) {
-        const int token = tile * kDecodeTileTokens + (loader >> 3) + 16 * pass;
-        slots[pass] = token < seq_len ? cache_slot(p, pages, token) : -1;
-      }
-    };
-    auto load_tile = [&](int stage) {  // rows past seq_len are zero-filled (their scores are masked)
-      const uint32_t base = kv_smem + stage * L::kTileBytes;
-#pragma unroll
-      for (int pass = 0; pass < kPasses; ++pass) {
-        const int row = (loader >> 3) + 16 * pass;
-        const bool valid = slots[pass] >= 0;
-        const __nv_bfloat16* src = valid ? p.cache + slots[pass] * cache_row_elems : p.cache;
-#pragma unroll
-        for (int block = 0; block < L::kKBlocks; ++block) {
-          const int c = block * 8 + chunk;
-          cp_async_16(base + kblock_chunk_offset(row, c, kDecodeTileTokens), valid ? src + c * 8 : p.cache,
-                      valid ? 16 : 0);
-        }
-      }
-      hopper::cp_async_arrive_on(&full[stage]);  // fires when this thread's copies so far have landed
-    };
-    fetch_slots(tile_begin);
-    load_tile(0);
-    if (num_tiles > 1) {
-      fetch_slots(tile_begin + 1);
-      load_tile(1);
+    int32_t slots[kPasses];
+    for (int i = 0; i < 2 && i < num_tiles; ++i) {  // the first two tiles whole (warpgroup 0 loads Q meanwhile)
+      fetch_slots(tile_begin + i, slots);
+      load_blocks(i, slots, kAll);
     }
     for (int i = 0; i < num_tiles; ++i) {
       const int stage = i & 1;
-      if (i + 2 < num_tiles) fetch_slots(tile_begin + i + 2);  // page-table reads land while P·V runs
       named_barrier_sync(kBarrierPReady, kDecodeThreads);
+      fence_proxy_async_shared();  // V's cp.async writes, ordered before here through warpgroup 0's full wait
       const float alpha[2] = {alpha_sh[r0], alpha_sh[r1]};
       rescale_accumulator_rows(o, alpha);
       wgmma_fence();
@@ -161,12 +182,18 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized
       for (int kk = 0; kk < kDecodeTileTokens / 16; ++kk)  // P from shared memory
         wgmma_m64n256k16_bf16_tn(o, wgmma_desc_advance(desc_p, kk * 32), wgmma_desc_advance(desc_v, kk * 16 * 128));
       wgmma_commit();
+      // Tile i + 3's slots while the MMAs run, over tile i + 1's (both warpgroups loaded that tile before P of tile
+      // i was ready); warpgroup 0 reads them after the P-free barrier below, one iteration later.
+      if (i + 3 < num_tiles) {
+        fetch_slots(tile_begin + i + 3, slots);
+        store_slots(i + 3, slots);
+      }
       wgmma_wait_all();
       wgmma_fence_operands(o);
       if (i + 1 < num_tiles) named_barrier_arrive(kBarrierPFree, kDecodeThreads);
       if (i + 2 < num_tiles) {
-        mbarrier_wait(&empty[stage], (i >> 1) & 1);  // warpgroup 0's scores and P·V of tile i are done
-        load_tile(stage);
+        load_slots(i + 2, slots);
+        load_blocks(stage, slots, kHiValues);
       }
     }
     named_barrier_sync(kBarrierFinal, kDecodeThreads);
@@ -179,10 +206,13 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized
   const uint64_t desc_q = wgmma_desc_kmajor_sw128(q_smem);
   auto issue_scores = [&](int stage) {  // overwrites s (the first k-step does not accumulate)
     const uint64_t desc_k = wgmma_desc_kmajor_sw128(kv_smem + stage * L::kTileBytes);
+    uint64_t desc_q_tile = desc_q;
+    asm volatile("" : "+l"(desc_q_tile));  // Q's 36 descriptors computed per tile, not held in registers across it
 #pragma unroll
     for (int ks = 0; ks < L::kKSteps; ++ks) {
       const uint32_t k_offset = (ks >> 2) * (kDecodeTileTokens * 128) + (ks & 3) * 32;  // Q and K: 64 rows each
-      wgmma_m64n64k16_bf16(s, wgmma_desc_advance(desc_q, k_offset), wgmma_desc_advance(desc_k, k_offset), ks > 0);
+      wgmma_m64n64k16_bf16(s, wgmma_desc_advance(desc_q_tile, k_offset), wgmma_desc_advance(desc_k, k_offset),
+                           ks > 0);
     }
     wgmma_commit();
   };
@@ -202,6 +232,12 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized
                                : p.q_pe + q_pe_batch + h * p.q_pe_head_stride + (c - L::kLatent / 8) * 8;
     }
     cp_async_16(q_smem + kblock_chunk_offset(r, c, L::kHeads), src, valid ? 16 : 0);
+  }
+  for (int i = 0; i < 2 && i < num_tiles; ++i) hopper::cp_async_arrive_on(&full[i]);  // warpgroup 1 loads them
+  if (num_tiles > 2) {  // tile 2's slots, for both warpgroups (warpgroup 1 reads them after P of tile 0 is ready)
+    int32_t slots[kPasses];
+    fetch_slots(tile_begin + 2, slots);
+    store_slots(2, slots);
   }
   cp_async_commit();
   cp_async_wait_all();
@@ -270,19 +306,18 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized
       alpha_sh[r0] = alpha[0];
       alpha_sh[r1] = alpha[1];
     }
-    fence_proxy_async_shared();  // P (st.shared) -> warpgroup 1's wgmma reads
+    fence_proxy_async_shared();  // P (st.shared) -> both warpgroups' wgmma reads
+    named_barrier_sync(kBarrierPWritten, 128);  // every row of P written (warpgroup 0 only)
     named_barrier_arrive(kBarrierPReady, kDecodeThreads);
 
     // ---- O[:, 0:256] = alpha · O + P · V, then the next tile's scores behind it
     rescale_accumulator_rows(o, alpha);
     wgmma_fence();
     {
-      const uint64_t desc_v = values_desc(stage);
+      const uint64_t desc_p = wgmma_desc_kmajor_sw128(p_smem), desc_v = values_desc(stage);
 #pragma unroll
-      for (int kk = 0; kk < kDecodeTileTokens / 16; ++kk) {  // P from registers: tokens 16kk.. = n-tiles 2kk, 2kk + 1
-        const uint32_t a[4] = {packed[4 * kk], packed[4 * kk + 1], packed[4 * kk + 2], packed[4 * kk + 3]};
-        wgmma_m64n256k16_bf16_rs_tn(o, a, wgmma_desc_advance(desc_v, kk * 16 * 128));
-      }
+      for (int kk = 0; kk < kDecodeTileTokens / 16; ++kk)  // P from shared memory (its registers are free)
+        wgmma_m64n256k16_bf16_tn(o, wgmma_desc_advance(desc_p, kk * 32), wgmma_desc_advance(desc_v, kk * 16 * 128));
       wgmma_commit();
     }
     if (i + 1 < num_tiles) {
@@ -293,9 +328,11 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized
     wgmma_wait_all();
     wgmma_fence_operands(o);
     wgmma_fence_operands(s);
-#pragma unroll
-    for (int k = 0; k < 16; ++k) asm volatile("" : "+r"(packed[k])::"memory");  // A registers live until the wait
-    if (i + 2 < num_tiles) mbarrier_arrive(&empty[stage]);
+    if (i + 2 < num_tiles) {  // this stage's last reads of those k-blocks are done
+      int32_t slots[kPasses];
+      load_slots(i + 2, slots);
+      load_blocks(stage, slots, kRest);
+    }
   }
 
   // ---- row sums over the quad, 1 / l for both warpgroups, outputs
