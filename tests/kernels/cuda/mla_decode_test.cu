@@ -305,7 +305,7 @@ TEST(MlaDecode, PlanAndWorkspace) {
   EXPECT_EQ(16, mla_decode_plan(132, 16, 128, 256).head_group);
   EXPECT_EQ(16, mla_decode_plan(132, 1, 16, 100).head_group);
   EXPECT_EQ(32, mla_decode_plan(132, 64, 32, 4096).head_group);
-  // The warp-specialized kernel for CTAs of 8 tiles or more (2 at batch 1 x 4096 tokens, 64 at 128 x 4096); the
+  // The warp-specialized kernel for CTAs of 4 tiles or more (2 at batch 1 x 4096 tokens, 64 at 128 x 4096); the
   // batch-invariant plan's choice depends only on its fixed split length.
   EXPECT_FALSE(mla_decode_plan(132, 1, 128, 4096).warp_specialized);
   EXPECT_TRUE(mla_decode_plan(132, 128, 128, 4096).warp_specialized);

@@ -31,10 +31,11 @@ double partial_output_tiles(int32_t num_sms, int64_t batch, int64_t splits, int3
   return 2.0 * partial_bytes / (kTileBytes * num_sms);
 }
 
-// Fewest tiles per CTA for the warp-specialized kernel: its prologue (Q and the first tiles before any MMA) is
-// longer, so splits of 2-4 tiles ran 5-8% slower than the shared-phase kernel (mla_bench, H200: 1 x 4096 tokens in 32
-// splits 25.6-26.0 vs 23.9 us, 16 x 1024 in 4 splits 33.4-34.0 vs 31.7), while from 16 tiles it ran 5-26% faster.
-constexpr int64_t kWarpSpecializedMinTiles = 8;
+// Fewest tiles per CTA for the warp-specialized kernel: its prologue (Q and the first two tiles before any MMA) is
+// longer, so splits of 2 tiles ran 5-8% slower than the shared-phase kernel (mla_bench, H200: 1 x 4096 tokens in 32
+// splits 25.6-26.0 vs 23.9 us); from 4 tiles it is faster (H100, "plans": 4 x 4096 in 16 splits 33.9 vs 36.6 us,
+// 16 x 1024 in 4 splits 33.6 vs 35.7), from 16 tiles by 15-30%.
+constexpr int64_t kWarpSpecializedMinTiles = 4;
 
 }  // namespace
 

@@ -25,7 +25,7 @@
 //   kBarrierQ, kBarrierPWritten (named, warpgroup 0 only): Q landed; every row of P is written.
 // Each cross-warpgroup named barrier alternates one bar.arrive (128 threads, a release) and one bar.sync (128
 // threads); the P chain orders them so that no side arrives twice before the other has synced. (compute-sanitizer
-// racecheck reports the alpha exchange as a potential RAW hazard: it does not follow bar.arrive -> bar.sync.)
+// racecheck reports the alpha and slot exchanges as potential hazards: it does not follow bar.arrive -> bar.sync.)
 #include <cuda_bf16.h>
 
 #include <cstdint>
