@@ -198,8 +198,8 @@ void bench_decode_plans(Timer& timer, int reps, int num_sms) {
   DeviceBuffer<uint8_t> workspace(workspace_bytes);
   std::printf("\ndecode plans (page size 1): us per call for head group x splits; 'plan' = mla_decode_plan's choice\n");
   std::printf("%6s %7s %14s %9s %14s %9s\n", "batch", "context", "plan(g,s)", "plan_us", "best(g,s)", "best_us");
-  for (int batch : {1, 2, 4, 16})
-    for (int ctx : {256, 1024, 4096}) {
+  for (int batch : {1, 2, 3, 4, 8, 16})
+    for (int ctx : {256, 1024, 2048, 3072, 4096}) {
       seq_lens.upload(std::vector<int32_t>(static_cast<size_t>(max_batch), ctx));
       const kc::MlaDecodeArgs args = decode_args(q_latent, q_pe, pool, static_cast<int32_t>(num_slots), 1, page_table,
                                                  seq_lens, batch, max_ctx, out);
@@ -211,7 +211,7 @@ void bench_decode_plans(Timer& timer, int reps, int num_sms) {
       double best_ms = chosen_ms;
       kc::MlaDecodePlan best = chosen;
       for (int group : {16, 32, 64})
-        for (int splits : {1, 2, 4, 8, 16, 32, 64}) {
+        for (int splits : {1, 2, 3, 4, 6, 8, 11, 12, 16, 22, 24, 32, 64}) {
           if (splits > (ctx + kc::kMlaDecodeTileTokens - 1) / kc::kMlaDecodeTileTokens) continue;
           kc::MlaDecodePlan plan;
           plan.head_group = group;

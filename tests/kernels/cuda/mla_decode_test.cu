@@ -311,6 +311,9 @@ TEST(MlaDecode, PlanAndWorkspace) {
   EXPECT_TRUE(mla_decode_plan(132, 128, 128, 4096).warp_specialized);
   EXPECT_TRUE(mla_decode_plan(132, 16, 128, 16384).warp_specialized);
   EXPECT_TRUE(kernels::cuda::mla_decode_plan_batch_invariant(128, 100, 163840).warp_specialized);
+  // A 64-head plan takes 4-tile splits (the warp-specialized kernel) over 3-tile ones (the shared-phase kernel).
+  EXPECT_EQ(16, mla_decode_plan(132, 2, 128, 4096).num_splits);
+  EXPECT_TRUE(mla_decode_plan(132, 2, 128, 4096).warp_specialized);
   const size_t max_bytes = kernels::cuda::mla_decode_max_workspace_bytes(132, 128, 128, 512, 16384);
   for (int batch : {1, 2, 16, 64, 128}) {
     const MlaDecodePlan plan = mla_decode_plan(132, batch, 128, 16384);
