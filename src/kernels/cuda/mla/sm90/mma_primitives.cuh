@@ -168,20 +168,6 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16_tn(float (&d)[128], uint64
       : "memory");
 }
 
-// d[64 x 256] += A[64 x 16] · B[16 x 256]: A from registers (the mma.sync m16n8k16 A fragment of the warp's 16 rows,
-// as for wgmma_m64n128k16_bf16_rs_tn), B N-major (transposed) bf16 in shared memory, fp32 accumulators; per thread
-// d[4j + e] is the mma.sync m16n8 C element e of n-tile j (j < 32) of the warp's rows.
-__device__ __forceinline__ void wgmma_m64n256k16_bf16_rs_tn(float (&d)[128], const uint32_t (&a)[4], uint64_t desc_b) {
-  asm volatile(
-      "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %133, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
-      FATHOM_WGMMA_ACC128_OPERANDS
-      "}, {%128, %129, %130, %131}, %132, accumulate, 1, 1, 1;\n}\n"
-      : FATHOM_WGMMA_ACC128_CONSTRAINTS(d)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1)
-      : "memory");
-}
-
 // acc *= alpha per row for an accumulator in the mma m16n8 C layout (acc[4j + e] is row g + 8 (e >> 1) of n-tile j):
 // the online softmax's rescale of O. Skipped when every alpha of the warp is exactly 1 (once the running maxima
 // settle), which leaves the bits unchanged. The accumulator must not be in flight.
