@@ -48,7 +48,7 @@ struct DecodeWarpSpecializedLayout {
   static constexpr int kInvSumOffset = kAlphaOffset + kHeads * 4;
   static constexpr int kSlotOffset = kInvSumOffset + kHeads * 4;  // [2][64] cache rows of a tile's tokens
   static constexpr int kBarrierOffset = kSlotOffset + 2 * kDecodeTileTokens * 4;  // full[2]
-  static constexpr int kSmemBytes = kBarrierOffset + 4 * 8 + 1024;  // + slack to align the base to 1 KB
+  static constexpr int kSmemBytes = kBarrierOffset + 2 * 8 + 1024;  // + slack to align the base to 1 KB
   static_assert(kSmemBytes <= 232448, "shared memory per block on sm_90");
 };
 
@@ -57,7 +57,6 @@ inline constexpr int kBarrierPReady = 1, kBarrierPFree = 2, kBarrierFinal = 3, k
 __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized_kernel(const DecodeKernelParams p) {
   begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   using L = DecodeWarpSpecializedLayout;
-  using hopper::mbarrier_arrive;
   using hopper::mbarrier_wait;
   using hopper::named_barrier_arrive;
   using hopper::named_barrier_sync;
