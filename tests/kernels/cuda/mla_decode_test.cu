@@ -305,13 +305,13 @@ TEST(MlaDecode, PlanAndWorkspace) {
   EXPECT_EQ(16, mla_decode_plan(132, 16, 128, 256).head_group);
   EXPECT_EQ(16, mla_decode_plan(132, 1, 16, 100).head_group);
   EXPECT_EQ(32, mla_decode_plan(132, 64, 32, 4096).head_group);
-  // The warp-specialized kernel for CTAs of 4 tiles or more (2 at batch 1 x 4096 tokens, 64 at 128 x 4096); the
+  // The warp-specialized kernel for CTAs of 2 tiles or more (2 at batch 1 x 4096 tokens, 64 at 128 x 4096); the
   // batch-invariant plan's choice depends only on its fixed split length.
-  EXPECT_FALSE(mla_decode_plan(132, 1, 128, 4096).warp_specialized);
+  EXPECT_TRUE(mla_decode_plan(132, 1, 128, 4096).warp_specialized);
   EXPECT_TRUE(mla_decode_plan(132, 128, 128, 4096).warp_specialized);
   EXPECT_TRUE(mla_decode_plan(132, 16, 128, 16384).warp_specialized);
   EXPECT_TRUE(kernels::cuda::mla_decode_plan_batch_invariant(128, 100, 163840).warp_specialized);
-  // A 64-head plan takes 4-tile splits (the warp-specialized kernel) over 3-tile ones (the shared-phase kernel).
+  // A 64-head plan takes 4-tile splits over 3-tile ones (short CTAs pay their prologue on fewer tiles).
   EXPECT_EQ(16, mla_decode_plan(132, 2, 128, 4096).num_splits);
   EXPECT_TRUE(mla_decode_plan(132, 2, 128, 4096).warp_specialized);
   const size_t max_bytes = kernels::cuda::mla_decode_max_workspace_bytes(132, 128, 128, 512, 16384);

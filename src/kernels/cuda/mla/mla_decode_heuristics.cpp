@@ -31,15 +31,16 @@ double partial_output_tiles(int32_t num_sms, int64_t batch, int64_t splits, int3
   return 2.0 * partial_bytes / (kTileBytes * num_sms);
 }
 
-// Fewest tiles per CTA for the warp-specialized kernel: its prologue (Q and the first two tiles before any MMA) is
-// longer, so splits of 2 tiles ran 5-8% slower than the shared-phase kernel (mla_bench, H200: 1 x 4096 tokens in 32
-// splits 25.6-26.0 vs 23.9 us); from 4 tiles it is faster (H100, "plans": 4 x 4096 in 16 splits 33.9 vs 36.6 us,
-// 16 x 1024 in 4 splits 33.6 vs 35.7), from 16 tiles by 15-30%.
-constexpr int64_t kWarpSpecializedMinTiles = 4;
-// Time per tile of the shared-phase 64-head kernel relative to the warp-specialized one (1.2-1.4 at 16+ tiles):
-// with it the plan prefers 4-tile splits to 3-tile ones (mla_bench "plans", H100: 2 x 4096 tokens 16 splits 26.1-26.3
-// us vs 22 splits 29.9-30.1, 3 x 4096 29.2-29.3 vs 35.4-35.5, 8 x 1024 26.2-26.3 vs 28.2-28.4).
-constexpr double kSharedPhaseTileCost = 1.2;
+// Fewest tiles per CTA for the warp-specialized kernel (the shared-phase kernel below): from 2 tiles it is the faster
+// one (mla_bench "plans", H100, the same splits: 1 x 4096 tokens in 32 splits of 2 tiles 23.8-24.5 vs 25.5-25.8 us,
+// 3 x 2048 in 16 splits 24.5 vs 26.8, 4 x 1024 in 8 splits 21.4-21.6 vs 22.7-22.8; from 16 tiles by 15-30%).
+constexpr int64_t kWarpSpecializedMinTiles = 2;
+// CTAs of fewer tiles than this pay their prologue (the first two tiles load before any MMA) on fewer tiles: the
+// split cost counts their tiles as kShortSplitTileCost each, so 4-tile splits win over 3-tile ones (H100: 2 x 4096
+// in 16 splits 26.2-26.4 us vs 22 splits of 3 tiles 27.3-27.4, 3 x 4096 29.3-29.5 vs 32.6-32.8, 4 x 2048 in 8
+// splits 24.9-25.1 vs 26.0-26.1 in 11) while the 2-tile splits of batch 1-4 at 1024-4096 tokens stay.
+constexpr int64_t kShortSplitTiles = 4;
+constexpr double kShortSplitTileCost = 1.2;
 
 }  // namespace
 
@@ -64,9 +65,7 @@ MlaDecodePlan mla_decode_plan(int32_t num_sms, int32_t batch, int32_t num_heads,
   for (int64_t splits = 1; splits <= std::min<int64_t>(kMlaDecodeMaxSplits, tiles); ++splits) {
     const int64_t waves = ceil_div(base_ctas * splits, num_sms);
     const int64_t tiles_per_cta = splits > 1 ? std::max(ceil_div(tiles, splits), min_tiles_per_split(tiles)) : tiles;
-    // 64-head CTAs below the warp-specialized kernel's threshold run the slower shared-phase kernel.
-    const double tile_cost =
-        plan.head_group == 64 && tiles_per_cta < kWarpSpecializedMinTiles ? kSharedPhaseTileCost : 1.0;
+    const double tile_cost = plan.head_group == 64 && tiles_per_cta < kShortSplitTiles ? kShortSplitTileCost : 1.0;
     const double per_cta = static_cast<double>(tiles_per_cta) * tile_cost +
                            (splits > 1 ? kSplitOverheadTiles : kUnsplitOverheadTiles);
     const double cost = static_cast<double>(waves) * per_cta +

@@ -21,7 +21,7 @@ struct MlaDecodePlan {
   bool value_wgmma = true;  // head_group 64, kv_lora 512 (padded), with score_wgmma: P·V with wgmma too
   // With score_wgmma and value_wgmma, kv_lora 512, rope 64 and 16-byte-aligned rows: the warp-specialized kernel
   // (one warpgroup scores whole tiles, the other loads; mla_decode_warp_specialized_kernel.cuh). The plans set it
-  // for CTAs of at least 4 tiles.
+  // for CTAs of at least 2 tiles.
   bool warp_specialized = true;
 };
 
