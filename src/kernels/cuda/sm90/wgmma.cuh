@@ -94,12 +94,23 @@ __device__ __forceinline__ uint64_t wgmma_desc_advance(uint64_t desc, uint32_t o
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Waits until at most kPending of this warpgroup's committed groups are still running (the oldest complete first).
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait_pending() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
 // Pins accumulator registers in program order around the asynchronous MMAs: the compiler may not move their reads
 // above a wait (or their writes below a fence) across this point. Emits no instruction.
 template <int kCount>
 __device__ __forceinline__ void wgmma_fence_operands(float (&registers)[kCount]) {
 #pragma unroll
   for (int i = 0; i < kCount; ++i) asm volatile("" : "+f"(registers[i])::"memory");
+}
+// The same for register operands (A fragments) an asynchronous MMA reads: they stay allocated up to this point.
+template <int kCount>
+__device__ __forceinline__ void wgmma_fence_operands(uint32_t (&registers)[kCount]) {
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) asm volatile("" : "+r"(registers[i])::"memory");
 }
 // Orders this thread's generic-proxy shared-memory writes (st.shared, cp.async) before async-proxy reads (wgmma).
 __device__ __forceinline__ void fence_proxy_async_shared() {

@@ -7,7 +7,8 @@
 // warp: with one warp the gather set the pace, 395 vs 435 TFLOP/s), both completing on the stage's `full` mbarrier;
 // the consumers release a stage on its `empty` mbarrier once their MMAs have read it.
 // Per consumer and key tile (as mla_prefill_wgmma_kernel.cuh): S = Q·Kᵀ as wgmma m64n64k16 from shared memory,
-// causal mask and fp32 online softmax (log2 domain), O += P·V as wgmma m64n128k16 with P from the score registers.
+// causal mask and fp32 online softmax (log2 domain), O += P·V as wgmma m64n128k16 with P from the score registers;
+// a tile's scores are issued with the previous tile's P·V, so its softmax overlaps that MMA.
 // Causal: the CTA visits key tiles up to its last query; a warpgroup skips the tiles past its own last query
 // (still releasing them).
 #include <cuda.h>
@@ -158,17 +159,89 @@ __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
   const int row_q[2] = {q_wg + (warp & 3) * 16 + g, q_wg + (warp & 3) * 16 + g + 8};  // query within the sequence
   const int row_pos[2] = {pos_offset + row_q[0], pos_offset + row_q[1]};
 
-  for (int tile = 0; tile < kv_tiles; ++tile) {
-    const int stage = tile % L::kStages;
-    mbarrier_wait(&full[stage], (tile / L::kStages) & 1);
-    if (tile < wg_tiles) {
-      fence_proxy_async_shared();  // the producer's cp.async rows (generic proxy) before this wgmma reads them
-      const uint32_t kt = smem_u32(smem + L::kStageOffset + stage * L::kStageBytes);
-      prefill_wgmma_tile(q_smem, kt, kt + L::kKTileBytes, tile * kPrefillTileKv, tq, row_pos, kv_len, p.scale_log2,
-                         m_run, l_run, o);
-    }
+  // Software-pipelined over the warpgroup's tiles: the scores of tile t are issued together with P·V of tile t - 1,
+  // so the softmax of tile t runs while the tensor cores multiply P(t - 1) by V(t - 1). A stage is released once
+  // its P·V has completed (its scores completed one softmax earlier).
+  const uint64_t desc_q = wgmma_desc_kmajor_sw128(q_smem);
+  auto stage_base = [&](int tile) { return smem_u32(smem + L::kStageOffset + (tile % L::kStages) * L::kStageBytes); };
+  auto wait_full = [&](int tile) { mbarrier_wait(&full[tile % L::kStages], (tile / L::kStages) & 1); };
+  auto release = [&](int tile) {  // this warp's MMAs have read the stage
     __syncwarp();
-    if (lane == 0) mbarrier_arrive(&empty[stage]);  // this warp's MMAs have read the stage
+    if (lane == 0) mbarrier_arrive(&empty[tile % L::kStages]);
+  };
+  float s[kPrefillTileKv / 8][4];  // S [64 queries x 64 keys] in the mma m16n8 layout: wgmma's d[4j + e] is s[j][e]
+  float(&s_flat)[32] = reinterpret_cast<float(&)[32]>(s);
+  // Descriptors are made before a group of MMAs starts (ptxas serializes MMAs whose inputs are defined between them).
+  auto keys_desc = [&](int tile) { return wgmma_desc_kmajor_sw128(stage_base(tile)); };
+  auto issue_scores = [&](uint64_t desc_k) {  // S = Q·Kᵀ over [nope ; rope] (the first k-step overwrites s)
+#pragma unroll
+    for (int ks = 0; ks < L::kQkSteps; ++ks) {
+      const uint32_t k_offset = (ks & 3) * 32 + (ks >> 2) * L::kBlockBytes;
+      wgmma_m64n64k16_bf16(s_flat, wgmma_desc_advance(desc_q, k_offset), wgmma_desc_advance(desc_k, k_offset), ks > 0);
+    }
+    wgmma_commit();
+  };
+  // O += P·V, P from registers, V [64 keys x 128] N-major.
+  auto issue_values = [&](const uint32_t (&p_frag)[kPrefillTileKv / 8][2], uint64_t desc_v) {
+#pragma unroll
+    for (int kk = 0; kk < kPrefillTileKv / 16; ++kk) {
+      const uint32_t a[4] = {p_frag[2 * kk][0], p_frag[2 * kk][1], p_frag[2 * kk + 1][0], p_frag[2 * kk + 1][1]};
+      wgmma_m64n128k16_bf16_rs_tn(o, a, wgmma_desc_advance(desc_v, kk * 16 * 128));
+    }
+    wgmma_commit();
+  };
+  auto values_desc = [&](int tile) { return wgmma_desc_sw128(stage_base(tile) + L::kKTileBytes, L::kBlockBytes, 1024); };
+  // P of two consecutive tiles in two register sets (p_even: even tiles), so the softmax of one never writes the
+  // registers an in-flight P·V reads (a loop-carried copy would let ptxas merge them and serialize the MMAs).
+  uint32_t p_even[kPrefillTileKv / 8][2], p_odd[kPrefillTileKv / 8][2];
+  float alpha[2];
+  // One pipelined step: the scores of `tile` with P(tile - 1)·V(tile - 1), the softmax of `tile` into p_out
+  // under the P·V, then O rescaled for `tile`.
+  auto step = [&](int tile, const uint32_t (&p_in)[kPrefillTileKv / 8][2], uint32_t (&p_out)[kPrefillTileKv / 8][2]) {
+    wait_full(tile);
+    fence_proxy_async_shared();  // the producer's cp.async rows (generic proxy) before this wgmma reads them
+    const uint64_t desc_k = keys_desc(tile), desc_v = values_desc(tile - 1);
+    wgmma_fence();  // O's rescale and P (register writes) before the MMAs read them
+    issue_scores(desc_k);
+    issue_values(p_in, desc_v);
+    wgmma_wait_pending<1>();  // the scores (committed first) are done
+    wgmma_fence_operands(s_flat);
+    prefill_online_softmax(s, tile * kPrefillTileKv, tq, row_pos, kv_len, p.scale_log2, m_run, l_run, alpha, p_out);
+    wgmma_wait_all();  // P·V of tile - 1: O and its stage are free
+    wgmma_fence_operands(o);
+    release(tile - 1);
+    rescale_accumulator_rows(o, alpha);
+  };
+  if (wg_tiles > 0) {
+    wait_full(0);
+    fence_proxy_async_shared();
+    const uint64_t desc_k0 = keys_desc(0);
+    wgmma_fence();
+    issue_scores(desc_k0);
+    wgmma_wait_all();
+    wgmma_fence_operands(s_flat);
+    prefill_online_softmax(s, 0, tq, row_pos, kv_len, p.scale_log2, m_run, l_run, alpha, p_even);  // O = 0 so far
+    int tile = 1;
+    for (; tile + 1 < wg_tiles; tile += 2) {
+      step(tile, p_even, p_odd);
+      step(tile + 1, p_odd, p_even);
+    }
+    if (tile < wg_tiles) step(tile++, p_even, p_odd);
+    const int last = wg_tiles - 1;  // its P: p_even when last is even
+    const uint64_t desc_v = values_desc(last);
+    wgmma_fence();
+    if (last % 2 == 0) {
+      issue_values(p_even, desc_v);
+    } else {
+      issue_values(p_odd, desc_v);
+    }
+    wgmma_wait_all();
+    wgmma_fence_operands(o);
+    release(last);
+  }
+  for (int tile = wg_tiles; tile < kv_tiles; ++tile) {  // the CTA's tiles past this warpgroup's last query
+    wait_full(tile);
+    release(tile);
   }
 
   prefill_store_rows(p, q_begin, q_len, h, tq, row_q, l_run, o);

@@ -112,6 +112,7 @@ using hopper::wgmma_desc_sw128;
 using hopper::wgmma_fence;
 using hopper::wgmma_fence_operands;
 using hopper::wgmma_wait_all;
+using hopper::wgmma_wait_pending;
 
 // d[64 x 64] += A[64 x 16] · B[64 x 16]^T (d = A · Bᵀ with accumulate 0), A and B K-major bf16 in shared memory,
 // fp32 accumulators. Per thread, d[4j + e] is the mma.sync m16n8 C element e of n-tile j for the warp's 16 rows.
