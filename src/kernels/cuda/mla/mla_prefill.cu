@@ -41,7 +41,7 @@ void launch_prefill_wgmma(const PrefillKernelParams& params, const MlaPrefillArg
 }
 
 // k_nope and v ([total_kv_rows][heads][head stride] bf16, the first 128 of each head) as 3-D byte tensor maps, boxes
-// of 64 keys x 128 bytes of one head.
+// of 128 keys x 128 bytes of one head.
 void launch_prefill_tma(const PrefillKernelParams& params, const MlaPrefillArgs& args, cudaStream_t stream) {
   using L = mla_detail::PrefillTmaLayout;
   const uint64_t k_row_bytes = L::kNope * sizeof(__nv_bfloat16), v_row_bytes = L::kV * sizeof(__nv_bfloat16);
@@ -49,9 +49,9 @@ void launch_prefill_tma(const PrefillKernelParams& params, const MlaPrefillArgs&
   const uint64_t v_head_bytes = static_cast<uint64_t>(params.v_head_stride) * sizeof(__nv_bfloat16);
   const uint64_t rows = static_cast<uint64_t>(args.total_kv_rows), heads = static_cast<uint64_t>(args.num_heads);
   const CUtensorMap k_map = make_tensor_map_3d_bytes_sw128(args.k_nope, k_row_bytes, heads, rows, k_head_bytes,
-                                                           heads * k_head_bytes, mla_detail::kPrefillTileKv);
+                                                           heads * k_head_bytes, L::kTileKeys);
   const CUtensorMap v_map = make_tensor_map_3d_bytes_sw128(args.v, v_row_bytes, heads, rows, v_head_bytes,
-                                                           heads * v_head_bytes, mla_detail::kPrefillTileKv);
+                                                           heads * v_head_bytes, L::kTileKeys);
   auto kernel = mla_detail::mla_prefill_tma_kernel;
   FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmemBytes));
   const dim3 grid(static_cast<unsigned>((args.max_q_len + L::kTileQ - 1) / L::kTileQ),

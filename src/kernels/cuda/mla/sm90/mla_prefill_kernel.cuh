@@ -82,17 +82,19 @@ __device__ __forceinline__ bool prefill_cta_tile(const PrefillKernelParams& p, P
 // as it is: its registers may be an in-flight MMA's accumulators), updates the running max and sum, and returns O's
 // rescale factors and the bf16 probabilities as P·V's A fragments ([j][0] row g, [j][1] row g + 8; the sum adds the
 // rounded values P·V uses).
-__device__ __forceinline__ void prefill_online_softmax(const float (&s)[kPrefillTileKv / 8][4], int key_base, int tq,
+// kNTiles: the tile's keys / 8.
+template <int kNTiles>
+__device__ __forceinline__ void prefill_online_softmax(const float (&s)[kNTiles][4], int key_base, int tq,
                                                        const int (&row_pos)[2], int kv_len, float scale_log2,
                                                        float (&m_run)[2], float (&l_run)[2], float (&alpha)[2],
-                                                       uint32_t (&p_frag)[kPrefillTileKv / 8][2]) {
+                                                       uint32_t (&p_frag)[kNTiles][2]) {
   auto scaled = [&](int j, int e) {  // log2-domain score, -inf where the key is masked
     const int key = key_base + j * 8 + 2 * tq + (e & 1);
     return key <= row_pos[e >> 1] && key < kv_len ? s[j][e] * scale_log2 : -INFINITY;
   };
   float row_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-  for (int j = 0; j < kPrefillTileKv / 8; ++j)
+  for (int j = 0; j < kNTiles; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) row_max[e >> 1] = fmaxf(row_max[e >> 1], scaled(j, e));
   float m_use[2], sum[2] = {0.0f, 0.0f};
@@ -106,7 +108,7 @@ __device__ __forceinline__ void prefill_online_softmax(const float (&s)[kPrefill
     m_run[half] = m_new;
   }
 #pragma unroll
-  for (int j = 0; j < kPrefillTileKv / 8; ++j)
+  for (int j = 0; j < kNTiles; ++j)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       p_frag[j][half] = pack_bf16x2(exp2f(scaled(j, 2 * half) - m_use[half]), exp2f(scaled(j, 2 * half + 1) - m_use[half]));

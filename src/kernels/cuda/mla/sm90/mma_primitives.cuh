@@ -128,6 +128,20 @@ __device__ __forceinline__ void wgmma_m64n64k16_bf16(float (&d)[32], uint64_t de
       : "memory");
 }
 
+// d[64 x 128] += A[64 x 16] · B[128 x 16]^T (d = A · Bᵀ with accumulate 0), A and B K-major bf16 in shared memory,
+// fp32 accumulators; per thread d[4j + e] is the mma.sync m16n8 C element e of n-tile j (j < 16).
+__device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
+                                                      int accumulate = 1) {
+  asm volatile(
+      "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      FATHOM_WGMMA_ACC64_OPERANDS
+      "}, %64, %65, accumulate, 1, 1, 0, 0;\n}\n"
+      : FATHOM_WGMMA_ACC64_CONSTRAINTS(d)
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate)
+      : "memory");
+}
+
 // d[64 x 128] += A[64 x 16] · B[16 x 128]: A from registers (per warp the mma.sync m16n8k16 A fragment of its 16
 // rows: a0 (g, 2t), a1 (g + 8, 2t), a2 (g, 2t + 8), a3 (g + 8, 2t + 8)), B N-major (transposed) bf16 in shared
 // memory, fp32 accumulators; per thread d[4j + e] is the mma.sync m16n8 C element e of n-tile j (j < 16).
