@@ -82,13 +82,15 @@ __device__ __forceinline__ bool prefill_cta_tile(const PrefillKernelParams& p, P
 // as it is: its registers may be an in-flight MMA's accumulators), updates the running max and sum, and returns O's
 // rescale factors and the bf16 probabilities as P·V's A fragments ([j][0] row g, [j][1] row g + 8; the sum adds the
 // rounded values P·V uses).
-// kNTiles: the tile's keys / 8.
-template <int kNTiles>
+// kNTiles: the tile's keys / 8. kMasked = false: the caller knows every key of the tile is visible to both rows
+// (the same values as the masked path: only the comparisons are left out).
+template <int kNTiles, bool kMasked = true>
 __device__ __forceinline__ void prefill_online_softmax(const float (&s)[kNTiles][4], int key_base, int tq,
                                                        const int (&row_pos)[2], int kv_len, float scale_log2,
                                                        float (&m_run)[2], float (&l_run)[2], float (&alpha)[2],
                                                        uint32_t (&p_frag)[kNTiles][2]) {
   auto scaled = [&](int j, int e) {  // log2-domain score, -inf where the key is masked
+    if constexpr (!kMasked) return s[j][e] * scale_log2;
     const int key = key_base + j * 8 + 2 * tq + (e & 1);
     return key <= row_pos[e >> 1] && key < kv_len ? s[j][e] * scale_log2 : -INFINITY;
   };

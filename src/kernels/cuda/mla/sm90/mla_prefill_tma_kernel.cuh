@@ -191,6 +191,7 @@ __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
   const int row_q[2] = {q_wg + (warp & 3) * 16 + g, q_wg + (warp & 3) * 16 + g + 8};  // query within the sequence
   const int row_pos[2] = {pos_offset + row_q[0], pos_offset + row_q[1]};
+  const int wg_first_pos = pos_offset + q_wg;  // every row of the warpgroup sees the keys up to here
 
   auto release = [&](uint64_t* empty, int tile) {  // this warp's MMAs have read the stage
     __syncwarp();
@@ -245,7 +246,13 @@ __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
     wgmma_wait_pending<1>();  // the scores (committed first) are done: K(tile) is free
     wgmma_fence_operands(s_flat);
     release(k_empty, tile);
-    prefill_online_softmax(s, tile * L::kTileKeys, tq, row_pos, kv_len, p.scale_log2, m_run, l_run, alpha, p_out);
+    const int tile_last_key = (tile + 1) * L::kTileKeys - 1;
+    if (tile_last_key <= wg_first_pos && tile_last_key < kv_len) {  // below the diagonal: every key visible
+      prefill_online_softmax<kNTiles, false>(s, tile * L::kTileKeys, tq, row_pos, kv_len, p.scale_log2, m_run, l_run,
+                                             alpha, p_out);
+    } else {
+      prefill_online_softmax(s, tile * L::kTileKeys, tq, row_pos, kv_len, p.scale_log2, m_run, l_run, alpha, p_out);
+    }
     wgmma_wait_all();  // P·V of tile - 1: O and V(tile - 1) are free
     wgmma_fence_operands(o);
     release(v_empty, tile - 1);
