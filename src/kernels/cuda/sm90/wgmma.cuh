@@ -106,12 +106,6 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&registers)[kCount])
 #pragma unroll
   for (int i = 0; i < kCount; ++i) asm volatile("" : "+f"(registers[i])::"memory");
 }
-// The same for register operands (A fragments) an asynchronous MMA reads: they stay allocated up to this point.
-template <int kCount>
-__device__ __forceinline__ void wgmma_fence_operands(uint32_t (&registers)[kCount]) {
-#pragma unroll
-  for (int i = 0; i < kCount; ++i) asm volatile("" : "+r"(registers[i])::"memory");
-}
 // Orders this thread's generic-proxy shared-memory writes (st.shared, cp.async) before async-proxy reads (wgmma).
 __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");

@@ -34,7 +34,7 @@ struct PrefillWgmmaLayout {
 // One key tile of a warpgroup's 64 queries: S = Q·Kᵀ (wgmma m64n64k16 over [nope ; rope]), causal mask and online
 // softmax, then O = alpha·O + P·V (wgmma m64n128k16 with P from the score registers). q_smem, k_tile:
 // [3 k-blocks][64 rows][128 B]; v_tile: [2 k-blocks][64 keys][128 B] (128-byte swizzle, 1024-aligned).
-// o[4j + e] = O(row 16 (warp % 4) + g + 8 (e >> 1), column 8j + 2 tq + (e & 1)). Shared by the prefill kernels.
+// o[4j + e] = O(row 16 (warp % 4) + g + 8 (e >> 1), column 8j + 2 tq + (e & 1)).
 __device__ __forceinline__ void prefill_wgmma_tile(uint32_t q_smem, uint32_t k_tile, uint32_t v_tile, int key_base,
                                                    int tq, const int (&row_pos)[2], int kv_len, float scale_log2,
                                                    float (&m_run)[2], float (&l_run)[2], float (&o)[64]) {
