@@ -7,6 +7,17 @@ out=${OUT:-gpu-logs}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$PWD/.carry/gpu:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
 export FATHOM_FIXTURES_DIR=$PWD/tests/fixtures  # cuda_model_test reads the golden fixtures of the working tree
+# stage.sh compresses the binaries (xz) to fit the device tool's carry limit; python3's lzma where xz is missing.
+unpack() {
+  if command -v xz > /dev/null; then
+    xz -d -f "$1"
+  else
+    python3 -c 'import lzma, os, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[1][:-3], "wb")); os.remove(sys.argv[1])' "$1"
+  fi
+}
+for packed in .carry/gpu/*.xz; do
+  [ -f "$packed" ] && unpack "$packed" && chmod +x "${packed%.xz}"
+done
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/device.txt"
 echo "commit $(cat .carry/gpu/COMMIT 2>/dev/null || echo unknown)" | tee -a "$out/device.txt"
 status=0
@@ -31,6 +42,14 @@ for bench in .carry/gpu/${BENCHES:-bench_*}; do
   echo "== $name"
   timeout 300 "$bench" > "$out/$name.log" 2>&1 || { echo "bench $name failed"; status=1; }
 done
+# The MLA kernels at V3 dims: the decode table (every kernel path) and prefill; its plans and absorb tables are
+# tuning aids, left out here.
+if [ -x .carry/gpu/mla_bench ] && [ -z "${BENCHES:-}" ]; then
+  for part in decode prefill; do
+    echo "== mla_bench --only $part"
+    timeout 300 .carry/gpu/mla_bench --only "$part" > "$out/mla_bench_$part.log" 2>&1 || { echo "bench mla_bench $part failed"; status=1; }
+  done
+fi
 # The model-level table (bench/model) and the serving checks (graphs on/off greedy equality, 2000 concurrent streams).
 if [ "${MODEL_BENCH:-1}" = 1 ] && [ -d .carry/gpu/v3-config ]; then
   bash bench/model/run_model_bench.sh || status=1

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CUDACXX=${CUDACXX:-/usr/local/cuda/bin/nvcc}
 cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-targets=$(ninja -C build -t targets all | sed -n 's/^\(cuda_[a-z0-9_]*_test\|bench_[a-z0-9_]*\): .*/\1/p' | sort -u)
+targets=$(ninja -C build -t targets all | sed -n 's/^\(cuda_[a-z0-9_]*_test\|bench_[a-z0-9_]*\|mla_bench\): .*/\1/p' | sort -u)
 ninja -C build fathom $targets
 rm -rf .carry/gpu && mkdir -p .carry/gpu
 for target in $targets; do
@@ -16,7 +16,10 @@ cp build/fathom .carry/gpu/
 rm -f .carry/gpu/bench_tokenizer  # a CPU benchmark
 # The device tool carries at most 64 MiB with the working tree: drop symbol tables (line info for sanitizer
 # reports stays in .debug_line only when not stripped; rebuild unstripped for a memcheck investigation).
-strip --strip-unneeded .carry/gpu/cuda_* .carry/gpu/bench_* .carry/gpu/fathom 2>/dev/null || true
+strip --strip-unneeded .carry/gpu/cuda_* .carry/gpu/bench_* .carry/gpu/mla_bench .carry/gpu/fathom 2>/dev/null || true
+# Compressed (run_all.sh unpacks them): the binaries are ~140 MB stripped, ~27 MB with xz, and the device tool
+# carries 64 MiB with the working tree (~27 MB).
+xz -T0 -6 -f .carry/gpu/cuda_* .carry/gpu/bench_* .carry/gpu/mla_bench .carry/gpu/fathom
 echo "$(git rev-parse HEAD)$(git diff --quiet HEAD -- src tests bench || echo -dirty)" > .carry/gpu/COMMIT
 # The official DeepSeek-V3 config (not committed; shared/ sits beside the checkout) for the model benchmarks.
 if [ -f ../shared/data/deepseek-v3/config.json ]; then
