@@ -7,17 +7,7 @@ out=${OUT:-gpu-logs}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$PWD/.carry/gpu:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
 export FATHOM_FIXTURES_DIR=$PWD/tests/fixtures  # cuda_model_test reads the golden fixtures of the working tree
-# stage.sh compresses the binaries (xz) to fit the device tool's carry limit; python3's lzma where xz is missing.
-unpack() {
-  if command -v xz > /dev/null; then
-    xz -d -f "$1"
-  else
-    python3 -c 'import lzma, os, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[1][:-3], "wb")); os.remove(sys.argv[1])' "$1"
-  fi
-}
-for packed in .carry/gpu/*.xz; do
-  [ -f "$packed" ] && unpack "$packed" && chmod +x "${packed%.xz}"
-done
+source tools/gpu/unpack_staged.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/device.txt"
 echo "commit $(cat .carry/gpu/COMMIT 2>/dev/null || echo unknown)" | tee -a "$out/device.txt"
 status=0

@@ -11,6 +11,7 @@ cd "$(dirname "$0")/../.."
 out=${OUT:-gpu-logs}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$PWD/.carry/gpu:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+source tools/gpu/unpack_staged.sh
 fathom=.carry/gpu/fathom
 slice='{"num_hidden_layers": 4, "first_k_dense_replace": 1, "num_nextn_predict_layers": 0}'
 status=0
