@@ -8,7 +8,8 @@
 //   prefill: one 4096-token causal sequence (and 4 x 1024), TFLOP/s
 // Every timed run is preceded by an L2 flush (a 256 MiB memset); times are medians of CUDA-event timings.
 // Usage: mla_bench [--reps N] [--only copy|decode|plans|absorb|absorb_chain|prefill] [--batch B] [--context C] [--same-pages]
-//                  [--heads H]  (decode: query heads per GPU, 1-128; 16 = V3 under TP8)
+//                  [--heads H] [--page-size P]  (decode: query heads per GPU, 1-128, 16 = V3 under TP8; tokens
+//                  per cache page, default 64, a divisor of 16384; the server's default is 1)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -131,8 +132,8 @@ kc::MlaDecodeArgs decode_args(const DeviceBuffer<__nv_bfloat16>& q_latent, const
 // the kernel's compute and synchronization time from its memory traffic.
 // heads: query heads per GPU (128 for V3 without tensor parallelism, 16 under TP8).
 void bench_decode(Timer& timer, int reps, double copy_gbps, int num_sms, int only_batch, int only_ctx,
-                  bool same_pages, int heads) {
-  const int page_size = 64, max_batch = 128, max_ctx = 16384;
+                  bool same_pages, int heads, int page_size) {
+  const int max_batch = 128, max_ctx = 16384;
   const int pages_per_seq = max_ctx / page_size;
   const int64_t num_pages = static_cast<int64_t>(max_batch) * pages_per_seq;
   DeviceBuffer<__nv_bfloat16> pool(static_cast<size_t>(num_pages) * page_size * kRow);
@@ -151,8 +152,8 @@ void bench_decode(Timer& timer, int reps, double copy_gbps, int num_sms, int onl
   DeviceBuffer<int32_t> seq_lens(static_cast<size_t>(max_batch));
   const size_t workspace_bytes = kc::mla_decode_max_workspace_bytes(num_sms, max_batch, heads, kLora, max_ctx);
   DeviceBuffer<uint8_t> workspace(std::max<size_t>(workspace_bytes, 16));
-  std::printf("\ndecode (absorbed, bf16, page 64, %d heads, kv_lora %d, rope %d)%s; floor = bytes / copy bandwidth\n",
-              heads, kLora, kRope, same_pages ? ", every sequence on the same pages (L2-resident KV)" : "");
+  std::printf("\ndecode (absorbed, bf16, page %d, %d heads, kv_lora %d, rope %d)%s; floor = bytes / copy bandwidth\n",
+              page_size, heads, kLora, kRope, same_pages ? ", every sequence on the same pages (L2-resident KV)" : "");
   std::printf("%6s %7s %6s %6s %10s %10s %9s %8s %9s %11s %11s\n", "batch", "context", "group", "splits", "time_us",
               "floor_us", "GB/s", "%copy", "TFLOP/s", "shared_us", "mmasync_us");
   for (int batch : {1, 16, 64, 128})
@@ -436,7 +437,7 @@ void bench_prefill(Timer& timer, int reps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 30, only_batch = 0, only_ctx = 0, heads = kHeads;
+  int reps = 30, only_batch = 0, only_ctx = 0, heads = kHeads, page_size = 64;
   bool same_pages = false;
   std::string only;
   for (int i = 1; i < argc; ++i) {
@@ -446,6 +447,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--context") && i + 1 < argc) only_ctx = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--same-pages")) same_pages = true;
     else if (!std::strcmp(argv[i], "--heads") && i + 1 < argc) heads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--page-size") && i + 1 < argc) page_size = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr, "mla_bench: unknown or incomplete argument '%s'\n", argv[i]);
       return 2;
@@ -453,6 +455,10 @@ int main(int argc, char** argv) {
   }
   if (heads < 1 || heads > kHeads) {
     std::fprintf(stderr, "mla_bench: --heads %d (1-%d)\n", heads, kHeads);
+    return 2;
+  }
+  if (page_size < 1 || 16384 % page_size != 0) {
+    std::fprintf(stderr, "mla_bench: --page-size %d (a divisor of 16384)\n", page_size);
     return 2;
   }
   try {
@@ -466,7 +472,7 @@ int main(int argc, char** argv) {
     Timer timer;
     const double copy_gbps = bench_copy(timer, reps);
     if (only.empty() || only == "decode")
-      bench_decode(timer, reps, copy_gbps, num_sms, only_batch, only_ctx, same_pages, heads);
+      bench_decode(timer, reps, copy_gbps, num_sms, only_batch, only_ctx, same_pages, heads, page_size);
     if (only.empty() || only == "plans") bench_decode_plans(timer, reps, num_sms);
     if (only.empty() || only == "absorb") {
       bench_absorb(timer, reps, copy_gbps);
