@@ -32,7 +32,7 @@ for bench in .carry/gpu/${BENCHES:-bench_*}; do
   echo "== $name"
   timeout 300 "$bench" > "$out/$name.log" 2>&1 || { echo "bench $name failed"; status=1; }
 done
-# The MLA kernels at V3 dims: the decode table (every kernel path) and prefill; its plans and absorb tables are
+# The MLA kernels at V3 dims: the decode and prefill tables; its plans and absorb tables are
 # tuning aids, left out here.
 if [ -x .carry/gpu/mla_bench ] && [ -z "${BENCHES:-}" ]; then
   for part in decode prefill; do
