@@ -302,6 +302,9 @@ TEST(MlaDecode, PlanAndWorkspace) {
   EXPECT_EQ(64, mla_decode_plan(132, 16, 128, 1024).head_group);
   EXPECT_EQ(16, mla_decode_plan(132, 1, 128, 100).head_group);
   EXPECT_EQ(16, mla_decode_plan(132, 2, 128, 1024).head_group);
+  EXPECT_EQ(16, mla_decode_plan(132, 1, 128, 2048).head_group);  // one sequence: to 3072 tokens
+  EXPECT_EQ(16, mla_decode_plan(132, 1, 128, 3072).head_group);
+  EXPECT_EQ(64, mla_decode_plan(132, 2, 128, 2048).head_group);
   EXPECT_EQ(16, mla_decode_plan(132, 16, 128, 256).head_group);
   EXPECT_EQ(16, mla_decode_plan(132, 1, 16, 100).head_group);
   EXPECT_EQ(32, mla_decode_plan(132, 64, 32, 4096).head_group);

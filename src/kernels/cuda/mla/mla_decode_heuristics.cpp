@@ -57,8 +57,12 @@ MlaDecodePlan mla_decode_plan(int32_t num_sms, int32_t batch, int32_t num_heads,
   MlaDecodePlan plan;
   plan.head_group = mla_decode_head_group(num_heads);
   // Latency regime: at short contexts and small batches 16-head groups (4x the CTAs, the mma.sync path) beat 64-head
-  // groups by 10-20% (mla_bench "plans", H200: 1 x 256 tokens 13.5 vs 16.7 us, 1 x 1024 15.6 vs 17.9 us).
-  if (max_context_tokens <= 256 || (max_context_tokens <= 1024 && batch <= 2)) plan.head_group = 16;
+  // groups by 10-20% (mla_bench "plans", H200: 1 x 256 tokens 13.5 vs 16.7 us, 1 x 1024 15.6 vs 17.9 us), and a
+  // single sequence keeps them to 3072 tokens, where 64-head groups leave most SMs idle (H200, two runs: 1 x 2048
+  // 18.8-18.9 vs 20.7-20.9 us, 1 x 3072 20.8-21.0 vs 21.9-22.3; 1 x 4096 even, 23.0-23.8 either way).
+  if (max_context_tokens <= 256 || (max_context_tokens <= 1024 && batch <= 2) ||
+      (batch == 1 && max_context_tokens <= 3072))
+    plan.head_group = 16;
   const int64_t base_ctas = static_cast<int64_t>(batch) * ceil_div(num_heads, plan.head_group);
   const int64_t tiles = std::max<int64_t>(1, ceil_div(max_context_tokens, kMlaDecodeTileTokens));
   double best_cost = 0;
