@@ -105,7 +105,8 @@ __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
     // ---- producer warp pw: rows [32 pw, 32 pw + 32) of each tile's k_pe block, gathered from the paged cache by
     // cp.async (8 lanes per row, 4 rows per pass); warp 0 also issues k_nope and v by TMA. Order: K(t + 1), then
     // V(t), as the consumers release them (K(t - 1) once its scores completed, V(t - 2) after its P·V). A row's
-    // cache slot is read one K tile ahead (lane l: row 32 pw + l), then broadcast to the 8 lanes copying it.
+    // cache slot is read before the wait for its stage (lane l: row 32 pw + l), then broadcast to the 8 lanes
+    // copying it.
     const int pw = warp - L::kProducerWarp;
     const int32_t* pages = p.page_table + static_cast<int64_t>(b) * p.max_pages_per_seq;
     const int64_t cache_row_elems = static_cast<int64_t>(p.kv_lora) + L::kRope;
