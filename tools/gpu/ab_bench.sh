@@ -13,13 +13,8 @@ fi
 rounds=$1 binary=$2
 shift 2
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-for packed in .carry/variants/*/*.xz; do
-  [ -f "$packed" ] || continue
-  if command -v xz > /dev/null; then xz -d -f "$packed"; else
-    python3 -c 'import lzma, os, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[1][:-3], "wb")); os.remove(sys.argv[1])' "$packed"
-  fi
-  chmod +x "${packed%.xz}"
-done
+source tools/gpu/unpack_staged.sh  # (also unpacks .carry/gpu when carried)
+unpack_staged_dirs .carry/variants/*/
 nvidia-smi --query-gpu=name --format=csv,noheader
 for variant in .carry/variants/*/; do
   echo "variant $(basename "$variant"): $(cat "$variant/COMMIT" 2>/dev/null || echo unknown)"

@@ -8,6 +8,13 @@ unpack_staged_file() {
   fi
   chmod +x "${1%.xz}"
 }
-for staged_packed in .carry/gpu/*.xz; do
-  if [ -f "$staged_packed" ]; then unpack_staged_file "$staged_packed"; fi
-done
+# Every .xz file of the given folders (default .carry/gpu), once.
+unpack_staged_dirs() {
+  local staged_packed dir
+  for dir in "${@:-.carry/gpu}"; do
+    for staged_packed in "$dir"/*.xz; do
+      if [ -f "$staged_packed" ]; then unpack_staged_file "$staged_packed"; fi
+    done
+  done
+}
+unpack_staged_dirs .carry/gpu
