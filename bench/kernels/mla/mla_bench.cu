@@ -5,7 +5,7 @@
 //            decode kernel (the default <= 64 tokens) vs the tiled reference kernels at tokens {1,8,32,64,128}
 //   absorb_chain: the same products as a decode step runs them (graph us per launch in captured chains of 20,
 //            weights rotated through copies so every launch misses L2) against size-matched read floors
-//   prefill: one 4096-token causal sequence (and 4 x 1024), TFLOP/s
+//   prefill: causal sequences of 256-8192 tokens, with and without a cached prefix, TFLOP/s
 // Every timed run is preceded by an L2 flush (a 256 MiB memset); times are medians of CUDA-event timings.
 // Usage: mla_bench [--reps N] [--only copy|decode|plans|absorb|absorb_chain|prefill] [--batch B] [--context C] [--same-pages]
 //                  [--heads H] [--page-size P]  (decode: query heads per GPU, 1-128, 16 = V3 under TP8; tokens
@@ -384,24 +384,36 @@ void bench_absorb_chain(double copy_gbps, int num_sms) {
 }
 
 void bench_prefill(Timer& timer, int reps) {
-  std::printf("\nprefill (expanded, causal, %d heads, qk %d, v %d); FLOPs = 2 * heads * visible pairs * (qk + v)\n",
+  std::printf("\nprefill (expanded, causal, %d heads, qk %d, v %d); FLOPs = 2 * heads * visible pairs * (qk + v); the "
+              "wgmma and mma.sync kernels on the first two rows only\n",
               kHeads, kNope + kRope, kV);
-  std::printf("%-12s %8s %9s %10s %9s %10s %9s %10s %9s\n", "sequences", "tokens", "kernel", "tma_ms", "TFLOP/s",
+  std::printf("%-20s %8s %9s %10s %9s %10s %9s %10s %9s\n", "sequences", "tokens", "kernel", "tma_ms", "TFLOP/s",
               "wgmma_ms", "TFLOP/s", "mma_ms", "TFLOP/s");
-  for (int num_seqs : {1, 4}) {
-    const int len = 4096 / num_seqs, total = 4096, page_size = 64;
-    const int pages_per_seq = (len + page_size - 1) / page_size;
-    DeviceBuffer<__nv_bfloat16> q(static_cast<size_t>(total) * kHeads * (kNope + kRope)),
-        k_nope(static_cast<size_t>(total) * kHeads * kNope), v(static_cast<size_t>(total) * kHeads * kV),
-        out(static_cast<size_t>(total) * kHeads * kV), pool(static_cast<size_t>(num_seqs) * pages_per_seq * page_size * kRow);
+  struct PrefillShape {
+    int num_seqs, q_len, kv_len;  // kv_len > q_len: a cached prefix (chunked prefill)
+  };
+  const PrefillShape shapes[] = {{1, 4096, 4096}, {4, 1024, 1024}, {2, 2048, 2048}, {8, 512, 512},
+                                 {16, 256, 256},  {1, 8192, 8192}, {1, 1024, 4096}, {4, 1024, 4096}};
+  for (const PrefillShape& shape : shapes) {
+    const int num_seqs = shape.num_seqs, q_len = shape.q_len, kv_len = shape.kv_len, page_size = 64;
+    const int total_q = num_seqs * q_len, total_kv = num_seqs * kv_len;
+    const int pages_per_seq = (kv_len + page_size - 1) / page_size;
+    DeviceBuffer<__nv_bfloat16> q(static_cast<size_t>(total_q) * kHeads * (kNope + kRope)),
+        k_nope(static_cast<size_t>(total_kv) * kHeads * kNope), v(static_cast<size_t>(total_kv) * kHeads * kV),
+        out(static_cast<size_t>(total_q) * kHeads * kV),
+        pool(static_cast<size_t>(num_seqs) * pages_per_seq * page_size * kRow);
     fill_random(q.data(), q.size(), 31);
     fill_random(k_nope.data(), k_nope.size(), 32);
     fill_random(v.data(), v.size(), 33);
     fill_random(pool.data(), pool.size(), 34);
-    std::vector<int32_t> table(static_cast<size_t>(num_seqs) * pages_per_seq), cu(static_cast<size_t>(num_seqs) + 1);
+    std::vector<int32_t> table(static_cast<size_t>(num_seqs) * pages_per_seq);
+    std::vector<int32_t> cu_q(static_cast<size_t>(num_seqs) + 1), cu_kv(static_cast<size_t>(num_seqs) + 1);
     std::iota(table.begin(), table.end(), 0);
-    for (int s = 0; s <= num_seqs; ++s) cu[s] = s * len;
-    DeviceBuffer<int32_t> table_device(table), cu_device(cu);
+    for (int s = 0; s <= num_seqs; ++s) {
+      cu_q[s] = s * q_len;
+      cu_kv[s] = s * kv_len;
+    }
+    DeviceBuffer<int32_t> table_device(table), cu_q_device(cu_q), cu_kv_device(cu_kv);
     kc::MlaPrefillArgs args;
     args.q = q.data();
     args.q_head_stride = kNope + kRope;
@@ -410,27 +422,33 @@ void bench_prefill(Timer& timer, int reps) {
     args.cache = {pool.data(), num_seqs * pages_per_seq, page_size, kLora, kRope};
     args.page_table = table_device.data();
     args.max_pages_per_seq = pages_per_seq;
-    args.cu_q_lens = cu_device.data();
-    args.cu_kv_lens = cu_device.data();
-    args.total_kv_rows = total;
+    args.cu_q_lens = cu_q_device.data();
+    args.cu_kv_lens = cu_kv_device.data();
+    args.total_kv_rows = total_kv;
     args.batch = num_seqs;
-    args.max_q_len = len;
+    args.max_q_len = q_len;
     args.out = out.data();
     args.num_heads = kHeads;
     args.nope_dim = kNope;
     args.v_dim = kV;
     args.softmax_scale = 0.0722f;
     const double ms = timer.median_ms(reps, [&] { kc::mla_prefill(args, nullptr); });  // kAuto: TMA at V3 dims
-    args.kernel = kc::MlaPrefillKernel::kWgmma;
-    const double wgmma_ms = timer.median_ms(reps, [&] { kc::mla_prefill(args, nullptr); });
-    args.kernel = kc::MlaPrefillKernel::kMmaSync;
-    const double mma_ms = timer.median_ms(reps, [&] { kc::mla_prefill(args, nullptr); });
-    const double pairs = static_cast<double>(num_seqs) * len * (len + 1) / 2.0;
+    const bool all_kernels = &shape - shapes < 2;
+    double wgmma_ms = 0.0, mma_ms = 0.0;
+    if (all_kernels) {
+      args.kernel = kc::MlaPrefillKernel::kWgmma;
+      wgmma_ms = timer.median_ms(reps, [&] { kc::mla_prefill(args, nullptr); });
+      args.kernel = kc::MlaPrefillKernel::kMmaSync;
+      mma_ms = timer.median_ms(reps, [&] { kc::mla_prefill(args, nullptr); });
+    }
+    // query j (0-based) of a sequence sees kv_len - q_len + j + 1 keys
+    const double pairs = static_cast<double>(num_seqs) * q_len * ((kv_len - q_len) + (q_len + 1) / 2.0);
     const double flops = 2.0 * kHeads * pairs * (kNope + kRope + kV);
-    auto tflops = [&](double time_ms) { return flops / (time_ms * 1e-3) / 1e12; };
-    std::printf("%-12s %8d %9s %10.3f %9.1f %10.3f %9.1f %10.3f %9.1f\n",
-                (std::to_string(num_seqs) + " x " + std::to_string(len)).c_str(), total, "auto", ms, tflops(ms),
-                wgmma_ms, tflops(wgmma_ms), mma_ms, tflops(mma_ms));
+    auto tflops = [&](double time_ms) { return time_ms > 0.0 ? flops / (time_ms * 1e-3) / 1e12 : 0.0; };
+    const std::string name = std::to_string(num_seqs) + " x " + std::to_string(q_len) +
+                             (kv_len > q_len ? " of " + std::to_string(kv_len) : "");
+    std::printf("%-20s %8d %9s %10.3f %9.1f %10.3f %9.1f %10.3f %9.1f\n", name.c_str(), total_q, "auto", ms,
+                tflops(ms), wgmma_ms, tflops(wgmma_ms), mma_ms, tflops(mma_ms));
   }
 }
 
