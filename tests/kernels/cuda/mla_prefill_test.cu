@@ -153,6 +153,25 @@ TEST_P(MlaPrefillSweep, MatchesCpuReference) {
       expect_same_device_bits(strided_out_device, out_device, what.c_str());
     }
   }
+  if (v3_dims) {  // the persistent TMA kernel (out_device holds its output): the same bits with 1 to 7 CTAs, each
+                 // working through many items, its rings' stages and parities running on across them
+    for (const int max_ctas : {1, 3, 7}) {
+      kernels::cuda::MlaPrefillArgs fewer = args;
+      fewer.kernel = MlaPrefillKernel::kTma;
+      fewer.max_ctas = max_ctas;
+      fewer.out = strided_out_device.data();
+      strided_out_device.fill_bytes(0xff);
+      kernels::cuda::mla_prefill(fewer, nullptr);
+      FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+      const std::string what = "tma with at most " + std::to_string(max_ctas) + " CTAs";
+      expect_same_device_bits(strided_out_device, out_device, what.c_str());
+    }
+  }
+  {
+    kernels::cuda::MlaPrefillArgs negative = args;
+    negative.max_ctas = -1;
+    EXPECT_THROW(kernels::cuda::mla_prefill(negative, nullptr), Error);
+  }
   for (const bool narrow_k : {true, false}) {  // a head stride below the head dim (or negative) is an error
     kernels::cuda::MlaPrefillArgs narrow = args;
     (narrow_k ? narrow.k_head_stride : narrow.v_head_stride) = (narrow_k ? c.nope : c.v) - 1;

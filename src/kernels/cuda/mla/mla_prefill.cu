@@ -1,7 +1,9 @@
 // Host side of the MLA prefill: argument checks, kernel instantiation choice and launch.
 #include "kernels/cuda/mla/mla_prefill.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/mla/sm90/mla_prefill_kernel.cuh"
@@ -54,9 +56,16 @@ void launch_prefill_tma(const PrefillKernelParams& params, const MlaPrefillArgs&
                                                            heads * v_head_bytes, L::kTileKeys);
   auto kernel = mla_detail::mla_prefill_tma_kernel;
   FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmemBytes));
-  const dim3 grid(static_cast<unsigned>((args.max_q_len + L::kTileQ - 1) / L::kTileQ),
-                  static_cast<unsigned>(args.num_heads), static_cast<unsigned>(args.batch));
-  kernel<<<grid, L::kThreads, L::kSmemBytes, stream>>>(params, k_map, v_map);
+  // Persistent: one CTA per SM (one fits: 208 KB of shared memory), fewer when there are fewer items.
+  const int num_q_tiles = (args.max_q_len + L::kTileQ - 1) / L::kTileQ;
+  const int64_t num_items = static_cast<int64_t>(num_q_tiles) * args.num_heads * args.batch;
+  FATHOM_CHECK(num_items <= INT32_MAX, "mla_prefill: " << num_items << " work items (query tiles x heads x batch)");
+  int device = 0, num_sms = 0;
+  FATHOM_CUDA_CHECK(cudaGetDevice(&device));
+  FATHOM_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t ctas = std::min<int64_t>({num_items, num_sms, args.max_ctas > 0 ? args.max_ctas : num_sms});
+  kernel<<<static_cast<unsigned>(ctas), L::kThreads, L::kSmemBytes, stream>>>(params, k_map, v_map, num_q_tiles,
+                                                                                args.batch);
   FATHOM_CUDA_CHECK_LAUNCH();
 }
 
@@ -64,8 +73,9 @@ void launch_prefill_tma(const PrefillKernelParams& params, const MlaPrefillArgs&
 
 void mla_prefill(const MlaPrefillArgs& args, cudaStream_t stream) {
   const LatentCacheView& cache = args.cache;
-  FATHOM_CHECK(args.batch >= 0 && args.max_q_len >= 0 && args.num_heads > 0,
-               "mla_prefill: batch " << args.batch << ", max_q_len " << args.max_q_len << ", heads " << args.num_heads);
+  FATHOM_CHECK(args.batch >= 0 && args.max_q_len >= 0 && args.num_heads > 0 && args.max_ctas >= 0,
+               "mla_prefill: batch " << args.batch << ", max_q_len " << args.max_q_len << ", heads " << args.num_heads
+                                     << ", max_ctas " << args.max_ctas);
   if (args.batch == 0 || args.max_q_len == 0) return;
   FATHOM_CHECK(args.q && args.k_nope && args.v && args.out && cache.pool && args.page_table && args.cu_q_lens &&
                    args.cu_kv_lens,

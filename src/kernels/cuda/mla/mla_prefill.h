@@ -43,6 +43,7 @@ struct MlaPrefillArgs {
   int32_t v_dim = 0;                      // 128 (<= 128); rope = cache.rope_dim (<= 64)
   float softmax_scale = 1.0f;
   MlaPrefillKernel kernel = MlaPrefillKernel::kAuto;
+  int32_t max_ctas = 0;                   // kTma: persistent CTAs at most (0: one per SM); results do not depend on it
 };
 
 void mla_prefill(const MlaPrefillArgs& args, cudaStream_t stream);
