@@ -13,7 +13,7 @@
 // with P(t - 1)·V(t - 1) (wgmma m64n128k16, P from registers), then the fp32 online softmax of tile t (log2 domain,
 // causal mask) runs while that P·V multiplies; K(t) is released when its scores complete, V(t - 1) when its P·V
 // does. Causal: the CTA visits key tiles up to its last query; a warpgroup skips the tiles past its own last query
-// (still releasing them). Registers: the producer warpgroup gives back all but 48 per thread, the consumers take 232
+// (still releasing them). Registers: the producer warpgroup gives back all but 40 per thread, the consumers take 232
 // (two P register sets, the 64x128 scores and the 64x128 output).
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -37,7 +37,7 @@ struct PrefillTmaLayout {
   static constexpr int kThreads = (kConsumers + 1) * 128;
   static constexpr int kProducerWarp = kConsumers * 4;             // the first producer warp
   static constexpr int kRowsPerProducerWarp = kTileKeys / kProducerWarps;  // 32
-  static constexpr int kProducerRegisters = 48, kConsumerRegisters = 232;  // 2 x 232 + 48 = 512 per lane triple
+  static constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;  // 2 x 232 + 40 <= 3 x 168 (the launch)
   static constexpr int kStages = 2;                                // per ring (K, V)
   static constexpr int kQBlockBytes = kPrefillTileQ * 128;         // [64 rows][128 B] k-block, 128-byte swizzle
   static constexpr int kKeyBlockBytes = kTileKeys * 128;           // [128 rows][128 B]
@@ -62,16 +62,17 @@ struct PrefillTmaLayout {
   static_assert(kSmemBytes <= 232448, "shared memory per block on sm_90");
 };
 
-// A CTA's work items. Item i = (query tile num_q_tiles - 1 - i / items_per_q_tile, head i % heads, sequence
-// (i % items_per_q_tile) / heads): items of later query tiles (more causal key tiles) come first. CTA c takes item c
+// A CTA's work items. Item i = (query tile num_q_tiles - 1 - i / (heads * batch), head i % heads, sequence
+// (i % (heads * batch)) / heads): items of later query tiles (more causal key tiles) come first. CTA c takes item c
 // of round 0, then snakes (round r: item r * ctas + c for even r, r * ctas + ctas - 1 - c for odd r), which evens
-// out the rounds' costs across CTAs.
+// out the rounds' costs across CTAs. Everything is read from kernel parameters and special registers when needed
+// (the producer warps keep 40 registers).
 struct PrefillTmaItems {
-  int num_q_tiles, items_per_q_tile, num_items;  // items_per_q_tile = heads * batch
-  int ctas, cta;
+  int num_q_tiles, batch, num_heads;
   __device__ int index(int round) const {  // -1: no item in this round (nor in any later one)
+    const int ctas = static_cast<int>(gridDim.x), cta = static_cast<int>(blockIdx.x);
     const int i = round * ctas + ((round & 1) ? ctas - 1 - cta : cta);
-    return i < num_items ? i : -1;
+    return i < num_q_tiles * num_heads * batch ? i : -1;
   }
 };
 
@@ -83,10 +84,11 @@ __device__ __forceinline__ PrefillTmaItem prefill_tma_item(const PrefillKernelPa
                                                            int index) {
   using L = PrefillTmaLayout;
   PrefillTmaItem t;
-  const int rest = index % items.items_per_q_tile;
-  t.h = rest % p.num_heads;
-  t.b = rest / p.num_heads;
-  t.q0 = (items.num_q_tiles - 1 - index / items.items_per_q_tile) * L::kTileQ;
+  const int items_per_q_tile = items.num_heads * items.batch;
+  const int rest = index % items_per_q_tile;
+  t.h = rest % items.num_heads;
+  t.b = rest / items.num_heads;
+  t.q0 = (items.num_q_tiles - 1 - index / items_per_q_tile) * L::kTileQ;
   t.q_begin = p.cu_q_lens[t.b];
   t.q_len = p.cu_q_lens[t.b + 1] - t.q_begin;
   t.kv_begin = p.cu_kv_lens[t.b];
@@ -113,12 +115,7 @@ __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
   uint64_t* k_empty = k_full + L::kStages;
   uint64_t* v_full = k_empty + L::kStages;
   uint64_t* v_empty = v_full + L::kStages;
-  PrefillTmaItems items;
-  items.num_q_tiles = num_q_tiles;
-  items.items_per_q_tile = p.num_heads * batch;
-  items.num_items = num_q_tiles * items.items_per_q_tile;
-  items.ctas = static_cast<int>(gridDim.x);
-  items.cta = static_cast<int>(blockIdx.x);
+  const PrefillTmaItems items{num_q_tiles, batch, p.num_heads};
 
   const int tid = threadIdx.x, lane = tid & 31;
   const int warp = __shfl_sync(0xffffffffu, tid >> 5, 0);  // warp-uniform for ptxas (wgmma paths non-divergent)
