@@ -62,12 +62,14 @@ struct PrefillTmaLayout {
   static_assert(kSmemBytes <= 232448, "shared memory per block on sm_90");
 };
 
-// A CTA's work items. Item i = (query tile num_q_tiles - 1 - i / (heads * batch), head i % heads, sequence
-// (i % (heads * batch)) / heads): items of later query tiles (more causal key tiles) come first. CTA c takes item c
-// of round 0, then snakes (round r: item r * ctas + c for even r, r * ctas + ctas - 1 - c for odd r), which evens
-// out the rounds' costs across CTAs. Everything is read from kernel parameters and special registers when needed
-// (the producer warps keep 40 registers).
+// A CTA's work items, in sequence order, then blocks of kHeadBlock heads, then query tiles from the last (most causal
+// key tiles) to the first, then the heads of the block: items that run at the same time share a few heads' keys and
+// values in L2 (a round of one query tile over all heads read every head's: 10% slower at 4096 tokens on an H200).
+// CTA c takes item c of round 0, then snakes (round r: item r * ctas + c for even r, r * ctas + ctas - 1 - c for
+// odd r), which pairs heavy items with light ones across rounds. Everything is read from kernel parameters and
+// special registers when needed (the producer warps keep 40 registers).
 struct PrefillTmaItems {
+  static constexpr int kHeadBlock = 4;
   int num_q_tiles, batch, num_heads;
   __device__ int index(int round) const {  // -1: no item in this round (nor in any later one)
     const int ctas = static_cast<int>(gridDim.x), cta = static_cast<int>(blockIdx.x);
@@ -84,11 +86,12 @@ __device__ __forceinline__ PrefillTmaItem prefill_tma_item(const PrefillKernelPa
                                                            int index) {
   using L = PrefillTmaLayout;
   PrefillTmaItem t;
-  const int items_per_q_tile = items.num_heads * items.batch;
-  const int rest = index % items_per_q_tile;
-  t.h = rest % items.num_heads;
-  t.b = rest / items.num_heads;
-  t.q0 = (items.num_q_tiles - 1 - index / items_per_q_tile) * L::kTileQ;
+  const int seq_items = items.num_q_tiles * items.num_heads, block_items = items.num_q_tiles * items.kHeadBlock;
+  t.b = index / seq_items;
+  const int in_seq = index % seq_items, head_block = in_seq / block_items, in_block = in_seq % block_items;
+  const int block_heads = min(items.kHeadBlock, items.num_heads - head_block * items.kHeadBlock);  // last: fewer
+  t.h = head_block * items.kHeadBlock + in_block % block_heads;
+  t.q0 = (items.num_q_tiles - 1 - in_block / block_heads) * L::kTileQ;
   t.q_begin = p.cu_q_lens[t.b];
   t.q_len = p.cu_q_lens[t.b + 1] - t.q_begin;
   t.kv_begin = p.cu_kv_lens[t.b];
