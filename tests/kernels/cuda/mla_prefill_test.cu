@@ -201,6 +201,8 @@ INSTANTIATE_TEST_SUITE_P(
         PrefillCase{"v3_h16_chunked_page1", 16, 128, 64, 128, 512, 1, {{64, 64}, {200, 1000}, {1, 513}}},
         PrefillCase{"v3_h2_long4100_page64", 2, 128, 64, 128, 512, 64, {{4100, 4100}}},
         PrefillCase{"v3_h4_long_chunk_page16", 4, 128, 64, 128, 512, 16, {{1000, 3000}, {129, 129}}},
+        // odd heads: the TMA kernel's last block of 2 heads (PrefillTmaItems) has one
+        PrefillCase{"v3_h3_q520_page16", 3, 128, 64, 128, 512, 16, {{520, 520}, {100, 700}, {1, 1}}},
         // odd small dims (scalar load path, padded tiles)
         PrefillCase{"odd_h5_nope37_rope11_v29_page1", 5, 37, 11, 29, 50, 1, {{1, 1}, {70, 70}, {33, 100}}},
         PrefillCase{"odd_h3_nope64_rope16_v64_page5", 3, 64, 16, 64, 96, 5, {{128, 128}, {65, 300}}},

@@ -62,15 +62,14 @@ struct PrefillTmaLayout {
   static_assert(kSmemBytes <= 232448, "shared memory per block on sm_90");
 };
 
-// A CTA's work items, in sequence order, then blocks of kHeadBlock heads, then query tiles from the last (most causal
-// key tiles) to the first, then the heads of the block: items that run at the same time share a few heads' keys and
-// values in L2 (a round of one query tile over all heads read every head's: 10% slower at 4096 tokens on an H200).
-// CTA c takes item c of round 0, then snakes (round r: item r * ctas + c for even r, r * ctas + ctas - 1 - c for
-// odd r), which pairs heavy items with light ones across rounds. Everything is read from kernel parameters and
+// A CTA's work items, in sequence order, then blocks of head_block heads, then query tiles from the last (most
+// causal key tiles) to the first, then the heads of the block: items that run at the same time share a few heads'
+// keys and values in L2 (a round of one query tile over all heads read every head's: 10% slower at 4096 tokens on an
+// H200). CTA c takes item c of round 0, then snakes (round r: item r * ctas + c for even r, r * ctas + ctas - 1 - c
+// for odd r), which pairs heavy items with light ones across rounds. Everything is read from kernel parameters and
 // special registers when needed (the producer warps keep 40 registers).
 struct PrefillTmaItems {
-  static constexpr int kHeadBlock = 4;
-  int num_q_tiles, batch, num_heads;
+  int num_q_tiles, batch, num_heads, head_block;
   __device__ int index(int round) const {  // -1: no item in this round (nor in any later one)
     const int ctas = static_cast<int>(gridDim.x), cta = static_cast<int>(blockIdx.x);
     const int i = round * ctas + ((round & 1) ? ctas - 1 - cta : cta);
@@ -86,11 +85,11 @@ __device__ __forceinline__ PrefillTmaItem prefill_tma_item(const PrefillKernelPa
                                                            int index) {
   using L = PrefillTmaLayout;
   PrefillTmaItem t;
-  const int seq_items = items.num_q_tiles * items.num_heads, block_items = items.num_q_tiles * items.kHeadBlock;
+  const int seq_items = items.num_q_tiles * items.num_heads, block_items = items.num_q_tiles * items.head_block;
   t.b = index / seq_items;
   const int in_seq = index % seq_items, head_block = in_seq / block_items, in_block = in_seq % block_items;
-  const int block_heads = min(items.kHeadBlock, items.num_heads - head_block * items.kHeadBlock);  // last: fewer
-  t.h = head_block * items.kHeadBlock + in_block % block_heads;
+  const int block_heads = min(items.head_block, items.num_heads - head_block * items.head_block);  // last: fewer
+  t.h = head_block * items.head_block + in_block % block_heads;
   t.q0 = (items.num_q_tiles - 1 - in_block / block_heads) * L::kTileQ;
   t.q_begin = p.cu_q_lens[t.b];
   t.q_len = p.cu_q_lens[t.b + 1] - t.q_begin;
@@ -104,10 +103,12 @@ __device__ __forceinline__ PrefillTmaItem prefill_tma_item(const PrefillKernelPa
 
 // Requires p.nope == 128, p.rope == 64, p.v_dim == 128, p.vector_loads, and maps over the k_nope / v tensors
 // ([keys][heads][head stride] bf16 as bytes, the first 128 of each head; boxes of 128 keys x 128 bytes of one head;
-// checked by the host). num_q_tiles = ceil(max_q_len / 128); grid: at most heads * batch * num_q_tiles CTAs.
+// checked by the host). num_q_tiles = ceil(max_q_len / 128); head_block >= 1 (PrefillTmaItems); grid: at most
+// heads * batch * num_q_tiles CTAs.
 __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
     mla_prefill_tma_kernel(const PrefillKernelParams p, const __grid_constant__ CUtensorMap k_map,
-                           const __grid_constant__ CUtensorMap v_map, int num_q_tiles, int batch) {
+                           const __grid_constant__ CUtensorMap v_map, int num_q_tiles, int batch,
+                           int head_block) {
   using L = PrefillTmaLayout;
   using hopper::mbarrier_arrive;
   using hopper::mbarrier_wait;
@@ -118,7 +119,7 @@ __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
   uint64_t* k_empty = k_full + L::kStages;
   uint64_t* v_full = k_empty + L::kStages;
   uint64_t* v_empty = v_full + L::kStages;
-  const PrefillTmaItems items{num_q_tiles, batch, p.num_heads};
+  const PrefillTmaItems items{num_q_tiles, batch, p.num_heads, head_block};
 
   const int tid = threadIdx.x, lane = tid & 31;
   const int warp = __shfl_sync(0xffffffffu, tid >> 5, 0);  // warp-uniform for ptxas (wgmma paths non-divergent)
