@@ -250,6 +250,13 @@ __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
                             L::kKeyBlockBytes, 1024);
   };
 
+  // Turns (ping-pong): the two warpgroups issue their pipelined steps' MMAs in alternation, so one's softmax runs
+  // under the other's MMAs. Named barrier 3 + wg is this warpgroup's turn; its sync completes once the other has
+  // arrived on it after issuing. Both take kv_tiles - 1 turns per item (a warpgroup with fewer steps passes the rest
+  // empty), so the turns alternate strictly across items; warpgroup 1 gives warpgroup 0 the first.
+  auto take_turn = [&]() { hopper::named_barrier_sync(3 + wg, 256); };
+  auto pass_turn = [&]() { hopper::named_barrier_arrive(3 + (1 - wg), 256); };
+  if (wg == 1) pass_turn();
   int carried = 0, round = 0, index = items.index(0);
   load_queries(index);
   while (index >= 0) {
@@ -302,9 +309,11 @@ __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
       wait_keys(carried + tile);
       wait_values(carried + tile - 1);
       const uint64_t desc_k = keys_desc(carried + tile), desc_v = values_desc(carried + tile - 1);
+      take_turn();
       wgmma_fence();  // O's rescale and P (register writes) before the MMAs read them
       issue_scores(desc_k);
       issue_values(p_in, desc_v);
+      pass_turn();
       wgmma_wait_pending<1>();  // the scores (committed first) are done: K(tile) is free
       wgmma_fence_operands(s_flat);
       release(k_empty, carried + tile);
@@ -341,6 +350,10 @@ __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
         step(tile + 1, p_odd, p_even);
       }
       if (tile < wg_tiles) step(tile, p_even, p_odd);
+      for (int turn = wg_tiles; turn < it.kv_tiles; ++turn) {  // the other warpgroup's steps past this one's
+        take_turn();
+        pass_turn();
+      }
       load_next_queries();
       const int last = wg_tiles - 1;  // its P: p_even when last is even
       wait_values(carried + last);
@@ -355,6 +368,10 @@ __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
       wgmma_fence_operands(o);
       release(v_empty, carried + last);
     } else {
+      for (int turn = 1; turn < it.kv_tiles; ++turn) {
+        take_turn();
+        pass_turn();
+      }
       load_next_queries();
     }
     for (int tile = wg_tiles; tile < it.kv_tiles; ++tile) {  // the item's tiles past this warpgroup's last query
