@@ -350,10 +350,6 @@ __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
         step(tile + 1, p_odd, p_even);
       }
       if (tile < wg_tiles) step(tile, p_even, p_odd);
-      for (int turn = wg_tiles; turn < it.kv_tiles; ++turn) {  // the other warpgroup's steps past this one's
-        take_turn();
-        pass_turn();
-      }
       load_next_queries();
       const int last = wg_tiles - 1;  // its P: p_even when last is even
       wait_values(carried + last);
@@ -368,10 +364,6 @@ __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
       wgmma_fence_operands(o);
       release(v_empty, carried + last);
     } else {
-      for (int turn = 1; turn < it.kv_tiles; ++turn) {
-        take_turn();
-        pass_turn();
-      }
       load_next_queries();
     }
     for (int tile = wg_tiles; tile < it.kv_tiles; ++tile) {  // the item's tiles past this warpgroup's last query
@@ -379,6 +371,12 @@ __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
       release(k_empty, carried + tile);
       wait_values(carried + tile);
       release(v_empty, carried + tile);
+    }
+    // The turns of the other warpgroup's steps past this one's, after this one released every tile: passed before,
+    // they waited on the other's steps, whose key tiles waited on this one's releases (a deadlock).
+    for (int turn = max(wg_tiles, 1); turn < it.kv_tiles; ++turn) {
+      take_turn();
+      pass_turn();
     }
     prefill_store_rows(p, it.q_begin, it.q_len, it.h, tq, row_q, l_run, o);
     carried += it.kv_tiles;
