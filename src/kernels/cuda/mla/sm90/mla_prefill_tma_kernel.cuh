@@ -366,17 +366,18 @@ __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
     } else {
       load_next_queries();
     }
-    for (int tile = wg_tiles; tile < it.kv_tiles; ++tile) {  // the item's tiles past this warpgroup's last query
+    // The item's tiles past this warpgroup's last query: released in step with the other warpgroup's steps, whose
+    // turns this one passes tile by tile (the other's step t waits for key tile t, which waits for this one's release
+    // of tile t - 2; passing all turns before or after all releases deadlocked).
+    for (int tile = wg_tiles; tile < it.kv_tiles; ++tile) {
+      if (tile >= 1) {
+        take_turn();
+        pass_turn();
+      }
       wait_keys(carried + tile);
       release(k_empty, carried + tile);
       wait_values(carried + tile);
       release(v_empty, carried + tile);
-    }
-    // The turns of the other warpgroup's steps past this one's, after this one released every tile: passed before,
-    // they waited on the other's steps, whose key tiles waited on this one's releases (a deadlock).
-    for (int turn = max(wg_tiles, 1); turn < it.kv_tiles; ++turn) {
-      take_turn();
-      pass_turn();
     }
     prefill_store_rows(p, it.q_begin, it.q_len, it.h, tq, row_q, l_run, o);
     carried += it.kv_tiles;
