@@ -12,8 +12,9 @@
 // Per consumer, software-pipelined: the scores of tile t (wgmma m64n128k16, Q and K from shared memory) are issued
 // with P(t - 1)·V(t - 1) (wgmma m64n128k16, P from registers), then the fp32 online softmax of tile t (log2 domain,
 // causal mask) runs while that P·V multiplies; K(t) is released when its scores complete, V(t - 1) when its P·V
-// does. Causal: the CTA visits key tiles up to its last query; a warpgroup skips the tiles past its own last query
-// (still releasing them). Registers: the producer warpgroup gives back all but 40 per thread, the consumers take 232
+// does. The two consumers take turns issuing their steps' MMAs (ping-pong), so one's softmax runs under the other's
+// MMAs (1-3% at 256-8192 tokens, H200). Causal: the CTA visits key tiles up to its last query; a warpgroup skips the
+// tiles past its own last query (still releasing them, and passing the other's turns). Registers: the producer warpgroup gives back all but 40 per thread, the consumers take 232
 // (two P register sets, the 64x128 scores and the 64x128 output).
 #include <cuda.h>
 #include <cuda_bf16.h>
