@@ -5,6 +5,7 @@
 // to bf16 (~3e-3 together on random data); scores, softmax and accumulation are fp32 like the reference.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -17,6 +18,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/mla_attention.h"
 #include "kernels/cuda/mla/mla_prefill.h"
+#include "kernels/cuda/mla/mla_prefill_items.h"
 #include "mla_test_util.h"
 
 namespace fathom::testing {
@@ -187,6 +189,75 @@ TEST_P(MlaPrefillSweep, MatchesCpuReference) {
     for (MlaPrefillKernel kernel : {MlaPrefillKernel::kWgmma, MlaPrefillKernel::kTma}) {
       args.kernel = kernel;
       EXPECT_THROW(kernels::cuda::mla_prefill(args, nullptr), Error);
+    }
+  }
+}
+
+// The persistent TMA kernel's item order (host arithmetic, no GPU): every CTA count visits every item once, the
+// coordinates cover every (sequence, head, query tile), query tiles run from the last within a head block, and the
+// snake keeps V3's CTAs within 10% of the mean work.
+TEST(MlaPrefillItemOrder, EveryItemOnceWithHeaviestTilesFirst) {
+  using kernels::cuda::mla_detail::PrefillItemCoords;
+  using kernels::cuda::mla_detail::PrefillItemOrder;
+  for (const int num_q_tiles : {1, 2, 3, 8, 33}) {
+    for (const int batch : {1, 3}) {
+      for (const int num_heads : {1, 3, 16, 128}) {
+        for (const int head_block : {1, 2, 4, 8}) {
+          const PrefillItemOrder order{num_q_tiles, batch, num_heads, head_block};
+          const int num_items = order.num_items();
+          std::vector<int> coords_seen(static_cast<size_t>(num_items), 0);
+          for (int index = 0; index < num_items; ++index) {
+            const PrefillItemCoords c = order.coords(index);
+            ASSERT_TRUE(c.sequence >= 0 && c.sequence < batch && c.head >= 0 && c.head < num_heads && c.q_tile >= 0 &&
+                        c.q_tile < num_q_tiles)
+                << "item " << index << " of " << num_items;
+            ++coords_seen[(static_cast<size_t>(c.sequence) * num_heads + c.head) * num_q_tiles + c.q_tile];
+            if (index > 0) {
+              const PrefillItemCoords previous = order.coords(index - 1);
+              if (previous.sequence == c.sequence && previous.head / head_block == c.head / head_block) {
+                EXPECT_GE(previous.q_tile, c.q_tile) << "item " << index << ": a later query tile after an earlier one";
+              }
+            }
+          }
+          for (int seen : coords_seen) ASSERT_EQ(seen, 1) << "coordinates not a bijection";
+          for (const int ctas : {1, 2, 7, 132, num_items, num_items + 5}) {
+            std::vector<int> visits(static_cast<size_t>(num_items), 0);
+            for (int cta = 0; cta < ctas; ++cta) {
+              for (int round = 0;; ++round) {
+                const int index = order.index(round, ctas, cta);
+                if (index < 0) break;
+                ASSERT_LT(index, num_items);
+                ++visits[static_cast<size_t>(index)];
+              }
+            }
+            for (int index = 0; index < num_items; ++index) {
+              ASSERT_EQ(visits[static_cast<size_t>(index)], 1)
+                  << "item " << index << " of " << num_items << " with " << ctas << " CTAs, " << num_q_tiles
+                  << " query tiles, " << batch << " sequences, " << num_heads << " heads, head block " << head_block;
+            }
+          }
+        }
+      }
+    }
+  }
+  // Balance at V3's 128 heads on 132 CTAs: work = key tiles = query tile + 1 (sequences of equal length).
+  for (const auto [num_q_tiles, batch] : {std::pair{64, 1}, {32, 1}, {8, 4}, {2, 16}}) {
+    for (const int head_block : {1, 2}) {
+      const PrefillItemOrder order{num_q_tiles, batch, 128, head_block};
+      constexpr int kCtas = 132;
+      std::vector<double> work(kCtas, 0.0);
+      double total = 0.0;
+      for (int cta = 0; cta < kCtas; ++cta) {
+        for (int round = 0;; ++round) {
+          const int index = order.index(round, kCtas, cta);
+          if (index < 0) break;
+          work[static_cast<size_t>(cta)] += order.coords(index).q_tile + 1;
+        }
+        total += work[static_cast<size_t>(cta)];
+      }
+      const double busiest = *std::max_element(work.begin(), work.end());
+      EXPECT_LE(busiest, 1.10 * total / kCtas) << num_q_tiles << " query tiles x " << batch << ", head block "
+                                                << head_block;
     }
   }
 }

@@ -42,7 +42,7 @@ void launch_prefill_wgmma(const PrefillKernelParams& params, const MlaPrefillArg
   FATHOM_CUDA_CHECK_LAUNCH();
 }
 
-// Heads per block of the persistent TMA kernel's item order (PrefillTmaItems): one for sequences of more than 2048
+// Heads per block of the persistent TMA kernel's item order (PrefillItemOrder): one for sequences of more than 2048
 // queries (H200: 2 heads were 8% slower at 8192, 1% at 4096), two below (2-6% faster than one at 256-1024 tokens,
 // the same at 2048).
 int prefill_tma_head_block(int max_q_len) { return max_q_len > 2048 ? 1 : 2; }
@@ -69,7 +69,7 @@ void launch_prefill_tma(const PrefillKernelParams& params, const MlaPrefillArgs&
   FATHOM_CUDA_CHECK(cudaGetDevice(&device));
   FATHOM_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
   const int64_t ctas = std::min<int64_t>({num_items, num_sms, args.max_ctas > 0 ? args.max_ctas : num_sms});
-  const int head_block = prefill_tma_head_block(args.max_q_len);
+  const int head_block = std::min(prefill_tma_head_block(args.max_q_len), args.num_heads);
   kernel<<<static_cast<unsigned>(ctas), L::kThreads, L::kSmemBytes, stream>>>(params, k_map, v_map, num_q_tiles,
                                                                                 args.batch, head_block);
   FATHOM_CUDA_CHECK_LAUNCH();

@@ -2,7 +2,7 @@
 // MLA prefill kernel (expanded form) with a TMA producer warpgroup, for DeepSeek-V3's head dims (nope 128, rope 64,
 // v 128) with 16-byte aligned rows. One work item = 128 queries of one sequence and one head: two consumer
 // warpgroups of 64 queries share every key tile of 128 keys (half the K/V traffic per FLOP of the one-warpgroup
-// kernels). Persistent: a CTA per SM works through its items (PrefillTmaItems), its rings running on from one item
+// kernels). Persistent: a CTA per SM works through its items (mla_prefill_items.h), its rings running on from one item
 // into the next, so the next item's first key tiles load under the current one's last tiles and each warpgroup
 // loads its next queries under its last P·V (a CTA per item paid the pipeline's fill each time: 5-12% of the time
 // at 256-1024-token sequences, 2-4% at 2048-4096, on an H100 and an H200).
@@ -14,13 +14,15 @@
 // causal mask) runs while that P·V multiplies; K(t) is released when its scores complete, V(t - 1) when its P·V
 // does. The two consumers take turns issuing their steps' MMAs (ping-pong), so one's softmax runs under the other's
 // MMAs (1-3% at 256-8192 tokens, H200). Causal: the CTA visits key tiles up to its last query; a warpgroup skips the
-// tiles past its own last query (still releasing them, and passing the other's turns). Registers: the producer warpgroup gives back all but 40 per thread, the consumers take 232
-// (two P register sets, the 64x128 scores and the 64x128 output).
+// tiles past its own last query (still releasing them, and passing the other's turns). Registers: the producer
+// warpgroup gives back all but 40 per thread, the consumers take 232 (two P register sets, the 64x128 scores and the
+// 64x128 output).
 #include <cuda.h>
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
+#include "kernels/cuda/mla/mla_prefill_items.h"
 #include "kernels/cuda/mla/sm90/mla_prefill_kernel.cuh"  // params
 #include "kernels/cuda/mla/sm90/mla_prefill_wgmma_kernel.cuh"  // the output rows
 #include "kernels/cuda/mla/sm90/mma_primitives.cuh"
@@ -63,18 +65,12 @@ struct PrefillTmaLayout {
   static_assert(kSmemBytes <= 232448, "shared memory per block on sm_90");
 };
 
-// A CTA's work items, in sequence order, then blocks of head_block heads, then query tiles from the last (most
-// causal key tiles) to the first, then the heads of the block: items that run at the same time share a few heads'
-// keys and values in L2 (a round of one query tile over all heads read every head's: 10% slower at 4096 tokens on an
-// H200). CTA c takes item c of round 0, then snakes (round r: item r * ctas + c for even r, r * ctas + ctas - 1 - c
-// for odd r), which pairs heavy items with light ones across rounds. Everything is read from kernel parameters and
-// special registers when needed (the producer warps keep 40 registers).
+// The CTA's items (mla_prefill_items.h): ctas and cta from the special registers, the order from the kernel's
+// parameters, read when needed rather than kept in registers (the producer warps keep 40).
 struct PrefillTmaItems {
-  int num_q_tiles, batch, num_heads, head_block;
+  PrefillItemOrder order;
   __device__ int index(int round) const {  // -1: no item in this round (nor in any later one)
-    const int ctas = static_cast<int>(gridDim.x), cta = static_cast<int>(blockIdx.x);
-    const int i = round * ctas + ((round & 1) ? ctas - 1 - cta : cta);
-    return i < num_q_tiles * num_heads * batch ? i : -1;
+    return order.index(round, static_cast<int>(gridDim.x), static_cast<int>(blockIdx.x));
   }
 };
 
@@ -86,12 +82,10 @@ __device__ __forceinline__ PrefillTmaItem prefill_tma_item(const PrefillKernelPa
                                                            int index) {
   using L = PrefillTmaLayout;
   PrefillTmaItem t;
-  const int seq_items = items.num_q_tiles * items.num_heads, block_items = items.num_q_tiles * items.head_block;
-  t.b = index / seq_items;
-  const int in_seq = index % seq_items, head_block = in_seq / block_items, in_block = in_seq % block_items;
-  const int block_heads = min(items.head_block, items.num_heads - head_block * items.head_block);  // last: fewer
-  t.h = head_block * items.head_block + in_block % block_heads;
-  t.q0 = (items.num_q_tiles - 1 - in_block / block_heads) * L::kTileQ;
+  const PrefillItemCoords coords = items.order.coords(index);
+  t.b = coords.sequence;
+  t.h = coords.head;
+  t.q0 = coords.q_tile * L::kTileQ;
   t.q_begin = p.cu_q_lens[t.b];
   t.q_len = p.cu_q_lens[t.b + 1] - t.q_begin;
   t.kv_begin = p.cu_kv_lens[t.b];
@@ -104,7 +98,7 @@ __device__ __forceinline__ PrefillTmaItem prefill_tma_item(const PrefillKernelPa
 
 // Requires p.nope == 128, p.rope == 64, p.v_dim == 128, p.vector_loads, and maps over the k_nope / v tensors
 // ([keys][heads][head stride] bf16 as bytes, the first 128 of each head; boxes of 128 keys x 128 bytes of one head;
-// checked by the host). num_q_tiles = ceil(max_q_len / 128); head_block >= 1 (PrefillTmaItems); grid: at most
+// checked by the host). num_q_tiles = ceil(max_q_len / 128); head_block >= 1 (PrefillItemOrder); grid: at most
 // heads * batch * num_q_tiles CTAs.
 __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
     mla_prefill_tma_kernel(const PrefillKernelParams p, const __grid_constant__ CUtensorMap k_map,
@@ -120,7 +114,7 @@ __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
   uint64_t* k_empty = k_full + L::kStages;
   uint64_t* v_full = k_empty + L::kStages;
   uint64_t* v_empty = v_full + L::kStages;
-  const PrefillTmaItems items{num_q_tiles, batch, p.num_heads, head_block};
+  const PrefillTmaItems items{{num_q_tiles, batch, p.num_heads, head_block}};
 
   const int tid = threadIdx.x, lane = tid & 31;
   const int warp = __shfl_sync(0xffffffffu, tid >> 5, 0);  // warp-uniform for ptxas (wgmma paths non-divergent)
@@ -174,9 +168,8 @@ __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
         for (int i = 0; i < L::kRowsPerProducerWarp * 8 / 32; ++i) {
           const int local_row = 4 * i + (lane >> 3), c = lane & 7;
           const int32_t row_slot = __shfl_sync(0xffffffffu, slot, local_row);
-          const __nv_bfloat16* src = row_slot >= 0
-                                         ? p.cache + static_cast<int64_t>(row_slot) * cache_row_elems + p.kv_lora + c * 8
-                                         : p.cache;
+          const int64_t row_offset = static_cast<int64_t>(row_slot) * cache_row_elems + p.kv_lora + c * 8;
+          const __nv_bfloat16* src = row_slot >= 0 ? p.cache + row_offset : p.cache;
           cp_async_16(rope_block + kblock_chunk_offset(pw * L::kRowsPerProducerWarp + local_row, c, L::kTileKeys), src,
                       row_slot >= 0 ? 16 : 0);
         }
@@ -272,7 +265,7 @@ __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
     const int wg_tiles =
         it.kv_tiles == 0 || q_wg >= it.q_len || wg_last_pos < 0 ? 0 : ceil_div_int(wg_last_pos + 1, L::kTileKeys);
 
-    float o[64];  // O [64 queries x 128 v]: o[4j + e] = (row 16 (warp % 4) + g + 8 (e >> 1), column 8j + 2 tq + (e & 1))
+    float o[64];  // O [64 queries x 128 v]: o[4j + e] = (row 16 (warp % 4) + g + 8 (e >> 1), col 8j + 2 tq + (e & 1))
 #pragma unroll
     for (int i = 0; i < 64; ++i) o[i] = 0.0f;
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
