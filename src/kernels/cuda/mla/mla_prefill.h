@@ -17,8 +17,8 @@ namespace fathom::kernels::cuda {
 // kTma: persistent, a CTA per SM working through items of 128 queries x one head in two warpgroups fed by a TMA
 // producer warpgroup, and kWgmma: 64 queries per CTA loading its own tiles; both warpgroup-MMA kernels for
 // DeepSeek-V3's head dims (nope 128, rope 64, v 128) with 16-byte aligned rows, kTma also needs total_kv_rows.
-// kMmaSync: the mma.sync kernel, any dims. kAuto: kTma, else kWgmma, where they apply. Same algorithm, results within bf16 rounding of each other (the tensor cores sum in their own
-// order); each is row-independent.
+// kMmaSync: the mma.sync kernel, any dims. kAuto: kTma, else kWgmma, where they apply. Same algorithm, results within
+// bf16 rounding of each other (the tensor cores sum in their own order); each is row-independent.
 enum class MlaPrefillKernel { kAuto, kMmaSync, kWgmma, kTma };
 
 struct MlaPrefillArgs {
