@@ -4,8 +4,8 @@
 // warpgroups of 64 queries share every key tile of 128 keys (half the K/V traffic per FLOP of the one-warpgroup
 // kernels). Persistent: a CTA per SM works through its items (mla_prefill_items.h), its rings running on from one item
 // into the next, so the next item's first key tiles load under the current one's last tiles and each warpgroup
-// loads its next queries under its last P·V (a CTA per item paid the pipeline's fill each time: 5-12% of the time
-// at 256-1024-token sequences, 2-4% at 2048-4096, on an H100 and an H200).
+// loads its next queries under its last P·V (against a CTA per item: 5-11% faster at 256-1024-token sequences,
+// 2-4% at 2048-4096, on an H100 and an H200).
 // The producer warpgroup fills two rings of two stages each: K (k_nope by TMA from a 3-D tensor map over
 // [keys][heads][head stride], k_pe gathered from the paged latent cache by cp.async, 32 rows per producer warp) and
 // V (TMA). K and V have separate rings because a consumer is done with a tile's K one softmax before its V.
