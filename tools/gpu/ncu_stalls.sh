@@ -61,20 +61,25 @@ sass = rows(sys.argv[2])
 if len(sass) < 2:
     print("no per-instruction rows; see", sys.argv[2])
     sys.exit(0)
-header, body = sass[0], sass[1:]
+# the per-instruction table's header is the row that starts with "Address" (a "Kernel Name" row comes first)
+starts = [i for i, r in enumerate(sass) if r and r[0] == "Address"]
+if not starts:
+    print("no per-instruction header; see", sys.argv[2])
+    sys.exit(0)
+header = sass[starts[0]]
+body = [r for r in sass[starts[0] + 1:] if len(r) == len(header)]
 sample_columns = [i for i, name in enumerate(header) if "Sampling" in name and "All" in name]
 if not sample_columns:
     print("no 'Warp Stall Sampling (All Samples)' column; columns:", header)
     sys.exit(0)
 samples_at = sample_columns[0]
 source_at = header.index("Source") if "Source" in header else 1
-reason_columns = [i for i, name in enumerate(header)
-                  if "Sampling" not in name and (name.startswith("stall_") or "Stall" in name)]
+reason_columns = [i for i, name in enumerate(header) if name.startswith("stall_") and "Not Issued" not in name]
 total = sum(number(r[samples_at]) or 0.0 for r in body) or 1.0
 print(f"top instructions by warp samples ({total:.0f} samples):")
 for r in sorted(body, key=lambda r: number(r[samples_at]) or 0.0, reverse=True)[: int(sys.argv[3])]:
     samples = number(r[samples_at]) or 0.0
     reasons = sorted(((number(r[i]) or 0.0, header[i]) for i in reason_columns), reverse=True)[:3]
     detail = ", ".join(f"{name} {value:.0f}" for value, name in reasons if value > 0)
-    print(f"  {100.0 * samples / total:5.1f}%  {r[0]:>6s}  {r[source_at][:60]:60s}  {detail}")
+    print(f"  {100.0 * samples / total:5.1f}%  {r[0][-5:]:>5s}  {r[source_at][:64]:64s}  {detail.replace('stall_', '')}")
 PY
