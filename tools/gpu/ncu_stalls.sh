@@ -4,6 +4,8 @@
 # then prints the kernel's stall reasons (warp samples per reason, largest first) and the SASS instructions with the
 # most samples, each with its largest reasons. Clocks are left alone (--clock-control none; METHOD.md).
 #   tools/gpu/ncu_stalls.sh KERNEL_REGEX BINARY [ARGS...]     TOP (default 30) instructions; report in $OUT or ./gpu-logs
+# HOT=N also lists, in address order, every instruction executed at least N times (a kernel's hot loops as the SASS
+# runs them: how cuBLASLt's block-scaled kernel orders its waits, promotions and MMAs was read this way).
 # e.g. tools/gpu/ncu_stalls.sh fp8_gemm_grouped_wgmma .carry/variants/base/bench_fp8_gemm_tiled --only prefill \
 #        --auto-only --tokens 8192
 set -uo pipefail
@@ -28,7 +30,7 @@ if [ ! -f "$report.ncu-rep" ]; then
 fi
 "$ncu" --import "$report.ncu-rep" --page raw --csv > "$out/ncu_stalls_raw.csv" 2>&1
 "$ncu" --import "$report.ncu-rep" --page source --csv --print-source sass > "$out/ncu_stalls_sass.csv" 2>&1
-python3 - "$out/ncu_stalls_raw.csv" "$out/ncu_stalls_sass.csv" "${TOP:-30}" <<'PY'
+python3 - "$out/ncu_stalls_raw.csv" "$out/ncu_stalls_sass.csv" "${TOP:-30}" "${HOT:-0}" <<'PY'
 import csv, re, sys
 
 def rows(path):
@@ -82,4 +84,17 @@ for r in sorted(body, key=lambda r: number(r[samples_at]) or 0.0, reverse=True)[
     reasons = sorted(((number(r[i]) or 0.0, header[i]) for i in reason_columns), reverse=True)[:3]
     detail = ", ".join(f"{name} {value:.0f}" for value, name in reasons if value > 0)
     print(f"  {100.0 * samples / total:5.1f}%  {r[0][-5:]:>5s}  {r[source_at][:64]:64s}  {detail.replace('stall_', '')}")
+hot = float(sys.argv[4])
+executed_at = header.index("Instructions Executed") if "Instructions Executed" in header else None
+if hot > 0 and executed_at is not None:
+    print(f"instructions executed at least {hot:.0f} times, in address order (executions, samples, top reasons):")
+    for r in body:
+        executed = number(r[executed_at]) or 0.0
+        if executed < hot:
+            continue
+        samples = number(r[samples_at]) or 0.0
+        reasons = sorted(((number(r[i]) or 0.0, header[i]) for i in reason_columns), reverse=True)[:2]
+        detail = ", ".join(f"{name} {value:.0f}" for value, name in reasons if value > 0)
+        print(f"  {r[0][-5:]:>5s} {executed:11.0f} {100.0 * samples / total:5.1f}%  {r[source_at][:64]:64s}  "
+              f"{detail.replace('stall_', '')}")
 PY
