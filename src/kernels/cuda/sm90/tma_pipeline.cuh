@@ -49,7 +49,8 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* barrier, uint32_t parity
 // TMA: the box at (inner, outer) of a 2-D tensor map into shared memory; its bytes complete on `barrier`.
 // Elements of the box outside the tensor are written as zeros (and still count as transaction bytes). The inner
 // coordinate times the element size must be a multiple of 16 bytes: any other start faults with an illegal
-// instruction (H100 probe, bench/RESULTS.md twenty-first session); the same holds for tma_load_3d.
+// instruction (H100 probe, bench/RESULTS.md twenty-first session; tma_load_3d not probed, its callers start at 0 or
+// 128 bytes).
 __device__ __forceinline__ void tma_load_2d(void* smem_destination, const CUtensorMap* map, int32_t inner,
                                             int32_t outer, uint64_t* barrier) {
   asm volatile(
