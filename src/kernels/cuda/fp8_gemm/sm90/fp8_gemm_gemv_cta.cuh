@@ -1,6 +1,6 @@
 #pragma once
 // Decode FP8 block-scaled GEMM for 1..16 tokens with split-K summed inside the CTA: one CTA per 16-row weight tile
-// holds every K split of it, one warp per split (a warp takes several in turn past kGemvCtaMaxWarps), so the
+// holds every K split of it, one warp per split (a warp takes several in turn past gemv_cta_max_warps), so the
 // partials meet in shared memory: no fp32 partials in global memory and no reduce launch, which costs 1-3 us per
 // small GEMM (bench_fp8_gemm floor, H200) -- as much as a 15 MB weight's whole stream.
 //
@@ -18,10 +18,15 @@
 
 namespace fathom::kernels::cuda::sm90 {
 
-constexpr int kGemvCtaMaxWarps = 16;  // splits beyond this are taken by the same warps in turn
-// Warps of a CTA for `splits` splits: every warp gets ceil(splits / warps) or one fewer, at most kGemvCtaMaxWarps.
-__host__ __device__ constexpr int gemv_cta_warps(int splits) {
-  const int per_warp = (splits + kGemvCtaMaxWarps - 1) / kGemvCtaMaxWarps;
+// Warps per CTA at most (splits beyond it are taken by the same warps in turn): 16 for one token tile; 8 for two,
+// whose 2 x 4 accumulators and operands need more than the 128 registers a 16-warp CTA allows (ptxas spilled
+// ~120 bytes at 16; 148 registers at 8). H100, graph us at 16 tokens, 16 -> 8 warps: q_b 22.2 -> 18.1, shared
+// expert gate_up 18.1 -> 15.2, fused q_a + kv_a 10.2 -> 9.8, shared down 9.6 -> 10.0 (bench/RESULTS.md).
+__host__ __device__ constexpr int gemv_cta_max_warps(int token_tiles) { return token_tiles == 1 ? 16 : 8; }
+// Warps of a CTA for `splits` splits: every warp gets ceil(splits / warps) or one fewer.
+__host__ __device__ constexpr int gemv_cta_warps(int splits, int token_tiles) {
+  const int max_warps = gemv_cta_max_warps(token_tiles);
+  const int per_warp = (splits + max_warps - 1) / max_warps;
   return (splits + per_warp - 1) / per_warp;
 }
 
@@ -61,14 +66,12 @@ __device__ __forceinline__ void gemv_cta_sum_splits(const float* partial_tile, i
   }
 }
 
-// Two token tiles (9..16 tokens, deterministic inference only) spill ~120 bytes under the 128 registers a 16-warp
-// CTA allows, and still beat w4d2p2 + reduce on 5 of the 6 V3 weights gemv_cta_applies takes (not q_b: 20.2 vs
-// 19.2 us, H200).
-// grid = ceil(rows / 16) CTAs; block = gemv_cta_warps(splits) * 32 threads; splits * kTokenTiles * 512 bytes of
-// dynamic shared memory when splits > 1 (none for one split: the warp writes out itself). Launched programmatically.
+// grid = ceil(rows / 16) CTAs; block = gemv_cta_warps(splits, kTokenTiles) * 32 threads; splits * kTokenTiles * 512
+// bytes of dynamic shared memory when splits > 1 (none for one split: the warp writes out itself). Launched
+// programmatically.
 // Requires splits * k_blocks_per_split to cover k_blocks with no empty split, tokens <= kTokenTiles * 8.
 template <int kTokenTiles, int kDepth, typename Output>
-__global__ void __launch_bounds__(kGemvCtaMaxWarps * 32)
+__global__ void __launch_bounds__(gemv_cta_max_warps(kTokenTiles) * 32)
 fp8_gemm_gemv_cta_kernel(const uint8_t* __restrict__ x,       // [tokens, cols] e4m3
                          const float* __restrict__ x_scales,  // [tokens, k_blocks]
                          const uint8_t* __restrict__ w,       // [rows, cols] e4m3
