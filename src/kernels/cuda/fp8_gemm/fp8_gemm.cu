@@ -165,8 +165,8 @@ bool Fp8Gemm::run_gemv_cta(const DeviceFp8Activations& x, const DeviceFp8Weight&
   auto kernel = token_tiles == 1 ? sm90::fp8_gemm_gemv_cta_kernel<1, kDepth, Output>
                                  : sm90::fp8_gemm_gemv_cta_kernel<2, kDepth, Output>;
   launch_programmatic(kernel, dim3(static_cast<unsigned>(ceil_div(w.rows, sm90::kSmallMRowsPerWarp))),
-                      dim3(sm90::gemv_cta_warps(used_splits, token_tiles) * 32), shared_bytes, stream, x.values, x.scales, w.values,
-                      w.scales, tokens, w.rows, w.cols, k_blocks, k_blocks_per_split, used_splits,
+                      dim3(sm90::gemv_cta_warps(used_splits, token_tiles) * 32), shared_bytes, stream, x.values,
+                      x.scales, w.values, w.scales, tokens, w.rows, w.cols, k_blocks, k_blocks_per_split, used_splits,
                       info.prefetch_blocks, out);
   return true;
 }
