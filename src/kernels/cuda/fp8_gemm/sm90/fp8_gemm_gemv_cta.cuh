@@ -61,7 +61,19 @@ __device__ __forceinline__ void gemv_cta_sum_splits(const float* partial_tile, i
     const int i = token_in_tile % 2 + (tile_row >= 8 ? 2 : 0);
     const int source_lane = (tile_row % 8) * 4 + token_in_tile / 2;
     float sum = 0.0f;
-    for (int split = 0; split < splits; ++split) sum += partial_tile[((split * kTokenTiles + t) * 4 + i) * 32 + source_lane];
+    // Eight splits' loads in flight at a time, the adds in split order (one load at a time cost the fused q_a + kv_a
+    // ~0.2 us of its 7.4 at 1 token on an H100).
+    for (int split0 = 0; split0 < splits; split0 += 8) {
+      float value[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        value[j] = split0 + j < splits ? partial_tile[(((split0 + j) * kTokenTiles + t) * 4 + i) * 32 + source_lane] : 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        if (split0 + j < splits) sum += value[j];
+      }
+    }
     out[static_cast<int64_t>(token) * rows + row] = static_cast<Output>(sum);
   }
 }
