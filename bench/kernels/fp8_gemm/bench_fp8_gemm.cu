@@ -32,6 +32,14 @@ const WeightShape kShapes[] = {
     {"dense_down", 7168, 18432}, {"expert_gate_up", 4096, 7168}, {"expert_down", 7168, 2048},
 };
 
+// FATHOM_BENCH_SHAPES=name,name... limits every section to those weights (all when unset).
+bool shape_wanted(const WeightShape& shape) {
+  const char* list = std::getenv("FATHOM_BENCH_SHAPES");
+  if (list == nullptr || *list == '\0') return true;
+  const std::string names = std::string(",") + list + ",";
+  return names.find(std::string(",") + shape.name + ",") != std::string::npos;
+}
+
 __global__ void fill_random_fp8(uint8_t* values, size_t count, uint32_t seed) {
   size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
   for (; i < count; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -106,6 +114,7 @@ void bench_small_m_variants(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes
   std::printf("%-16s %6s %-10s %9s %8s %8s\n", "weight", "tokens", "variant", "graph_us", "of_copy", "vs_ref");
   std::vector<std::string> best_lines;
   for (const WeightShape& shape : kShapes) {
+    if (!shape_wanted(shape)) continue;
     RotatingWeight weight(gemm, shape, rotate_bytes);
     const Fp8GemmWorkspace ws = weight.workspace();
     double total_ms[kVariants] = {};
@@ -158,6 +167,7 @@ void bench_wgmma_decode(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes) {
   std::printf("%-16s %6s %14s %16s %s\n", "weight", "tokens", "mma.sync", "wgmma(heur:s)", "wgmma at splits 1 2 3 4 6 8");
   constexpr int kFixedSplits[] = {1, 2, 3, 4, 6, 8};
   for (const WeightShape& shape : kShapes) {
+    if (!shape_wanted(shape)) continue;
     RotatingWeight weight(gemm, shape, rotate_bytes);
     gemm.set_wgmma_decode_splits_override(8);  // the largest split count below: a workspace for all of them
     DeviceBuffer<float> partials(gemm.small_m_workspace_bytes(shape.rows, shape.cols) / sizeof(float) + 1);
@@ -202,6 +212,7 @@ void bench_read_floor(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes, int 
               "bulk_8x8KB", "gemm", "gemm_deferred", "w4d2p2", "cta");
   DeviceBuffer<uint32_t> sink(1);
   for (const WeightShape& shape : kShapes) {
+    if (!shape_wanted(shape)) continue;
     RotatingWeight weight(gemm, shape, rotate_bytes);
     const Fp8GemmWorkspace ws = weight.workspace();
     const double weight_bytes = static_cast<double>(weight.weight_bytes);
@@ -246,6 +257,15 @@ void bench_read_floor(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes, int 
         });
         std::printf(" %7.2fus %5.1f%%", ms * 1e3, percent(bytes, ms));
       }
+      // The gemv variants with their partials left to the consumer (no reduce launch), as the model could run them.
+      for (SmallMVariant variant : {SmallMVariant::kW4D2, SmallMVariant::kW4D4, SmallMVariant::kW8D2,
+                                    SmallMVariant::kW8D4, SmallMVariant::kW4D2P2, SmallMVariant::kW4D2P4}) {
+        gemm.set_small_m_variant(variant);
+        const double ms = fathom::bench::graph_ms_per_launch([&](int run, cudaStream_t stream) {
+          gemm.run_small_m_deferred(input.view, weight.copy(run), out.data(), ws, stream);
+        });
+        std::printf(" %s:%.2fus:%.1f%%", small_m_variant_info(variant).name, ms * 1e3, percent(bytes, ms));
+      }
       std::printf("\n");
       gemm.set_small_m_variant(kSmallMDefaultVariant);
       gemm.set_decode_kernel(DecodeKernel::kAuto);
@@ -263,6 +283,7 @@ void bench_read_pattern(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes, in
               "rowmajor_d4", "tilemajor_d2", "tilemajor_d4", "gemm_1tok");
   DeviceBuffer<uint32_t> sink(1);
   for (const WeightShape& shape : kShapes) {
+    if (!shape_wanted(shape)) continue;
     RotatingWeight weight(gemm, shape, rotate_bytes);
     const Fp8GemmWorkspace ws = weight.workspace();
     const double weight_bytes = static_cast<double>(weight.weight_bytes);
@@ -307,6 +328,7 @@ void bench_decode(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes) {
   std::printf("%-16s %6s %6s %6s %7s %10s %10s %10s %8s\n", "weight", "rows", "cols", "tokens", "splits", "single_us",
               "graph_us", "GB/s", "of_copy");
   for (const WeightShape& shape : kShapes) {
+    if (!shape_wanted(shape)) continue;
     RotatingWeight weight(gemm, shape, rotate_bytes);
     const Fp8GemmWorkspace ws = weight.workspace();
     for (int64_t tokens : {1, 2, 4, 8, 9, 16, 32, 64}) {
@@ -337,6 +359,7 @@ void bench_prefill(Fp8Gemm& gemm) {
   std::printf("\n## prefill (cuBLASLt block-scaled FP8): TFLOP/s\n");
   std::printf("%-16s %6s %6s %6s %10s %9s\n", "weight", "rows", "cols", "tokens", "time_us", "TFLOP/s");
   for (const WeightShape& shape : kShapes) {
+    if (!shape_wanted(shape)) continue;
     const size_t weight_bytes = static_cast<size_t>(shape.rows * shape.cols);
     DeviceBuffer<uint8_t> weights(weight_bytes);
     fill_random_fp8<<<1024, 256>>>(weights.data(), weights.size(), 9);
