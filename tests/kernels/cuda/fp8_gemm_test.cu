@@ -216,38 +216,60 @@ TEST(SmallMVariants, BitIdenticalToReference) {
   }
 }
 
-// The default gemv (kCta) on weights it takes sums its splits in the CTA: the deferred call writes the output
-// itself and returns no partials, with the bits of w4d2p2 plus its reduce launch; where it does not apply
-// (kv_a alone: too few row tiles) the deferred call still leaves partials.
-TEST(SmallMVariants, CtaDeferredWritesOutput) {
+// The default variant's deferred call (run_small_m_deferred) runs small_m_deferred_variant: kW8D2 at 1..8 tokens on
+// weights whose 128-row CTAs fit one wave, leaving partials that sum (split order, from 0.0f, rounded to bf16) to the
+// bits of w4d2p2 plus its reduce launch; elsewhere kCta, which on the weights it takes writes the output itself.
+// On 132 SMs the fused q_a + kv_a, the shared expert's gate_up and down and kv_a alone take kW8D2 (their grids: 238,
+// 256, 224 and 140 CTAs); every V3 decode weight's plain call keeps kCta's path.
+TEST(SmallMVariants, DefaultDeferredCallMatchesPlainCall) {
   FATHOM_REQUIRE_GPU();
   Fp8Gemm gemm(device_sm_count());
+  gemm.set_decode_kernel(DecodeKernel::kMmaSync);  // 9..16 tokens on the gemv too
   std::mt19937 rng(33);
   uint32_t seed = 77;
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{2112, 7168}, {4096, 7168}, {7168, 2048}, {576, 7168}}) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{2112, 7168}, {4096, 7168}, {7168, 2048}, {576, 7168},
+                            {24576, 1536}, {7168, 16384}}) {
     const HashedWeight weight(rows, cols, seed);
     seed += 2;
     const DeviceFp8Weight& w = weight.view;
-    TestActivations a = make_activations(rng, 8, cols);
+    TestActivations a = make_activations(rng, 16, cols);
     DeviceBuffer<float> partials(gemm.small_m_workspace_bytes(rows, cols) / sizeof(float) + 1);
     const Fp8GemmWorkspace ws{partials.data(), partials.bytes()};
-    const bool cta = gemv_cta_applies(rows, cols, gemm.small_m_splits(rows, cols), device_sm_count());
-    EXPECT_EQ(cta, rows != 576) << rows << "x" << cols;
-    for (int64_t tokens : {1, 3, 8}) {
-      DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(8 * rows));
+    const int splits = gemm.small_m_splits(rows, cols);
+    const bool cta = gemv_cta_applies(rows, cols, splits, device_sm_count());
+    const int64_t k_blocks = (cols + 127) / 128, per_split = (k_blocks + splits - 1) / splits;
+    const int used_splits = static_cast<int>((k_blocks + per_split - 1) / per_split);  // no empty split
+    if (device_sm_count() == 132) {
+      const bool one_wave = rows == 2112 || rows == 4096 || (rows == 7168 && cols == 2048) || rows == 576;
+      EXPECT_EQ(small_m_deferred_variant(rows, cols, 1, 132) == SmallMVariant::kW8D2, one_wave) << rows << "x" << cols;
+    }
+    for (int64_t tokens : {1, 3, 8, 9, 16}) {
+      const std::string where = std::to_string(rows) + "x" + std::to_string(cols) + " tokens " + std::to_string(tokens);
+      DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(16 * rows));
       const std::vector<__nv_bfloat16> reference = run_small_m<__nv_bfloat16>(gemm, SmallMVariant::kW4D2P2, a, tokens, w, ws, out);
-      gemm.set_small_m_variant(SmallMVariant::kCta);
+      gemm.set_small_m_variant(kSmallMDefaultVariant);
       DeviceFp8Activations x = a.view();
       x.tokens = tokens;
       out.fill_bytes(0xff);
+      partials.fill_bytes(0xff);
       const SplitKPartials deferred = gemm.run_small_m_deferred(x, w, out.data(), ws, nullptr);
       FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
-      EXPECT_EQ(deferred.empty(), cta) << rows << "x" << cols << " tokens " << tokens;
-      if (cta) {
-        std::vector<__nv_bfloat16> got = out.download();
-        got.resize(static_cast<size_t>(tokens * rows));
-        EXPECT_TRUE(same_bits(got, reference)) << rows << "x" << cols << " tokens " << tokens;
+      const SmallMVariant variant = small_m_deferred_variant(rows, cols, tokens, device_sm_count());
+      if (tokens > 8) EXPECT_TRUE(variant == kSmallMDefaultVariant) << where;
+      const bool writes_output = variant == kSmallMDefaultVariant && cta;
+      ASSERT_EQ(deferred.empty(), writes_output) << where;
+      std::vector<__nv_bfloat16> got = out.download();
+      got.resize(static_cast<size_t>(tokens * rows));
+      if (!writes_output) {
+        ASSERT_EQ(deferred.splits, used_splits) << where;
+        const std::vector<float> split_partials = partials.download();
+        for (int64_t i = 0; i < tokens * rows; ++i) {
+          float sum = 0.0f;
+          for (int s = 0; s < deferred.splits; ++s) sum += split_partials[static_cast<size_t>(s * deferred.split_stride + i)];
+          got[static_cast<size_t>(i)] = __float2bfloat16_rn(sum);
+        }
       }
+      EXPECT_TRUE(same_bits(got, reference)) << where << (writes_output ? " (output)" : " (partials summed)");
     }
   }
 }

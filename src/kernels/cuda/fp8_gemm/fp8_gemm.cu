@@ -183,7 +183,11 @@ void Fp8Gemm::run_small_m(const DeviceFp8Activations& x, const DeviceFp8Weight& 
   const int tokens = static_cast<int>(x.tokens);
   const int k_blocks = static_cast<int>(ceil_div(w.cols, kFp8ScaleBlock));
   const int splits = small_m_splits(w.rows, w.cols);
-  if (tokens <= 16 && small_m_variant_info(small_m_variant_).cta && run_gemv_cta(x, w, out, splits, stream)) return;
+  // Every variant computes the same bits; a deferred call may take another one than the plain call would.
+  const SmallMVariant variant = deferred && small_m_variant_ == kSmallMDefaultVariant
+                                    ? small_m_deferred_variant(w.rows, w.cols, tokens, num_sms_)
+                                    : small_m_variant_;
+  if (tokens <= 16 && small_m_variant_info(variant).cta && run_gemv_cta(x, w, out, splits, stream)) return;
   const int k_blocks_per_split = static_cast<int>(ceil_div(k_blocks, splits));
   const int used_splits = static_cast<int>(ceil_div(k_blocks, k_blocks_per_split));
   float* partial = nullptr;
@@ -194,11 +198,11 @@ void Fp8Gemm::run_small_m(const DeviceFp8Activations& x, const DeviceFp8Weight& 
     partial = workspace.split_partials;
   }
   bool fused = false;  // the GEMM kernel itself sums the split partials (no reduce launch)
-  if (tokens <= 16 && small_m_variant_ != SmallMVariant::kReference) {
+  if (tokens <= 16 && variant != SmallMVariant::kReference) {
     // 1..16 tokens: the gemv kernel (bit-identical to the reference kernel below, faster data movement); kCta
     // where it does not apply falls back to kW4D2P2.
-    const SmallMVariantInfo& info = small_m_variant_info(
-        small_m_variant_info(small_m_variant_).cta ? SmallMVariant::kW4D2P2 : small_m_variant_);
+    const SmallMVariantInfo& info =
+        small_m_variant_info(small_m_variant_info(variant).cta ? SmallMVariant::kW4D2P2 : variant);
     FATHOM_CHECK(w.cols * 16 <= INT32_MAX, "fp8_gemm: gemv kernel takes K <= 2^27, got " << w.cols);  // int offsets
     const int64_t row_block = static_cast<int64_t>(info.warps) * sm90::kSmallMRowsPerWarp;
     const int64_t row_blocks = ceil_div(w.rows, row_block);

@@ -56,7 +56,8 @@ class Fp8Gemm {
   size_t small_m_counter_bytes(int64_t rows, int64_t cols) const;
 
   // Gemv kernel variant for the mma.sync family's 1..16 tokens (1..8 under DecodeKernel::kAuto; benchmarks and
-  // tests compare them; all give the same bits).
+  // tests compare them; all give the same bits). Under the default, run_small_m_deferred takes
+  // small_m_deferred_variant; any other variant set here is what both calls run.
   void set_small_m_variant(SmallMVariant variant) { small_m_variant_ = variant; }
   SmallMVariant small_m_variant() const { return small_m_variant_; }
   void set_decode_kernel(DecodeKernel kernel) { decode_kernel_ = kernel; }
@@ -71,7 +72,8 @@ class Fp8Gemm {
            Fp8GemmPath path = Fp8GemmPath::kAuto);
   // The small-M path (x.tokens <= kSmallMMaxTokens) without its split-K reduce launch: when the weight is split,
   // returns the fp32 partials (in workspace.split_partials, valid until the next GEMM using that workspace) for the
-  // consumer to sum (split_k_sum.cuh) and leaves out unwritten; empty when the kernel wrote out itself.
+  // consumer to sum (split_k_sum.cuh) and leaves out unwritten; empty when the kernel wrote out itself (one split,
+  // or a variant that sums its splits in the CTA).
   SplitKPartials run_small_m_deferred(const DeviceFp8Activations& x, const DeviceFp8Weight& w, __nv_bfloat16* out,
                                       const Fp8GemmWorkspace& workspace, cudaStream_t stream);
   void run(const DeviceFp8Activations& x, const float* x_scales_block_major, const DeviceFp8Weight& w, float* out,
