@@ -22,6 +22,8 @@ kc::SplitKPartials CudaModelImpl::attention(int64_t layer, const BatchLayout& la
   bf16* q = q_.ensure(static_cast<size_t>(n * heads * qk), stream_);  // [n, heads, nope + rope]
   const int64_t qkv_a_cols = w.qkv_a.rows;
   bf16* qkv_a = qkv_a_.ensure(static_cast<size_t>(n * qkv_a_cols), stream_);  // [n, kv_a_row + lora + rope]
+  // Not deferred: its partials (14 splits) would be summed by the q_a norm and mla_prepare, one CTA per token, which
+  // made the V3-slice decode step slower (H100, batch 1: 1.86 -> 1.89 ms) though the GEMM gains 1 us (RESULTS.md).
   gemm(x, w.qkv_a.view(), qkv_a);
   if (w.q_lora) {
     bf16* q_compressed = q_a_.ensure(static_cast<size_t>(n * w.q_lora), stream_);  // [n, q_lora]

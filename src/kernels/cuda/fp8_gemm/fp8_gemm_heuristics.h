@@ -79,10 +79,11 @@ constexpr SmallMVariant kSmallMDefaultVariant = SmallMVariant::kCta;
 // The variant a deferred decode GEMM (partials left to the consumer, Fp8Gemm::run_small_m_deferred) runs at 1..8
 // tokens under the default variant: kW8D2 where its grid of 128-row x K-split CTAs fits one wave at two CTAs per SM
 // (8 warps at <= 128 registers), else the default. H100, graph us in chains, 1 / 8 tokens, default -> w8d2 deferred
-// (bench_fp8_gemm floor, bench/RESULTS.md twenty-second session): fused q_a + kv_a (238 CTAs) 7.24 / 7.50 -> 6.25 /
-// 6.43, shared expert gate_up (256) 11.26 / 12.32 -> 10.96 / 11.50, down (224) 6.15 / 6.36 -> 6.03 / 6.24. On
-// multi-wave grids its 8-warp CTAs leave a long last wave (o_proj, 280 CTAs: 44.5 us with w4d2p2, 54.6 with w8d2),
-// and at 9..16 tokens it loses to kCta (shared gate_up 16.4 vs 14.9 us).
+// (bench_fp8_gemm floor, bench/RESULTS.md twenty-second session): the shared expert's gate_up (256 CTAs) 11.26 /
+// 12.32 -> 10.96 / 11.50 and down (224) 6.15 / 6.36 -> 6.03 / 6.24, which the model defers; fused q_a + kv_a (238)
+// 7.24 / 7.50 -> 6.25 / 6.43, which it does not (cuda_attention.cpp says why). On multi-wave grids its 8-warp CTAs
+// leave a long last wave (o_proj, 280 CTAs: 44.5 us with w4d2p2, 54.6 with w8d2), and at 9..16 tokens it loses to
+// kCta (shared gate_up 16.4 vs 14.9 us).
 inline SmallMVariant small_m_deferred_variant(int64_t rows, int64_t cols, int64_t tokens, int num_sms) {
   const int64_t k_blocks = (cols + 127) / 128, splits = small_m_split_count(rows, cols, num_sms);
   const int64_t per_split = (k_blocks + splits - 1) / splits;
