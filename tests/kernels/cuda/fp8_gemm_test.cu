@@ -265,7 +265,9 @@ TEST(SmallMVariants, DefaultDeferredCallMatchesPlainCall) {
         const std::vector<float> split_partials = partials.download();
         for (int64_t i = 0; i < tokens * rows; ++i) {
           float sum = 0.0f;
-          for (int s = 0; s < deferred.splits; ++s) sum += split_partials[static_cast<size_t>(s * deferred.split_stride + i)];
+          for (int s = 0; s < deferred.splits; ++s) {
+            sum += split_partials[static_cast<size_t>(s * deferred.split_stride + i)];
+          }
           got[static_cast<size_t>(i)] = __float2bfloat16_rn(sum);
         }
       }

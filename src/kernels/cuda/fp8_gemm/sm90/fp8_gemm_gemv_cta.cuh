@@ -67,7 +67,8 @@ __device__ __forceinline__ void gemv_cta_sum_splits(const float* partial_tile, i
       float value[8];
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
-        value[j] = split0 + j < splits ? partial_tile[(((split0 + j) * kTokenTiles + t) * 4 + i) * 32 + source_lane] : 0.0f;
+        const int split = split0 + j;
+        value[j] = split < splits ? partial_tile[((split * kTokenTiles + t) * 4 + i) * 32 + source_lane] : 0.0f;
       }
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
