@@ -202,9 +202,10 @@ void bench_wgmma_decode(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes) {
   gemm.set_wgmma_decode_splits_override(0);
 }
 
-// Per decode weight at 1 and 8 tokens: the read floors above, the default GEMM, the GEMM without its split-K
-// reduce launch (partials left for the consumer, as the model runs o_proj, dense down and the shared expert), and
-// the gemv variants w4d2p2 (split-K reduce launch) and cta (split-K summed in the CTA) at every token count.
+// Per decode weight at 1, 8 and 16 tokens: the read floors above, the default GEMM, the GEMM without its split-K
+// reduce launch (partials left for the consumer, as the model runs o_proj, dense down and the shared expert), the
+// gemv variants w4d2p2 (split-K reduce launch) and cta (split-K summed in the CTA), and each gemv variant with its
+// partials left to the consumer (labelled name:us:% of copy).
 // Graph us per kernel in chains of 20, cold L2; % of copy counts the GEMM's bytes (decode_bytes) or the weight's.
 void bench_read_floor(Fp8Gemm& gemm, double copy_gbps, size_t rotate_bytes, int num_sms) {
   std::printf("\n## decode read floors (graph us per kernel, cold L2; %% of copy bandwidth)\n");

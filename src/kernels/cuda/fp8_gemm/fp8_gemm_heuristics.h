@@ -88,7 +88,8 @@ inline SmallMVariant small_m_deferred_variant(int64_t rows, int64_t cols, int64_
   const int64_t k_blocks = (cols + 127) / 128, splits = small_m_split_count(rows, cols, num_sms);
   const int64_t per_split = (k_blocks + splits - 1) / splits;
   const int64_t used_splits = (k_blocks + per_split - 1) / per_split;
-  const int64_t ctas = (rows + 127) / 128 * used_splits;
+  const int64_t rows_per_cta = small_m_variant_info(SmallMVariant::kW8D2).warps * 16;  // 16 rows per warp
+  const int64_t ctas = (rows + rows_per_cta - 1) / rows_per_cta * used_splits;
   return tokens <= 8 && ctas <= 2 * static_cast<int64_t>(num_sms) ? SmallMVariant::kW8D2 : kSmallMDefaultVariant;
 }
 
