@@ -237,8 +237,7 @@ TEST(SmallMVariants, DefaultDeferredCallMatchesPlainCall) {
     const Fp8GemmWorkspace ws{partials.data(), partials.bytes()};
     const int splits = gemm.small_m_splits(rows, cols);
     const bool cta = gemv_cta_applies(rows, cols, splits, device_sm_count());
-    const int64_t k_blocks = (cols + 127) / 128, per_split = (k_blocks + splits - 1) / splits;
-    const int used_splits = static_cast<int>((k_blocks + per_split - 1) / per_split);  // no empty split
+    const int used_splits = static_cast<int>(used_split_count((cols + 127) / 128, splits));
     // On 132 SMs, the paths written out: kv_a alone has too few row tiles for cta, o_proj 26 K blocks per split.
     if (device_sm_count() == 132) {
       const bool one_wave = rows == 2112 || rows == 4096 || (rows == 7168 && cols == 2048) || rows == 576;

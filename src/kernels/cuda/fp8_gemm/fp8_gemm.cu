@@ -157,7 +157,7 @@ bool Fp8Gemm::run_gemv_cta(const DeviceFp8Activations& x, const DeviceFp8Weight&
   const int tokens = static_cast<int>(x.tokens);
   const int k_blocks = static_cast<int>(ceil_div(w.cols, kFp8ScaleBlock));
   const int k_blocks_per_split = static_cast<int>(ceil_div(k_blocks, splits));
-  const int used_splits = static_cast<int>(ceil_div(k_blocks, k_blocks_per_split));
+  const int used_splits = static_cast<int>(used_split_count(k_blocks, splits));
   const int token_tiles = tokens <= 8 ? 1 : 2;
   // [splits][token_tiles][4][32] fp32 partials: 1 KB per split at 16 tokens, within the 48 KB default up to 48 splits.
   const size_t shared_bytes = used_splits > 1 ? static_cast<size_t>(used_splits) * token_tiles * 4 * 32 * sizeof(float) : 0;
@@ -189,7 +189,7 @@ void Fp8Gemm::run_small_m(const DeviceFp8Activations& x, const DeviceFp8Weight& 
                                     : small_m_variant_;
   if (tokens <= 16 && small_m_variant_info(variant).cta && run_gemv_cta(x, w, out, splits, stream)) return;
   const int k_blocks_per_split = static_cast<int>(ceil_div(k_blocks, splits));
-  const int used_splits = static_cast<int>(ceil_div(k_blocks, k_blocks_per_split));
+  const int used_splits = static_cast<int>(used_split_count(k_blocks, splits));
   float* partial = nullptr;
   if (used_splits > 1) {
     const size_t needed = static_cast<size_t>(used_splits) * tokens * w.rows * sizeof(float);

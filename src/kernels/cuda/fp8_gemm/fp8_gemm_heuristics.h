@@ -21,6 +21,14 @@ inline int small_m_split_count(int64_t rows, int64_t cols, int num_sms) {
   return static_cast<int>(std::clamp<int64_t>(wanted, 1, max_splits));
 }
 
+// Splits a K range of k_blocks really has when asked for `splits`: every split takes ceil(k_blocks / splits) blocks
+// and none is left empty (e.g. 56 blocks asked for 16 splits: 4 blocks each, 14 splits).
+constexpr int64_t used_split_count(int64_t k_blocks, int64_t splits) {
+  const int64_t per_split = (k_blocks + splits - 1) / splits;
+  return (k_blocks + per_split - 1) / per_split;
+}
+static_assert(used_split_count(56, 16) == 14 && used_split_count(16, 5) == 4 && used_split_count(12, 2) == 2);
+
 // Kernel variants of the small-M path for 1..16 tokens. All are bit-identical (same per-element arithmetic, same
 // split count and split ranges); they differ only in data movement. kReference: fp8_gemm_small_m_kernel (8 warps,
 // activations staged in shared memory, one K block prefetched, split-K summed by a second kernel). kW<w>D<d>[F]:
@@ -85,9 +93,7 @@ constexpr SmallMVariant kSmallMDefaultVariant = SmallMVariant::kCta;
 // leave a long last wave (o_proj, 280 CTAs: 44.5 us with w4d2p2, 54.6 with w8d2), and at 9..16 tokens it loses to
 // kCta (shared gate_up 16.4 vs 14.9 us).
 inline SmallMVariant small_m_deferred_variant(int64_t rows, int64_t cols, int64_t tokens, int num_sms) {
-  const int64_t k_blocks = (cols + 127) / 128, splits = small_m_split_count(rows, cols, num_sms);
-  const int64_t per_split = (k_blocks + splits - 1) / splits;
-  const int64_t used_splits = (k_blocks + per_split - 1) / per_split;
+  const int64_t used_splits = used_split_count((cols + 127) / 128, small_m_split_count(rows, cols, num_sms));
   const int64_t rows_per_cta = small_m_variant_info(SmallMVariant::kW8D2).warps * 16;  // 16 rows per warp
   const int64_t ctas = (rows + rows_per_cta - 1) / rows_per_cta * used_splits;
   return tokens <= 8 && ctas <= 2 * static_cast<int64_t>(num_sms) ? SmallMVariant::kW8D2 : kSmallMDefaultVariant;
