@@ -323,15 +323,18 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized
       mbarrier_wait(&full[stage ^ 1], ((i + 1) >> 1) & 1);
       fence_proxy_async_shared();
       issue_scores(stage ^ 1);
+      wgmma_wait_pending<1>();  // this tile's P·V (committed first) is done; the next tile's scores still run
+    } else {
+      wgmma_wait_all();
     }
-    wgmma_wait_all();
     wgmma_fence_operands(o);
-    wgmma_fence_operands(s);
-    if (i + 2 < num_tiles) {  // this stage's last reads of those k-blocks are done
+    if (i + 2 < num_tiles) {  // this stage's last reads of those k-blocks are done: refill behind the scores
       int32_t slots[kPasses];
       load_slots(i + 2, slots);
       load_blocks(stage, slots, kRest);
     }
+    wgmma_wait_all();
+    wgmma_fence_operands(s);
   }
 
   // ---- row sums over the quad, 1 / l for both warpgroups, outputs
