@@ -22,6 +22,8 @@ namespace {
 struct RunResult {
   double prefill_s = 0;
   std::vector<double> decode_s;
+  double mtp_prefill_s = 0;        // --mtp: the MTP module over the prompts (tokens shifted by one)
+  std::vector<double> mtp_step_s;  // --mtp: the MTP module behind each decode step (logits to the host)
   double total_s = 0;
 };
 
@@ -50,8 +52,11 @@ std::vector<int32_t> forward_greedy(executor::ModelBackend& backend, const model
 
 // Prefills `batch_size` random prompts together, then decodes greedily one token per sequence per step.
 // Sequence b owns KV slots [b * (input_len + output_len), (b + 1) * (input_len + output_len)).
+// With MTP, the module follows the prefill (positions of the prompts, each carrying the next token) and every decode
+// step (one row per sequence reading that step's hidden rows), as a draft step of speculative decoding would; its
+// logits come to the host and are not used. Sequence b's KV rows serve both the main model and the MTP cache.
 RunResult run_once(executor::ModelBackend& backend, int64_t batch_size, int64_t input_len, int64_t output_len,
-                   uint64_t seed, bool device_sampling, bool print_steps) {
+                   uint64_t seed, bool device_sampling, bool with_mtp, bool print_steps) {
   const model::ModelConfig& config = backend.config();
   const int64_t per_sequence = input_len + output_len;
   std::vector<std::vector<int32_t>> slots(static_cast<size_t>(batch_size));
@@ -60,6 +65,7 @@ RunResult run_once(executor::ModelBackend& backend, int64_t batch_size, int64_t 
   model::ForwardBatch prefill;
   prefill.attention_form = model::AttentionForm::kExpanded;
   std::vector<int64_t> last_rows;
+  std::vector<std::vector<int32_t>> prompts;
   for (int64_t b = 0; b < batch_size; ++b) {
     slots[b].resize(static_cast<size_t>(per_sequence));
     std::iota(slots[b].begin(), slots[b].end(), static_cast<int32_t>(b * per_sequence));
@@ -67,6 +73,7 @@ RunResult run_once(executor::ModelBackend& backend, int64_t batch_size, int64_t 
     for (int32_t& id : prompt) id = token(rng);
     prefill.add_sequence(prompt, 0, slots[b].data());
     last_rows.push_back((b + 1) * input_len - 1);
+    prompts.push_back(std::move(prompt));
   }
   RunResult result;
   const auto total_start = std::chrono::steady_clock::now();
@@ -76,6 +83,20 @@ RunResult run_once(executor::ModelBackend& backend, int64_t batch_size, int64_t 
   if (print_steps) {
     std::printf("Prefill. latency: %.5f s, throughput: %10.2f token/s\n", result.prefill_s,
                 static_cast<double>(batch_size * input_len) / result.prefill_s);
+  }
+  if (with_mtp) {
+    model::ForwardBatch mtp_prefill;
+    mtp_prefill.attention_form = model::AttentionForm::kExpanded;
+    for (int64_t b = 0; b < batch_size; ++b) {
+      std::vector<int32_t> shifted(prompts[b].begin() + 1, prompts[b].end());
+      shifted.push_back(next[b]);
+      mtp_prefill.add_sequence(shifted, 0, slots[b].data());
+    }
+    std::vector<int64_t> hidden_rows(static_cast<size_t>(batch_size * input_len));
+    std::iota(hidden_rows.begin(), hidden_rows.end(), 0);
+    start = std::chrono::steady_clock::now();
+    backend.forward_mtp(mtp_prefill, hidden_rows, last_rows);
+    result.mtp_prefill_s = seconds_since(start);
   }
   std::vector<int64_t> decode_rows(static_cast<size_t>(batch_size));
   std::iota(decode_rows.begin(), decode_rows.end(), 0);
@@ -91,6 +112,12 @@ RunResult run_once(executor::ModelBackend& backend, int64_t batch_size, int64_t 
                   static_cast<long long>(step), static_cast<long long>(batch_size), latency,
                   static_cast<double>(batch_size) / latency);
     }
+    if (!with_mtp) continue;
+    model::ForwardBatch draft;  // position input_len + step carrying the token just picked
+    for (int64_t b = 0; b < batch_size; ++b) draft.add_sequence({next[b]}, input_len + step, slots[b].data());
+    start = std::chrono::steady_clock::now();
+    backend.forward_mtp(draft, decode_rows, decode_rows);
+    result.mtp_step_s.push_back(seconds_since(start));
   }
   result.total_s = seconds_since(total_start);
   return result;
@@ -107,9 +134,10 @@ double median(std::vector<double> values) {
 int run_bench_one_batch(const Args& raw_args) {
   std::set<std::string> value_flags = model_value_flags();
   value_flags.insert({"--batch-size", "--input-len", "--output-len", "--device", "--profile", "--result-filename", "--run-name"});
-  CliArgs args(raw_args, value_flags, {"--disable-cuda-graph", "--host-sampling"});
+  CliArgs args(raw_args, value_flags, {"--disable-cuda-graph", "--host-sampling", "--mtp"});
   ModelCliOptions options = parse_model_options(args);
-  options.load.load_mtp = false;
+  const bool with_mtp = args.has("--mtp");
+  options.load.load_mtp = with_mtp;
   const std::string device = executor::device_name(options.device);
   const std::vector<int64_t> batch_sizes = parse_int_list(args.get_or("--batch-size", "1"), "--batch-size");
   const int64_t input_len = args.get_int_or("--input-len", 1024);
@@ -136,6 +164,8 @@ int run_bench_one_batch(const Args& raw_args) {
   for (int64_t batch_size : batch_sizes) backend_config.cuda_graph_batch_sizes.push_back(static_cast<int32_t>(batch_size));
   std::unique_ptr<executor::ModelBackend> backend = executor::make_model_backend(backend_config);
   std::printf("%s\n", backend->describe().c_str());
+  FATHOM_CHECK(!with_mtp || backend->has_mtp(),
+               "--mtp: the model has no MTP module (model.layers." << config.num_hidden_layers << ".eh_proj.weight)");
   const uint64_t seed = static_cast<uint64_t>(args.get_int_or("--seed", 0));
   // A step's greedy pick as the server makes it: on the device where the backend samples there (CUDA), so a step
   // is the forward plus the sampling kernels and the token ids' copy. --host-sampling copies the fp32 logits of
@@ -146,16 +176,21 @@ int run_bench_one_batch(const Args& raw_args) {
 
   for (int64_t batch_size : batch_sizes) {
     std::printf("Warmup ...\n");
-    run_once(*backend, batch_size, input_len, std::min<int64_t>(output_len, 4), seed, device_sampling, false);
+    run_once(*backend, batch_size, input_len, std::min<int64_t>(output_len, 4), seed, device_sampling, with_mtp, false);
     std::printf("Benchmark ...\n");
     TraceRecorder trace;
     if (args.get("--profile")) backend->set_trace(&trace);
-    RunResult result = run_once(*backend, batch_size, input_len, output_len, seed, device_sampling, true);
+    RunResult result = run_once(*backend, batch_size, input_len, output_len, seed, device_sampling, with_mtp, true);
     backend->set_trace(nullptr);
     const double median_decode = median(result.decode_s);
     if (!result.decode_s.empty()) {
       std::printf("Decode.  median latency: %.5f s, median throughput: %10.2f token/s\n", median_decode,
                   static_cast<double>(batch_size) / median_decode);
+    }
+    const double median_mtp_step = median(result.mtp_step_s);
+    if (with_mtp) {
+      std::printf("MTP.  prefill latency: %.5f s, median step latency: %.5f s (eager, logits to the host)\n",
+                  result.mtp_prefill_s, median_mtp_step);
     }
     const double total_tokens = static_cast<double>(batch_size * (input_len + output_len));
     std::printf("Total. latency: %7.3f s, throughput: %10.2f token/s\n", result.total_s, total_tokens / result.total_s);
@@ -173,6 +208,10 @@ int run_bench_one_batch(const Args& raw_args) {
                              {"median_decode_latency", median_decode},
                              {"median_decode_throughput", median_decode > 0 ? batch_size / median_decode : 0.0},
                              {"overall_latency", result.total_s}, {"overall_throughput", total_tokens / result.total_s}};
+      if (with_mtp) {
+        line["mtp_prefill_latency"] = result.mtp_prefill_s;
+        line["median_mtp_step_latency"] = median_mtp_step;
+      }
       std::ofstream(*result_file, std::ios::app) << line.dump() << "\n";
     }
   }

@@ -9,6 +9,7 @@
 #include "app/text_prompt.h"
 #include "core/error.h"
 #include "executor/model_backend.h"
+#include "executor/sequence_prefill.h"
 #include "model/generation.h"
 #include "model/safetensors.h"
 
@@ -39,27 +40,6 @@ std::unique_ptr<executor::ModelBackend> single_sequence_backend(const ModelCliOp
   return executor::make_model_backend(config);
 }
 
-// Prefill of `ids` through `backend` in chunks (0 = one chunk) starting at slot 0; returns logits of `rows_wanted`
-// (all positions, or the last one only), [rows, V].
-std::vector<float> prefill_through_backend(executor::ModelBackend& backend, const std::vector<int32_t>& ids,
-                                           const std::vector<int32_t>& slots, int64_t chunk_size, bool all_rows) {
-  const int64_t count = static_cast<int64_t>(ids.size());
-  const int64_t step = chunk_size > 0 ? chunk_size : count;
-  std::vector<float> logits;
-  for (int64_t begin = 0; begin < count; begin += step) {
-    const int64_t end = std::min(count, begin + step);
-    model::ForwardBatch batch;
-    batch.attention_form = model::AttentionForm::kExpanded;
-    batch.add_sequence(std::vector<int32_t>(ids.begin() + begin, ids.begin() + end), begin, slots.data());
-    std::vector<int64_t> rows;
-    for (int64_t i = all_rows ? 0 : end - begin - 1; i < end - begin; ++i) rows.push_back(i);
-    if (!all_rows && end < count) rows.clear();
-    std::vector<float> chunk_logits = backend.forward(batch, rows);
-    logits.insert(logits.end(), chunk_logits.begin(), chunk_logits.end());
-  }
-  return logits;
-}
-
 Tensor float_tensor(const std::vector<float>& values, int64_t rows, int64_t cols) {
   Tensor tensor = Tensor::allocate(DType::F32, {rows, cols});
   std::copy(values.begin(), values.end(), tensor.data<float>());
@@ -79,15 +59,18 @@ int run_logits(const Args& raw_args) {
   const std::string out_path = args.require("--out");
 
   if (options.device == executor::Device::kCuda) {
-    FATHOM_CHECK(!with_mtp, "--mtp: the MTP module runs on the CPU backend only so far");
     std::unique_ptr<executor::ModelBackend> backend = single_sequence_backend(options, static_cast<int64_t>(ids.size()));
     std::vector<int32_t> slots(ids.size());
     std::iota(slots.begin(), slots.end(), 0);
-    const std::vector<float> logits =
-        prefill_through_backend(*backend, ids, slots, args.get_int_or("--chunked-prefill-size", 0), true);
+    executor::SequencePrefillOptions prefill;
+    prefill.chunk_size = args.get_int_or("--chunked-prefill-size", 0);
+    prefill.with_mtp = with_mtp;
+    const executor::SequencePrefillResult result = executor::prefill_sequence(*backend, ids, slots, prefill);
     const int64_t count = static_cast<int64_t>(ids.size()), vocab = backend->config().vocab_size;
-    model::write_safetensors(out_path, {{"logits", float_tensor(logits, count, vocab)}},
-                             {{"mode", "w8a8"}, {"device", "cuda"}, {"num_tokens", std::to_string(count)}});
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    tensors.emplace_back("logits", float_tensor(result.logits, count, vocab));
+    if (with_mtp) tensors.emplace_back("mtp_logits", float_tensor(result.mtp_logits, count - 1, vocab));
+    model::write_safetensors(out_path, tensors, {{"mode", "w8a8"}, {"device", "cuda"}, {"num_tokens", std::to_string(count)}});
     return 0;
   }
   model::LoadedModel loaded = model::load_model(options.load);
@@ -124,8 +107,10 @@ int run_generate(const Args& raw_args) {
     const model::ModelConfig& config = backend->config();
     std::vector<int32_t> slots(static_cast<size_t>(capacity));
     std::iota(slots.begin(), slots.end(), 0);
-    std::vector<float> logits =
-        prefill_through_backend(*backend, ids, slots, args.get_int_or("--chunked-prefill-size", 0), false);
+    executor::SequencePrefillOptions prefill;
+    prefill.chunk_size = args.get_int_or("--chunked-prefill-size", 0);
+    prefill.all_rows = false;
+    std::vector<float> logits = executor::prefill_sequence(*backend, ids, slots, prefill).logits;
     for (int64_t step = 0; step < max_new_tokens; ++step) {
       const int32_t next = model::argmax(logits.data(), config.vocab_size);
       generated.push_back(next);

@@ -31,6 +31,11 @@ class CudaModelBackend final : public ModelBackend {
   std::vector<float> forward(const model::ForwardBatch& batch, const std::vector<int64_t>& logit_rows) override {
     return model_->forward(batch, logit_rows);
   }
+  bool has_mtp() const override { return model_->has_mtp(); }
+  std::vector<float> forward_mtp(const model::ForwardBatch& batch, const std::vector<int64_t>& hidden_rows,
+                                 const std::vector<int64_t>& logit_rows) override {
+    return model_->forward_mtp(batch, hidden_rows, logit_rows);
+  }
   bool samples_on_device() const override { return true; }
   SampledForward forward_sampled(const model::ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
                                  const std::vector<int64_t>& sample_rows,

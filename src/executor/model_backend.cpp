@@ -35,6 +35,12 @@ SampledForward ModelBackend::forward_sampled(const model::ForwardBatch& batch, c
   return SampledForward{forward(batch, logit_rows), {}};
 }
 
+std::vector<float> ModelBackend::forward_mtp(const model::ForwardBatch&, const std::vector<int64_t>&,
+                                             const std::vector<int64_t>&) {
+  FATHOM_FAIL("the " << device_name(device()) << " backend has no MTP module loaded (load it with --mtp from a checkpoint "
+                                                 "that has model.layers.{num_hidden_layers}.eh_proj)");
+}
+
 std::unique_ptr<ModelBackend> make_model_backend(const BackendConfig& config) {
 #ifdef FATHOM_HAVE_CUDA
   if (config.device == Device::kCuda) return make_cuda_model_backend(config);

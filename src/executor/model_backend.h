@@ -55,6 +55,15 @@ class ModelBackend {
   // Runs the batch (writes its new tokens' KV at their slots) and returns fp32 logits [logit_rows.size(), V] of
   // the listed token rows (indices into batch.token_ids). Called from one thread at a time; blocks until done.
   virtual std::vector<float> forward(const model::ForwardBatch& batch, const std::vector<int64_t>& logit_rows) = 0;
+  // Whether a multi-token-prediction (MTP / NextN) module is loaded: BackendConfig::load.load_mtp and a checkpoint
+  // that has one (model.layers.{num_hidden_layers}.eh_proj).
+  virtual bool has_mtp() const { return false; }
+  // The MTP module over `batch` (SGLang's NextN semantics): the row at position p carries token p+1 as its token id
+  // and reads the final hidden state of row hidden_rows[row] of this backend's previous forward, main model or MTP
+  // (its output after shared_head.norm feeds a chained draft). Writes the MTP's own KV cache (same slots as the
+  // main model's) and returns fp32 logits [logit_rows.size(), V] (they predict token p+2). Throws without a module.
+  virtual std::vector<float> forward_mtp(const model::ForwardBatch& batch, const std::vector<int64_t>& hidden_rows,
+                                         const std::vector<int64_t>& logit_rows);
   // Whether forward_sampled can sample rows on the device (CUDA: only token ids cross the bus, not logits).
   virtual bool samples_on_device() const { return false; }
   // forward, and the token rows in `sample_rows` (disjoint from logit_rows) are sampled on the device with

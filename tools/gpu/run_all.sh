@@ -40,9 +40,13 @@ if [ -x .carry/gpu/mla_bench ] && [ -z "${BENCHES:-}" ]; then
     timeout 300 .carry/gpu/mla_bench --only "$part" > "$out/mla_bench_$part.log" 2>&1 || { echo "bench mla_bench $part failed"; status=1; }
   done
 fi
-# The model-level table (bench/model) and the serving checks (graphs on/off greedy equality, 2000 concurrent streams).
+# The model-level table (bench/model), the MTP checks through the binary (tools/gpu/mtp_checks.sh) and the serving
+# checks (graphs on/off greedy equality, 2000 concurrent streams).
 if [ "${MODEL_BENCH:-1}" = 1 ] && [ -d .carry/gpu/v3-config ]; then
   bash bench/model/run_model_bench.sh || status=1
+fi
+if [ "${MTP_CHECKS:-1}" = 1 ]; then
+  bash tools/gpu/mtp_checks.sh || status=1
 fi
 if [ "${SERVE_CHECKS:-1}" = 1 ] && [ -d .carry/gpu/v3-config ]; then
   bash tools/gpu/serve_checks.sh || status=1

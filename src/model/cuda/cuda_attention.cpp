@@ -11,7 +11,7 @@
 namespace fathom::model::cuda {
 
 kc::SplitKPartials CudaModelImpl::attention(int64_t layer, const BatchLayout& layout) {
-  const DeviceAttention& w = weights_.layers[static_cast<size_t>(layer)].attention;
+  const DeviceAttention& w = layer_weights(layer).attention;
   const int64_t n = layout.num_tokens, hidden = config_.hidden_size, heads = config_.num_attention_heads;
   const int64_t nope = config_.qk_nope_head_dim, rope = config_.qk_rope_head_dim, v_dim = config_.v_head_dim;
   const int64_t lora = config_.kv_lora_rank, qk = nope + rope;

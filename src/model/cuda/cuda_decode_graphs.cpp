@@ -11,7 +11,8 @@ namespace fathom::model::cuda {
 
 std::vector<const DeviceLinear*> CudaModelImpl::dense_linears() const {
   std::vector<const DeviceLinear*> linears;
-  for (const DeviceLayer& layer : weights_.layers) {
+  for (int64_t index = 0; index < num_cache_layers(); ++index) {
+    const DeviceLayer& layer = layer_weights(index);
     const DeviceAttention& attention = layer.attention;
     for (const std::optional<DeviceLinear>* linear : {&attention.q_b_proj, &attention.q_proj}) {
       if (*linear) linears.push_back(&**linear);
@@ -91,6 +92,7 @@ ForwardResult CudaModelImpl::forward_padded_decode(const ForwardBatch& batch, co
                                       static_cast<size_t>(width) * sizeof(int32_t), static_cast<size_t>(shape.batch),
                                       cudaMemcpyHostToDevice, stream_));
   const int64_t forward_start_us = trace_ ? trace_->now_us() : 0;
+  last_forward_rows_ = 0;  // normed_ is rewritten below (padded rows after the real ones)
   if (shape.exec && !trace_) {
     FATHOM_CUDA_CHECK(cudaGraphLaunch(shape.exec, stream_));
     ++stats_.graph_forwards;
@@ -107,6 +109,7 @@ ForwardResult CudaModelImpl::forward_padded_decode(const ForwardBatch& batch, co
     ++stats_.eager_forwards;
   }
   ForwardResult result = collect_results(graph_logits_.data(), actual, logit_rows, sample_rows, sampling);
+  last_forward_rows_ = actual;
   if (trace_) flush_spans(forward_start_us);
   return result;
 }

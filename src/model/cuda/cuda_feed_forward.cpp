@@ -14,7 +14,7 @@
 namespace fathom::model::cuda {
 
 kc::SplitKPartials CudaModelImpl::feed_forward(int64_t layer, const BatchLayout& layout) {
-  const DeviceLayer& weights = weights_.layers[static_cast<size_t>(layer)];
+  const DeviceLayer& weights = layer_weights(layer);
   const Quantized x = quantized_input(layout.num_tokens, config_.hidden_size);
   if (weights.moe) {
     moe(*weights.moe, x, delta_.buffer.data());

@@ -81,6 +81,9 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
     split_counters_.fill_bytes(0);  // synchronized with the device below, before any forward
   }
   lm_head_gemm_ = std::make_unique<kc::Bf16Gemm>(config.vocab_size, config.hidden_size, kc::Bf16GemmOutput::kFloat32);
+  if (weights_.mtp) {
+    eh_proj_gemm_ = std::make_unique<kc::Bf16Gemm>(config.hidden_size, 2 * config.hidden_size, kc::Bf16GemmOutput::kBfloat16);
+  }
   if (config.n_routed_experts > 0) {
     router_gemm_ = std::make_unique<kc::Bf16Gemm>(config.n_routed_experts, config.hidden_size, kc::Bf16GemmOutput::kFloat32,
                                                   size_t{32} << 20, kc::Bf16GemmInput::kFloat32);
@@ -93,6 +96,7 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
     kc::validate_moe_routing_config(routing_);
   }
   if (options.deterministic) {
+    // Widest operand row: the router's fp32 [H], or the MTP's eh_proj bf16 [2H] (the same bytes).
     const int64_t max_k = config.hidden_size, max_n = std::max<int64_t>(config.vocab_size, config.n_routed_experts);
     fixed_rows_in_ = kc::DeviceBuffer<uint8_t>(static_cast<size_t>(kFixedGemmRows * max_k) * sizeof(float));
     fixed_rows_out_ = kc::DeviceBuffer<float>(static_cast<size_t>(kFixedGemmRows * max_n));
@@ -101,7 +105,7 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
   embedding_error_.fill_bytes(0);
 
   const int64_t row_elems = config.kv_latent_dim();
-  const size_t slot_bytes = static_cast<size_t>(config.num_hidden_layers * row_elems) * sizeof(bf16);
+  const size_t slot_bytes = static_cast<size_t>(num_cache_layers() * row_elems) * sizeof(bf16);
   const size_t workspace_estimate = activation_bytes_per_token(config) * static_cast<size_t>(options.max_batch_tokens) +
                                     (size_t{1} << 30);  // + decode workspaces, cuBLASLt, fragmentation
   stats_.workspace_bytes = workspace_estimate;
@@ -123,7 +127,7 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
                                               << " MiB) does not fit in the " << free_bytes / (1 << 20)
                                               << " MiB left after the weights");
   padding_slot_ = static_cast<int32_t>(num_kv_slots_);  // one extra slot: where padded / warm-up entries write
-  kv_cache_ = kc::DeviceBuffer<bf16>(static_cast<size_t>((num_kv_slots_ + 1) * config.num_hidden_layers * row_elems));
+  kv_cache_ = kc::DeviceBuffer<bf16>(static_cast<size_t>((num_kv_slots_ + 1) * num_cache_layers() * row_elems));
   kv_cache_.fill_bytes(0);
   // The fills ran on the legacy default stream, which stream_ (non-blocking) does not wait for.
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
@@ -283,8 +287,8 @@ kc::MlaDecodePlan CudaModelImpl::decode_plan(int32_t batch, int32_t max_context)
   return kc::mla_decode_plan(num_sms_, batch, heads, max_context);
 }
 
-template <typename T>
-void CudaModelImpl::cublas_rows_gemm(kc::Bf16Gemm& gemm, const T* a, int64_t rows, const T* w, float* out) {
+template <typename T, typename Out>
+void CudaModelImpl::cublas_rows_gemm(kc::Bf16Gemm& gemm, const T* a, int64_t rows, const T* w, Out* out) {
   if (!options_.deterministic) {
     gemm.run(a, rows, w, out, stream_);
     return;
@@ -297,16 +301,21 @@ void CudaModelImpl::cublas_rows_gemm(kc::Bf16Gemm& gemm, const T* a, int64_t row
       continue;
     }
     // Rows past `count` hold whatever the last chunk left: a GEMM row's result does not depend on the others.
+    FATHOM_CHECK(static_cast<size_t>(kFixedGemmRows * k) * sizeof(T) <= fixed_rows_in_.bytes() &&
+                     static_cast<size_t>(kFixedGemmRows * n) * sizeof(Out) <= fixed_rows_out_.bytes(),
+                 "CUDA backend: a " << n << " x " << k << " GEMM exceeds the fixed-row buffers");
     T* padded_in = reinterpret_cast<T*>(fixed_rows_in_.data());
+    Out* padded_out = reinterpret_cast<Out*>(fixed_rows_out_.data());
     FATHOM_CUDA_CHECK(cudaMemcpyAsync(padded_in, a + begin * k, static_cast<size_t>(count * k) * sizeof(T),
                                       cudaMemcpyDeviceToDevice, stream_));
-    gemm.run(padded_in, kFixedGemmRows, w, fixed_rows_out_.data(), stream_);
-    FATHOM_CUDA_CHECK(cudaMemcpyAsync(out + begin * n, fixed_rows_out_.data(), static_cast<size_t>(count * n) * sizeof(float),
+    gemm.run(padded_in, kFixedGemmRows, w, padded_out, stream_);
+    FATHOM_CUDA_CHECK(cudaMemcpyAsync(out + begin * n, padded_out, static_cast<size_t>(count * n) * sizeof(Out),
                                       cudaMemcpyDeviceToDevice, stream_));
   }
 }
-template void CudaModelImpl::cublas_rows_gemm<bf16>(kc::Bf16Gemm&, const bf16*, int64_t, const bf16*, float*);
-template void CudaModelImpl::cublas_rows_gemm<float>(kc::Bf16Gemm&, const float*, int64_t, const float*, float*);
+template void CudaModelImpl::cublas_rows_gemm<bf16, float>(kc::Bf16Gemm&, const bf16*, int64_t, const bf16*, float*);
+template void CudaModelImpl::cublas_rows_gemm<float, float>(kc::Bf16Gemm&, const float*, int64_t, const float*, float*);
+template void CudaModelImpl::cublas_rows_gemm<bf16, bf16>(kc::Bf16Gemm&, const bf16*, int64_t, const bf16*, bf16*);
 
 void CudaModelImpl::plan_decode(BatchLayout& layout, int32_t max_context) {
   const int32_t heads = static_cast<int32_t>(config_.num_attention_heads);
@@ -395,7 +404,6 @@ void CudaModelImpl::run_layers(const BatchLayout& layout) {
   const float eps = static_cast<float>(config_.rms_norm_eps);
   bf16* residual = residual_.ensure(static_cast<size_t>(n * hidden), stream_);
   bf16* normed = normed_.ensure(static_cast<size_t>(n * hidden), stream_);
-  bf16* delta = delta_.ensure(static_cast<size_t>(n * hidden), stream_);
   const size_t embed_span = begin_span("embed_tokens", 0);
   kc::embedding_gather_bf16(weights_.embed_tokens.data(), vocab, hidden, layout.token_ids, n, residual,
                             embedding_error_.data(), stream_);
@@ -403,25 +411,36 @@ void CudaModelImpl::run_layers(const BatchLayout& layout) {
   kc::rms_norm_bf16(residual, hidden, n, hidden, weights_.layers.front().input_layernorm.data(), eps, normed, hidden,
                     fused_input_fp8(n, hidden, fp8_storage), stream_);
   end_span(embed_span);
-  for (int64_t layer = 0; layer < static_cast<int64_t>(weights_.layers.size()); ++layer) {
-    const DeviceLayer& weights = weights_.layers[static_cast<size_t>(layer)];
-    const size_t layer_span = begin_span("layer." + std::to_string(layer), 0);
-    const size_t attention_span = begin_span("self_attn", 1);
-    const kc::SplitKPartials attention_partials = attention(layer, layout);  // normed -> delta (or its partials)
-    float* normed_f32 = weights.moe ? normed_f32_.ensure(static_cast<size_t>(n * hidden), stream_) : nullptr;
-    kc::add_rms_norm_bf16(delta, attention_partials, residual, n, hidden, weights.post_attention_layernorm.data(), eps,
-                          normed, normed_f32, fused_input_fp8(n, hidden, fp8_storage), stream_);
-    end_span(attention_span);
-    const size_t ffn_span = begin_span(weights.moe ? "moe" : "mlp", 1);
-    const kc::SplitKPartials ffn_partials = feed_forward(layer, layout);  // normed -> delta (or its partials)
-    const bool last = layer + 1 == static_cast<int64_t>(weights_.layers.size());
+  const int64_t num_layers = static_cast<int64_t>(weights_.layers.size());
+  for (int64_t layer = 0; layer < num_layers; ++layer) {
+    const bool last = layer + 1 == num_layers;
     const bf16* next_norm = last ? weights_.norm.data() : weights_.layers[static_cast<size_t>(layer + 1)].input_layernorm.data();
-    // The final norm feeds the bf16 lm_head: no fp8 copy.
-    kc::add_rms_norm_bf16(delta, ffn_partials, residual, n, hidden, next_norm, eps, normed, nullptr,
-                          last ? nullptr : fused_input_fp8(n, hidden, fp8_storage), stream_);
-    end_span(ffn_span);
-    end_span(layer_span);
+    run_decoder_layer(layer, layout, next_norm, last, "layer." + std::to_string(layer));
   }
+}
+
+void CudaModelImpl::run_decoder_layer(int64_t layer, const BatchLayout& layout, const bf16* next_norm, bool last,
+                                      const std::string& span_name) {
+  const int64_t n = layout.num_tokens, hidden = config_.hidden_size;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  const DeviceLayer& weights = layer_weights(layer);
+  bf16* residual = residual_.ensure(static_cast<size_t>(n * hidden), stream_);
+  bf16* normed = normed_.ensure(static_cast<size_t>(n * hidden), stream_);
+  bf16* delta = delta_.ensure(static_cast<size_t>(n * hidden), stream_);
+  kc::Fp8RowsOut fp8_storage;
+  const size_t layer_span = begin_span(span_name, 0);
+  const size_t attention_span = begin_span("self_attn", 1);
+  const kc::SplitKPartials attention_partials = attention(layer, layout);  // normed -> delta (or its partials)
+  float* normed_f32 = weights.moe ? normed_f32_.ensure(static_cast<size_t>(n * hidden), stream_) : nullptr;
+  kc::add_rms_norm_bf16(delta, attention_partials, residual, n, hidden, weights.post_attention_layernorm.data(), eps,
+                        normed, normed_f32, fused_input_fp8(n, hidden, fp8_storage), stream_);
+  end_span(attention_span);
+  const size_t ffn_span = begin_span(weights.moe ? "moe" : "mlp", 1);
+  const kc::SplitKPartials ffn_partials = feed_forward(layer, layout);  // normed -> delta (or its partials)
+  kc::add_rms_norm_bf16(delta, ffn_partials, residual, n, hidden, next_norm, eps, normed, nullptr,
+                        last ? nullptr : fused_input_fp8(n, hidden, fp8_storage), stream_);
+  end_span(ffn_span);
+  end_span(layer_span);
 }
 
 ForwardResult CudaModelImpl::forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
@@ -446,16 +465,27 @@ ForwardResult CudaModelImpl::forward(const ForwardBatch& batch, const std::vecto
     if (!forward_begin_) FATHOM_CUDA_CHECK(cudaEventCreate(&forward_begin_));
     FATHOM_CUDA_CHECK(cudaEventRecord(forward_begin_, stream_));
   }
-  const int64_t n = layout.num_tokens, hidden = config_.hidden_size, vocab = config_.vocab_size;
-  // Rows whose logits are computed: the host rows, then the sampled rows.
-  std::vector<int32_t> row_ids;
   for (const std::vector<int64_t>* rows : {&logit_rows, &sample_rows}) {
     for (int64_t row : *rows) {
-      FATHOM_CHECK(row >= 0 && row < n, "CUDA backend: logit row " << row << " of " << n << " tokens");
-      row_ids.push_back(static_cast<int32_t>(row));
+      FATHOM_CHECK(row >= 0 && row < layout.num_tokens, "CUDA backend: logit row " << row << " of " << layout.num_tokens << " tokens");
     }
   }
+  last_forward_rows_ = 0;  // normed_ is rewritten below: no stale MTP input if this forward throws
   run_layers(layout);
+  ForwardResult result = results_for_rows(layout.num_tokens, logit_rows, sample_rows, sampling);
+  last_forward_rows_ = layout.num_tokens;
+  if (trace_) flush_spans(forward_start_us);
+  return result;
+}
+
+ForwardResult CudaModelImpl::results_for_rows(int64_t n, const std::vector<int64_t>& logit_rows,
+                                              const std::vector<int64_t>& sample_rows,
+                                              const std::vector<sampling::DeviceSamplingRow>& sampling) {
+  const int64_t hidden = config_.hidden_size, vocab = config_.vocab_size;
+  std::vector<int32_t> row_ids;  // the host rows, then the sampled rows
+  for (const std::vector<int64_t>* rows : {&logit_rows, &sample_rows}) {
+    for (int64_t row : *rows) row_ids.push_back(static_cast<int32_t>(row));
+  }
   const int64_t rows = static_cast<int64_t>(row_ids.size());
   float* logits = nullptr;
   if (rows > 0) {
@@ -470,9 +500,7 @@ ForwardResult CudaModelImpl::forward(const ForwardBatch& batch, const std::vecto
   std::vector<int64_t> host_rows(logit_rows.size()), device_rows(sample_rows.size());
   for (size_t i = 0; i < host_rows.size(); ++i) host_rows[i] = static_cast<int64_t>(i);
   for (size_t i = 0; i < device_rows.size(); ++i) device_rows[i] = static_cast<int64_t>(logit_rows.size() + i);
-  ForwardResult result = collect_results(logits, rows, host_rows, device_rows, sampling);
-  if (trace_) flush_spans(forward_start_us);
-  return result;
+  return collect_results(logits, rows, host_rows, device_rows, sampling);
 }
 
 ForwardResult CudaModelImpl::collect_results(const float* logits, int64_t num_rows, const std::vector<int64_t>& host_rows,
@@ -565,5 +593,15 @@ ForwardResult CudaDeepseekV3Model::forward(const ForwardBatch& batch, const std:
   return impl_->forward(batch, logit_rows, sample_rows, sampling);
 }
 void CudaDeepseekV3Model::set_trace(TraceRecorder* trace) { impl_->set_trace(trace); }
+bool CudaDeepseekV3Model::has_mtp() const { return impl_->has_mtp(); }
+std::vector<float> CudaDeepseekV3Model::forward_mtp(const ForwardBatch& batch, const std::vector<int64_t>& hidden_rows,
+                                                    const std::vector<int64_t>& logit_rows) {
+  return impl_->forward_mtp(batch, hidden_rows, logit_rows, {}, {}).logits;
+}
+ForwardResult CudaDeepseekV3Model::forward_mtp(const ForwardBatch& batch, const std::vector<int64_t>& hidden_rows,
+                                               const std::vector<int64_t>& logit_rows, const std::vector<int64_t>& sample_rows,
+                                               const std::vector<sampling::DeviceSamplingRow>& sampling) {
+  return impl_->forward_mtp(batch, hidden_rows, logit_rows, sample_rows, sampling);
+}
 
 }  // namespace fathom::model::cuda

@@ -74,6 +74,19 @@ class CudaDeepseekV3Model {
   ForwardResult forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
                         const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling);
 
+  // Whether the MTP (NextN) module was uploaded (the loaded weights had it; its KV cache is one more layer).
+  bool has_mtp() const;
+  // The MTP module over `batch`: the row at position p carries token p+1 and reads the final hidden state of row
+  // hidden_rows[row] of the previous forward on this model (main forward after its norm, or MTP forward after
+  // shared_head.norm for a chained draft); writes the MTP's KV rows at the batch's slots; returns fp32 logits of
+  // `logit_rows` (they predict token p+2). Runs eagerly (no CUDA graph). Blocks until done.
+  std::vector<float> forward_mtp(const ForwardBatch& batch, const std::vector<int64_t>& hidden_rows,
+                                 const std::vector<int64_t>& logit_rows);
+  // Same, with forward's device sampling of `sample_rows`.
+  ForwardResult forward_mtp(const ForwardBatch& batch, const std::vector<int64_t>& hidden_rows,
+                            const std::vector<int64_t>& logit_rows, const std::vector<int64_t>& sample_rows,
+                            const std::vector<sampling::DeviceSamplingRow>& sampling);
+
   // Later forwards record per-layer / per-op GPU times (CUDA events) into `trace`; null turns it off.
   void set_trace(TraceRecorder* trace);
 

@@ -105,6 +105,12 @@ class CudaModelImpl {
   ForwardResult forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
                         const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling);
 
+  // The MTP module (cuda_mtp.cpp), as CudaDeepseekV3Model::forward_mtp, with forward's device sampling.
+  ForwardResult forward_mtp(const ForwardBatch& batch, const std::vector<int64_t>& hidden_rows,
+                            const std::vector<int64_t>& logit_rows, const std::vector<int64_t>& sample_rows,
+                            const std::vector<sampling::DeviceSamplingRow>& sampling);
+  bool has_mtp() const { return weights_.mtp.has_value(); }
+
   const ModelConfig& config() const { return config_; }
   const CudaModelStats& stats() const { return stats_; }
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
@@ -120,6 +126,19 @@ class CudaModelImpl {
   // The layers of one forward over `layout` (token_ids -> final-normed rows in normed_): kernels only, no host
   // synchronization or allocation once the buffers have grown to the forward's size (graph-capturable).
   void run_layers(const BatchLayout& layout);
+  // Decoder layer `layer` (a cache layer: layer_weights) over normed_, which holds its input norm (and the fp8 copy in
+  // input_q_ when fused_input_fp8): residual_ gains the attention and feed-forward outputs; leaves
+  // next_norm(residual_) in normed_, with an fp8 copy unless `last` (the lm_head reads bf16).
+  void run_decoder_layer(int64_t layer, const BatchLayout& layout, const bf16* next_norm, bool last,
+                         const std::string& span_name);
+  // Cache layers: the main model's 0 .. L-1, then the MTP module's L (when loaded).
+  int64_t num_cache_layers() const { return static_cast<int64_t>(weights_.layers.size()) + (weights_.mtp ? 1 : 0); }
+  const DeviceLayer& layer_weights(int64_t layer) const {
+    return layer < static_cast<int64_t>(weights_.layers.size()) ? weights_.layers[static_cast<size_t>(layer)] : weights_.mtp->layer;
+  }
+  // Logits of the listed rows of normed_ [n, H] (the host rows, then the sampled ones) and collect_results.
+  ForwardResult results_for_rows(int64_t n, const std::vector<int64_t>& logit_rows, const std::vector<int64_t>& sample_rows,
+                                 const std::vector<sampling::DeviceSamplingRow>& sampling);
   // Padded pure-decode forwards (cuda_decode_graphs.cpp): one shape per (padded batch size, context bucket), replayed
   // from a CUDA graph when captured, else run eagerly over the same static buffers (same kernels, same bits).
   struct DecodeShape {
@@ -170,8 +189,8 @@ class CudaModelImpl {
   // out[rows, gemm.n()] fp32 = a[rows, k] . w[n, k]^T through cuBLASLt; deterministic inference runs it in calls of
   // exactly kFixedGemmRows rows (a partial chunk padded through fixed_rows_in_/out_), so cuBLASLt's algorithm choice
   // never depends on the batch.
-  template <typename T>
-  void cublas_rows_gemm(kc::Bf16Gemm& gemm, const T* a, int64_t rows, const T* w, float* out);
+  template <typename T, typename Out>
+  void cublas_rows_gemm(kc::Bf16Gemm& gemm, const T* a, int64_t rows, const T* w, Out* out);
   static constexpr int64_t kFixedGemmRows = 64;
   Quantized quantize(const bf16* x, int64_t tokens, int64_t cols, QuantizedActivations& into);
   // The norms that write normed_ also write its e4m3 copy into input_q_ (one launch instead of two) when no row of
@@ -232,6 +251,7 @@ class CudaModelImpl {
   std::unique_ptr<kc::Bf16Gemm> lm_head_gemm_;   // [V, H] -> fp32 logits
   std::unique_ptr<kc::Bf16Gemm> router_gemm_;    // [E, H] -> fp32 router logits (MoE models)
   kc::MoeRoutingConfig routing_;
+  std::unique_ptr<kc::Bf16Gemm> eh_proj_gemm_;   // [H, 2H] -> bf16 (the MTP module's input projection)
 
   // KV cache: [layers, num_slots, kv_lora + rope] bf16.
   kc::DeviceBuffer<bf16> kv_cache_;
@@ -246,6 +266,10 @@ class CudaModelImpl {
   GrowableBuffer<bf16> residual_, normed_, delta_, q_a_, q_, qkv_a_, attn_, q_latent_, out_latent_, gate_up_, mlp_act_,
       mlp_out_, latent_rows_, kv_expanded_, selected_hidden_;
   GrowableBuffer<float> logits_;
+  // Rows of normed_ that hold the previous forward's final hidden states (the MTP's input); 0 until one succeeded.
+  int64_t last_forward_rows_ = 0;
+  GrowableBuffer<bf16> mtp_previous_hidden_, mtp_embedded_, mtp_concat_;  // [n, H], [n, H], [n, 2H]
+  GrowableBuffer<int32_t> mtp_hidden_rows_;
   kc::DeviceBuffer<uint8_t> fixed_rows_in_;  // [kFixedGemmRows, max k] operand rows of a padded chunk
   kc::DeviceBuffer<float> fixed_rows_out_;   // [kFixedGemmRows, max n]
   PinnedHostBuffer<float> host_logits_;

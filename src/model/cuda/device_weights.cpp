@@ -137,6 +137,34 @@ DeviceAttention upload_attention(const AttentionWeights& weights, size_t& total_
   return attention;
 }
 
+// A bf16 copy of a dense weight (fp8 ones dequantized with their block scales).
+kc::DeviceBuffer<__nv_bfloat16> upload_dense_bf16(const WeightMatrix& weight, size_t& total_bytes) {
+  if (!weight.is_fp8()) return upload_bf16(weight.weight, total_bytes);
+  std::vector<float> dequantized = kernels::cpu::dequantize(weight);
+  Tensor as_float(DType::F32, {weight.rows, weight.cols}, dequantized.data(), nullptr);
+  return upload_bf16(as_float, total_bytes);
+}
+
+DeviceLayer upload_layer(const DecoderLayerWeights& layer, const std::string& prefix, size_t& total) {
+  DeviceLayer uploaded;
+  uploaded.input_layernorm = upload_bf16(layer.input_layernorm, total);
+  uploaded.post_attention_layernorm = upload_bf16(layer.post_attention_layernorm, total);
+  uploaded.attention = upload_attention(layer.attention, total);
+  if (layer.dense_mlp) uploaded.dense_mlp = upload_mlps(prefix + ".mlp", {&*layer.dense_mlp}, total);
+  if (layer.moe) {
+    DeviceMoe moe;
+    moe.num_experts = static_cast<int64_t>(layer.moe->experts.size());
+    moe.router = upload_f32(layer.moe->gate, total);
+    if (!layer.moe->e_score_correction_bias.empty()) moe.correction_bias = upload_f32(layer.moe->e_score_correction_bias, total);
+    std::vector<const MlpWeights*> experts;
+    for (const MlpWeights& expert : layer.moe->experts) experts.push_back(&expert);
+    moe.experts = upload_mlps(prefix + ".mlp.experts", experts, total);
+    if (layer.moe->shared) moe.shared = upload_mlps(prefix + ".mlp.shared_experts", {&*layer.moe->shared}, total);
+    uploaded.moe = std::move(moe);
+  }
+  return uploaded;
+}
+
 }  // namespace
 
 DeviceModelWeights upload_model_weights(const ModelConfig& config, const ModelWeights& weights) {
@@ -144,36 +172,25 @@ DeviceModelWeights upload_model_weights(const ModelConfig& config, const ModelWe
   size_t& total = device.total_bytes;
   device.embed_tokens = upload_bf16(weights.embed_tokens, total);
   for (size_t index = 0; index < weights.layers.size(); ++index) {
-    const DecoderLayerWeights& layer = weights.layers[index];
-    const std::string prefix = "model.layers." + std::to_string(index);
-    DeviceLayer uploaded;
-    uploaded.input_layernorm = upload_bf16(layer.input_layernorm, total);
-    uploaded.post_attention_layernorm = upload_bf16(layer.post_attention_layernorm, total);
-    uploaded.attention = upload_attention(layer.attention, total);
-    if (layer.dense_mlp) uploaded.dense_mlp = upload_mlps(prefix + ".mlp", {&*layer.dense_mlp}, total);
-    if (layer.moe) {
-      DeviceMoe moe;
-      moe.num_experts = static_cast<int64_t>(layer.moe->experts.size());
-      moe.router = upload_f32(layer.moe->gate, total);
-      if (!layer.moe->e_score_correction_bias.empty()) moe.correction_bias = upload_f32(layer.moe->e_score_correction_bias, total);
-      std::vector<const MlpWeights*> experts;
-      for (const MlpWeights& expert : layer.moe->experts) experts.push_back(&expert);
-      moe.experts = upload_mlps(prefix + ".mlp.experts", experts, total);
-      if (layer.moe->shared) moe.shared = upload_mlps(prefix + ".mlp.shared_experts", {&*layer.moe->shared}, total);
-      uploaded.moe = std::move(moe);
-    }
-    device.layers.push_back(std::move(uploaded));
+    device.layers.push_back(upload_layer(weights.layers[index], "model.layers." + std::to_string(index), total));
   }
   device.norm = upload_bf16(weights.norm, total);
-  if (weights.lm_head.is_fp8()) {
-    std::vector<float> dequantized = kernels::cpu::dequantize(weights.lm_head);
-    Tensor as_float(DType::F32, {weights.lm_head.rows, weights.lm_head.cols}, dequantized.data(), nullptr);
-    device.lm_head = upload_bf16(as_float, total);
-  } else {
-    device.lm_head = upload_bf16(weights.lm_head.weight, total);
-  }
+  device.lm_head = upload_dense_bf16(weights.lm_head, total);
   device.rope_inv_freq = kc::DeviceBuffer<float>(make_rope_frequencies(config).inv_freq);
   total += device.rope_inv_freq.bytes();
+  if (weights.mtp) {
+    const MtpWeights& source = *weights.mtp;
+    FATHOM_CHECK(source.eh_proj.rows == config.hidden_size && source.eh_proj.cols == 2 * config.hidden_size,
+                 "CUDA backend: " << source.eh_proj.name << " is [" << source.eh_proj.rows << ", " << source.eh_proj.cols
+                                  << "], expected [" << config.hidden_size << ", " << 2 * config.hidden_size << "]");
+    DeviceMtp mtp;
+    mtp.enorm = upload_bf16(source.enorm, total);
+    mtp.hnorm = upload_bf16(source.hnorm, total);
+    mtp.eh_proj = upload_dense_bf16(source.eh_proj, total);
+    mtp.shared_head_norm = upload_bf16(source.shared_head_norm, total);
+    mtp.layer = upload_layer(source.layer, "model.layers." + std::to_string(config.num_hidden_layers), total);
+    device.mtp = std::move(mtp);
+  }
   return device;
 }
 

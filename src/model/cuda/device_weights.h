@@ -72,16 +72,26 @@ struct DeviceLayer {
   std::optional<DeviceMoe> moe;
 };
 
+// The MTP (NextN) module: its decoder layer plus the input projection; it shares the main embedding and lm_head.
+struct DeviceMtp {
+  kc::DeviceBuffer<__nv_bfloat16> enorm;             // [H] on the next token's embedding
+  kc::DeviceBuffer<__nv_bfloat16> hnorm;             // [H] on the previous forward's final hidden state
+  kc::DeviceBuffer<__nv_bfloat16> eh_proj;           // [H, 2H] bf16 (unquantized in DeepSeek's checkpoints)
+  kc::DeviceBuffer<__nv_bfloat16> shared_head_norm;  // [H]
+  DeviceLayer layer;
+};
+
 struct DeviceModelWeights {
   kc::DeviceBuffer<__nv_bfloat16> embed_tokens;  // [V, H]
   std::vector<DeviceLayer> layers;
   kc::DeviceBuffer<__nv_bfloat16> norm;          // [H]
   kc::DeviceBuffer<__nv_bfloat16> lm_head;       // [V, H]
   kc::DeviceBuffer<float> rope_inv_freq;         // [rope_dim / 2]
+  std::optional<DeviceMtp> mtp;                  // when the loaded weights have the MTP module
   size_t total_bytes = 0;                        // device bytes of all of the above
 };
 
-// Uploads every weight the main model uses (not the MTP module). Throws fathom::Error naming the tensor when a
+// Uploads every weight the main model uses, and the MTP module when `weights` has it. Throws fathom::Error naming the tensor when a
 // linear weight is not FP8 (the CUDA backend runs block-quantized checkpoints, as DeepSeek ships them).
 DeviceModelWeights upload_model_weights(const ModelConfig& config, const ModelWeights& weights);
 
