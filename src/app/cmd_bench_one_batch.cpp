@@ -31,6 +31,24 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// The MTP module's greedy drafts of `rows` (hidden row i of the previous forward feeds batch row i), sampled where
+// forward_greedy samples.
+std::vector<int32_t> mtp_greedy(executor::ModelBackend& backend, const model::ForwardBatch& batch,
+                                const std::vector<int64_t>& hidden_rows, const std::vector<int64_t>& rows,
+                                bool device_sampling) {
+  std::vector<int32_t> tokens(rows.size());
+  if (device_sampling) {
+    const std::vector<sampling::DeviceSamplingRow> greedy(rows.size());  // temperature 0
+    const executor::SampledForward out = backend.forward_mtp_sampled(batch, hidden_rows, {}, rows, greedy);
+    for (size_t i = 0; i < rows.size(); ++i) tokens[i] = out.samples.at(i).token_id;
+    return tokens;
+  }
+  const int64_t vocab = backend.config().vocab_size;
+  const std::vector<float> logits = backend.forward_mtp(batch, hidden_rows, rows);  // [rows, V]
+  for (size_t i = 0; i < rows.size(); ++i) tokens[i] = model::argmax(logits.data() + i * vocab, vocab);
+  return tokens;
+}
+
 // The greedy next token of each of `rows`: argmax on the device when `device_sampling` (only token ids cross the
 // bus, as in the server's decode steps), else fp32 logits [rows, V] to the host and argmax there.
 std::vector<int32_t> forward_greedy(executor::ModelBackend& backend, const model::ForwardBatch& batch,
@@ -54,7 +72,7 @@ std::vector<int32_t> forward_greedy(executor::ModelBackend& backend, const model
 // Sequence b owns KV slots [b * (input_len + output_len), (b + 1) * (input_len + output_len)).
 // With MTP, the module follows the prefill (positions of the prompts, each carrying the next token) and every decode
 // step (one row per sequence reading that step's hidden rows), as a draft step of speculative decoding would; its
-// logits come to the host and are not used. Sequence b's KV rows serve both the main model and the MTP cache.
+// greedy drafts are taken like the main tokens (device_sampling) and not used. Sequence b's KV rows serve both the main model and the MTP cache.
 RunResult run_once(executor::ModelBackend& backend, int64_t batch_size, int64_t input_len, int64_t output_len,
                    uint64_t seed, bool device_sampling, bool with_mtp, bool print_steps) {
   const model::ModelConfig& config = backend.config();
@@ -95,7 +113,7 @@ RunResult run_once(executor::ModelBackend& backend, int64_t batch_size, int64_t 
     std::vector<int64_t> hidden_rows(static_cast<size_t>(batch_size * input_len));
     std::iota(hidden_rows.begin(), hidden_rows.end(), 0);
     start = std::chrono::steady_clock::now();
-    backend.forward_mtp(mtp_prefill, hidden_rows, last_rows);
+    mtp_greedy(backend, mtp_prefill, hidden_rows, last_rows, device_sampling);
     result.mtp_prefill_s = seconds_since(start);
   }
   std::vector<int64_t> decode_rows(static_cast<size_t>(batch_size));
@@ -116,7 +134,7 @@ RunResult run_once(executor::ModelBackend& backend, int64_t batch_size, int64_t 
     model::ForwardBatch draft;  // position input_len + step carrying the token just picked
     for (int64_t b = 0; b < batch_size; ++b) draft.add_sequence({next[b]}, input_len + step, slots[b].data());
     start = std::chrono::steady_clock::now();
-    backend.forward_mtp(draft, decode_rows, decode_rows);
+    mtp_greedy(backend, draft, decode_rows, decode_rows, device_sampling);
     result.mtp_step_s.push_back(seconds_since(start));
   }
   result.total_s = seconds_since(total_start);
@@ -189,7 +207,7 @@ int run_bench_one_batch(const Args& raw_args) {
     }
     const double median_mtp_step = median(result.mtp_step_s);
     if (with_mtp) {
-      std::printf("MTP.  prefill latency: %.5f s, median step latency: %.5f s (eager, logits to the host)\n",
+      std::printf("MTP.  prefill latency: %.5f s, median step latency: %.5f s (eager, greedy drafts)\n",
                   result.mtp_prefill_s, median_mtp_step);
     }
     const double total_tokens = static_cast<double>(batch_size * (input_len + output_len));

@@ -10,6 +10,17 @@ namespace fathom::executor {
 
 namespace {
 
+SampledForward to_sampled(model::cuda::ForwardResult result) {
+  SampledForward out;
+  out.logits = std::move(result.logits);
+  out.samples.resize(result.tokens.size());
+  for (size_t i = 0; i < result.tokens.size(); ++i) {
+    out.samples[i].token_id = result.tokens[i];
+    out.samples[i].logprob = result.logprobs[i];
+  }
+  return out;
+}
+
 class CudaModelBackend final : public ModelBackend {
  public:
   explicit CudaModelBackend(const BackendConfig& config) : loaded_(model::load_model(config.load)) {
@@ -36,19 +47,16 @@ class CudaModelBackend final : public ModelBackend {
                                  const std::vector<int64_t>& logit_rows) override {
     return model_->forward_mtp(batch, hidden_rows, logit_rows);
   }
+  SampledForward forward_mtp_sampled(const model::ForwardBatch& batch, const std::vector<int64_t>& hidden_rows,
+                                     const std::vector<int64_t>& logit_rows, const std::vector<int64_t>& sample_rows,
+                                     const std::vector<sampling::DeviceSamplingRow>& sampling) override {
+    return to_sampled(model_->forward_mtp(batch, hidden_rows, logit_rows, sample_rows, sampling));
+  }
   bool samples_on_device() const override { return true; }
   SampledForward forward_sampled(const model::ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
                                  const std::vector<int64_t>& sample_rows,
                                  const std::vector<sampling::DeviceSamplingRow>& sampling) override {
-    model::cuda::ForwardResult result = model_->forward(batch, logit_rows, sample_rows, sampling);
-    SampledForward out;
-    out.logits = std::move(result.logits);
-    out.samples.resize(result.tokens.size());
-    for (size_t i = 0; i < result.tokens.size(); ++i) {
-      out.samples[i].token_id = result.tokens[i];
-      out.samples[i].logprob = result.logprobs[i];
-    }
-    return out;
+    return to_sampled(model_->forward(batch, logit_rows, sample_rows, sampling));
   }
   void set_trace(TraceRecorder* trace) override { model_->set_trace(trace); }
   std::string describe() const override {

@@ -41,6 +41,13 @@ std::vector<float> ModelBackend::forward_mtp(const model::ForwardBatch&, const s
                                                  "that has model.layers.{num_hidden_layers}.eh_proj)");
 }
 
+SampledForward ModelBackend::forward_mtp_sampled(const model::ForwardBatch& batch, const std::vector<int64_t>& hidden_rows,
+                                                const std::vector<int64_t>& logit_rows, const std::vector<int64_t>& sample_rows,
+                                                const std::vector<sampling::DeviceSamplingRow>& sampling) {
+  FATHOM_CHECK(sample_rows.empty() && sampling.empty(), "the " << device_name(device()) << " backend does not sample on the device");
+  return SampledForward{forward_mtp(batch, hidden_rows, logit_rows), {}};
+}
+
 std::unique_ptr<ModelBackend> make_model_backend(const BackendConfig& config) {
 #ifdef FATHOM_HAVE_CUDA
   if (config.device == Device::kCuda) return make_cuda_model_backend(config);

@@ -64,6 +64,10 @@ class ModelBackend {
   // main model's) and returns fp32 logits [logit_rows.size(), V] (they predict token p+2). Throws without a module.
   virtual std::vector<float> forward_mtp(const model::ForwardBatch& batch, const std::vector<int64_t>& hidden_rows,
                                          const std::vector<int64_t>& logit_rows);
+  // forward_mtp with forward_sampled's device sampling of `sample_rows` (draft tokens without their logits on the bus).
+  virtual SampledForward forward_mtp_sampled(const model::ForwardBatch& batch, const std::vector<int64_t>& hidden_rows,
+                                             const std::vector<int64_t>& logit_rows, const std::vector<int64_t>& sample_rows,
+                                             const std::vector<sampling::DeviceSamplingRow>& sampling);
   // Whether forward_sampled can sample rows on the device (CUDA: only token ids cross the bus, not logits).
   virtual bool samples_on_device() const { return false; }
   // forward, and the token rows in `sample_rows` (disjoint from logit_rows) are sampled on the device with

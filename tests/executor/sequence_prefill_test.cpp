@@ -155,6 +155,11 @@ TEST(MtpSeam, ErrorsNameTheProblem) {
   EXPECT_THROW(with.forward_mtp(batch, {0, 0}, {0}), Error);  // one hidden row per token
   EXPECT_THROW(with.forward_mtp(batch, {0}, {1}), Error);     // logit row past the batch
   EXPECT_EQ(with.forward_mtp(batch, {0}, {0}).size(), static_cast<size_t>(with.config().vocab_size));
+  // The CPU backend samples on the host: forward_mtp_sampled takes logit rows only.
+  with.forward(main, {});
+  EXPECT_THROW(with.forward_mtp_sampled(batch, {0}, {}, {0}, std::vector<sampling::DeviceSamplingRow>(1)), Error);
+  with.forward(main, {});
+  EXPECT_EQ(with.forward_mtp_sampled(batch, {0}, {0}, {}, {}).logits.size(), static_cast<size_t>(with.config().vocab_size));
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ import sys
 from safetensors.numpy import load_file
 golden = load_file(sys.argv[1])
 longest = max((k for k in golden if k.endswith(".ids")), key=lambda k: golden[k].size)
-print(longest[:-4] + " " + ",".join(str(int(i)) for i in golden[longest]))
+print(longest[:-3] + " " + ",".join(str(int(i)) for i in golden[longest]))
 PY
 )
   for chunk in 0 3; do
