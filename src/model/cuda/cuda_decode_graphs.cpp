@@ -58,9 +58,19 @@ BatchLayout CudaModelImpl::static_decode_layout(const DecodeShape& shape) const 
   return layout;
 }
 
-ForwardResult CudaModelImpl::forward_padded_decode(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
-                                                   const std::vector<int64_t>& sample_rows,
-                                                   const std::vector<sampling::DeviceSamplingRow>& sampling, const DecodeShape& shape) {
+const CudaModelImpl::DecodeShape* CudaModelImpl::padded_decode_shape(const ForwardBatch& batch) const {
+  const bool decode = batch.attention_form == AttentionForm::kAbsorbed ||
+                      (batch.attention_form == AttentionForm::kAuto && batch.is_pure_decode());
+  if (!decode || decode_shapes_.empty() || !batch.is_pure_decode()) return nullptr;
+  int32_t max_context = 0;
+  for (const SequenceChunk& chunk : batch.sequences) {
+    max_context = std::max<int32_t>(max_context, static_cast<int32_t>(chunk.num_cached + chunk.num_tokens));
+  }
+  return find_decode_shape(static_cast<int32_t>(batch.sequences.size()), max_context);
+}
+
+int32_t CudaModelImpl::upload_padded_decode(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
+                                            const std::vector<int64_t>& sample_rows, const DecodeShape& shape) {
   validate_batch(batch, true);
   const int32_t actual = static_cast<int32_t>(batch.sequences.size());
   for (const std::vector<int64_t>* rows : {&logit_rows, &sample_rows}) {
@@ -91,6 +101,13 @@ ForwardResult CudaModelImpl::forward_padded_decode(const ForwardBatch& batch, co
                                       pages.data(), static_cast<size_t>(width) * sizeof(int32_t),
                                       static_cast<size_t>(width) * sizeof(int32_t), static_cast<size_t>(shape.batch),
                                       cudaMemcpyHostToDevice, stream_));
+  return actual;
+}
+
+ForwardResult CudaModelImpl::forward_padded_decode(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
+                                                   const std::vector<int64_t>& sample_rows,
+                                                   const std::vector<sampling::DeviceSamplingRow>& sampling, const DecodeShape& shape) {
+  const int32_t actual = upload_padded_decode(batch, logit_rows, sample_rows, shape);
   const int64_t forward_start_us = trace_ ? trace_->now_us() : 0;
   last_forward_rows_ = 0;  // normed_ is rewritten below (padded rows after the real ones)
   if (shape.exec && !trace_) {
@@ -173,9 +190,11 @@ void CudaModelImpl::warm_up_buffers() {
 }
 
 void CudaModelImpl::freeze_graph_buffers() {
-  // Every buffer a decode graph body touches (run_layers + lm_head); prefill-only and eager-only ones stay growable.
+  // Every buffer a decode graph body touches (run_layers or run_mtp_layers, + lm_head); prefill-only and eager-only
+  // ones stay growable.
   for (GrowableBuffer<bf16>* buffer : {&residual_, &normed_, &delta_, &q_a_, &q_, &qkv_a_, &attn_, &q_latent_, &out_latent_,
-                                       &gate_up_, &mlp_act_, &expert_gate_up_, &expert_out_, &shared_out_}) {
+                                       &gate_up_, &mlp_act_, &expert_gate_up_, &expert_out_, &shared_out_,
+                                       &mtp_previous_hidden_, &mtp_embedded_, &mtp_concat_}) {
     buffer->frozen = true;
   }
   for (GrowableBuffer<float>* buffer : {&normed_f32_, &split_partials_, &router_logits_, &expert_weights_,
@@ -192,6 +211,28 @@ void CudaModelImpl::freeze_graph_buffers() {
     quantized->scales.frozen = true;
     quantized->scales_block_major.frozen = true;
   }
+}
+
+template <typename Body>
+cudaGraphExec_t CudaModelImpl::capture_graph(const Body& body) {
+  body();  // eager once: cuBLASLt plans for this size are made outside the capture
+  FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (!options_.capture_cuda_graphs) return nullptr;
+  cudaGraph_t captured = nullptr;
+  FATHOM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  try {
+    body();
+  } catch (...) {
+    cudaStreamEndCapture(stream_, &captured);
+    if (captured) cudaGraphDestroy(captured);
+    throw;
+  }
+  FATHOM_CUDA_CHECK(cudaStreamEndCapture(stream_, &captured));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t instantiated = cudaGraphInstantiate(&exec, captured, 0);
+  cudaGraphDestroy(captured);
+  FATHOM_CUDA_CHECK(instantiated);
+  return exec;
 }
 
 void CudaModelImpl::prepare_decode_shapes() {
@@ -227,6 +268,13 @@ void CudaModelImpl::prepare_decode_shapes() {
   graph_seq_lens_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_));
   graph_page_table_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_) * graph_page_stride_);
   graph_logits_ = kc::DeviceBuffer<float>(static_cast<size_t>(graph_max_batch_ * vocab));
+  graph_hidden_rows_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_));
+  if (weights_.mtp) {  // the MTP step's own inputs, at their largest before any capture
+    const size_t rows = static_cast<size_t>(graph_max_batch_), hidden = static_cast<size_t>(config_.hidden_size);
+    mtp_previous_hidden_.ensure(rows * hidden, stream_);
+    mtp_embedded_.ensure(rows * hidden, stream_);
+    mtp_concat_.ensure(rows * 2 * hidden, stream_);
+  }
   size_t workspace = 16;
   for (int32_t bucket : buckets) {
     const size_t bucket_bytes =
@@ -245,6 +293,7 @@ void CudaModelImpl::prepare_decode_shapes() {
   graph_positions_.upload(zeros);
   graph_slots_.upload(padding);
   graph_seq_lens_.upload(ones);
+  graph_hidden_rows_.upload(zeros);
   graph_page_table_.upload(std::vector<int32_t>(graph_page_table_.size(), padding_slot_));
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());  // the uploads above ran on the legacy default stream
   for (int32_t bucket : buckets) {
@@ -257,31 +306,20 @@ void CudaModelImpl::prepare_decode_shapes() {
         run_layers(layout);
         cublas_rows_gemm(*lm_head_gemm_, normed_.buffer.data(), graph.batch, weights_.lm_head.data(), graph_logits_.data());
       };
-      body();  // eager once: cuBLASLt plans for this size are made outside the capture
-      FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-      if (!options_.capture_cuda_graphs) {
-        decode_shapes_.push_back(graph);
-        continue;
-      }
-      cudaGraph_t captured = nullptr;
-      FATHOM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-      try {
-        body();
-      } catch (...) {
-        cudaStreamEndCapture(stream_, &captured);
-        if (captured) cudaGraphDestroy(captured);
-        throw;
-      }
-      FATHOM_CUDA_CHECK(cudaStreamEndCapture(stream_, &captured));
-      FATHOM_CUDA_CHECK(cudaGraphInstantiate(&graph.exec, captured, 0));
-      FATHOM_CUDA_CHECK(cudaGraphDestroy(captured));
+      auto mtp_body = [&] {
+        run_mtp_layers(layout, graph_hidden_rows_.data());
+        cublas_rows_gemm(*lm_head_gemm_, normed_.buffer.data(), graph.batch, weights_.lm_head.data(), graph_logits_.data());
+      };
+      graph.exec = capture_graph(body);
+      if (weights_.mtp) graph.mtp_exec = capture_graph(mtp_body);
       decode_shapes_.push_back(graph);
     }
   }
   FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   if (options_.capture_cuda_graphs) freeze_graph_buffers();
   FATHOM_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
-  stats_.num_cuda_graphs = options_.capture_cuda_graphs ? static_cast<int64_t>(decode_shapes_.size()) : 0;
+  stats_.num_cuda_graphs = 0;
+  for (const DecodeShape& shape : decode_shapes_) stats_.num_cuda_graphs += (shape.exec ? 1 : 0) + (shape.mtp_exec ? 1 : 0);
   stats_.graph_capture_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stats_.graph_memory_bytes = free_before > free_after ? free_before - free_after : 0;
 }

@@ -139,6 +139,7 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
 CudaModelImpl::~CudaModelImpl() {
   for (DecodeShape& shape : decode_shapes_) {
     if (shape.exec) cudaGraphExecDestroy(shape.exec);
+    if (shape.mtp_exec) cudaGraphExecDestroy(shape.mtp_exec);
   }
   if (stream_) {
     cudaStreamSynchronize(stream_);
@@ -447,17 +448,7 @@ ForwardResult CudaModelImpl::forward(const ForwardBatch& batch, const std::vecto
                                      const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling) {
   FATHOM_CHECK(sample_rows.size() == sampling.size(),
                "CUDA backend: " << sample_rows.size() << " sampled rows with " << sampling.size() << " sampling entries");
-  const bool decode = batch.attention_form == AttentionForm::kAbsorbed ||
-                      (batch.attention_form == AttentionForm::kAuto && batch.is_pure_decode());
-  if (decode && !decode_shapes_.empty() && batch.is_pure_decode()) {
-    int32_t max_context = 0;
-    for (const SequenceChunk& chunk : batch.sequences) {
-      max_context = std::max<int32_t>(max_context, static_cast<int32_t>(chunk.num_cached + chunk.num_tokens));
-    }
-    if (const DecodeShape* shape = find_decode_shape(static_cast<int32_t>(batch.sequences.size()), max_context)) {
-      return forward_padded_decode(batch, logit_rows, sample_rows, sampling, *shape);
-    }
-  }
+  if (const DecodeShape* shape = padded_decode_shape(batch)) return forward_padded_decode(batch, logit_rows, sample_rows, sampling, *shape);
   ++stats_.eager_forwards;
   const BatchLayout layout = upload_batch(batch);
   const int64_t forward_start_us = trace_ ? trace_->now_us() : 0;

@@ -145,8 +145,13 @@ class CudaModelImpl {
     int32_t batch = 0;
     int32_t max_context = 0;
     cudaGraphExec_t exec = nullptr;  // null: graphs off (or --profile): run_layers on the static layout
+    cudaGraphExec_t mtp_exec = nullptr;  // the MTP module's decode step over the same shape (when it is loaded)
   };
   void prepare_decode_shapes();
+  // Runs `body` (kernels on stream_) once eagerly, then captures it into an instantiated graph (null when graphs
+  // are off).
+  template <typename Body>
+  cudaGraphExec_t capture_graph(const Body& body);
   // Every FP8 linear outside the routed experts (sizes the small-M split-K workspace and counters).
   std::vector<const DeviceLinear*> dense_linears() const;
   void warm_up_buffers();
@@ -156,6 +161,19 @@ class CudaModelImpl {
   ForwardResult forward_padded_decode(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
                                       const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling,
                                       const DecodeShape& shape);
+  // A pure-decode batch into the static decode inputs (graph_*), padded to shape.batch; checks its rows. Returns the
+  // number of real sequences.
+  int32_t upload_padded_decode(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
+                               const std::vector<int64_t>& sample_rows, const DecodeShape& shape);
+  // The MTP module's kernels over `layout` (cuda_mtp.cpp): hidden_rows [layout.num_tokens] index the rows of normed_
+  // (the previous forward's final hidden states); leaves shared_head.norm's rows in normed_. Graph-capturable.
+  void run_mtp_layers(const BatchLayout& layout, const int32_t* hidden_rows);
+  // The padded MTP decode step (cuda_mtp.cpp): replayed from shape.mtp_exec, or eagerly over the same buffers.
+  ForwardResult forward_padded_mtp_decode(const ForwardBatch& batch, const std::vector<int32_t>& hidden_rows,
+                                          const std::vector<int64_t>& logit_rows, const std::vector<int64_t>& sample_rows,
+                                          const std::vector<sampling::DeviceSamplingRow>& sampling, const DecodeShape& shape);
+  // A pure-decode batch's padded shape when decode shapes exist (null: run it unpadded).
+  const DecodeShape* padded_decode_shape(const ForwardBatch& batch) const;
   // Device logits [num_rows, V] -> host logits of `host_rows` and device-sampled tokens of `sample_rows` (both
   // indices into the rows; `sampling` [sample_rows]). Synchronizes the stream.
   ForwardResult collect_results(const float* logits, int64_t num_rows, const std::vector<int64_t>& host_rows,
@@ -290,6 +308,7 @@ class CudaModelImpl {
   int32_t graph_page_stride_ = 0;  // page-table width of graph replays = the largest context bucket
   int32_t padding_slot_ = 0;       // KV slot written by padded batch entries (one extra slot past num_kv_slots_)
   kc::DeviceBuffer<int32_t> graph_token_ids_, graph_positions_, graph_slots_, graph_page_table_, graph_seq_lens_;
+  kc::DeviceBuffer<int32_t> graph_hidden_rows_;  // [graph_max_batch] MTP decode: rows of normed_ each entry reads
   kc::DeviceBuffer<float> graph_logits_;     // [graph_max_batch, V]
   kc::DeviceBuffer<uint8_t> graph_mla_workspace_;
   GrowableBuffer<float> split_partials_;

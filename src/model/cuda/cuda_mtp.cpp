@@ -2,7 +2,10 @@
 //   u = eh_proj([enorm(embed(token p+1)) ; hnorm(h_p)]), one decoder layer over u (cache layer L, its own KV rows at
 //   the main model's slots, RoPE position p), shared_head.norm, the main lm_head.
 // h_p is a final hidden row of the previous forward (main model after its norm, or this module after
-// shared_head.norm for a chained draft). Part of CudaModelImpl (cuda_model_impl.h).
+// shared_head.norm for a chained draft). Pure-decode steps run padded, from a CUDA graph per decode shape when
+// graphs are captured, like the main model's. Part of CudaModelImpl (cuda_model_impl.h).
+#include <algorithm>
+
 #include "core/error.h"
 #include "kernels/cuda/embedding/embedding.h"
 #include "kernels/cuda/norm/rms_norm.h"
@@ -10,41 +13,15 @@
 
 namespace fathom::model::cuda {
 
-ForwardResult CudaModelImpl::forward_mtp(const ForwardBatch& batch, const std::vector<int64_t>& hidden_rows,
-                                         const std::vector<int64_t>& logit_rows, const std::vector<int64_t>& sample_rows,
-                                         const std::vector<sampling::DeviceSamplingRow>& sampling) {
-  FATHOM_CHECK(weights_.mtp, "CUDA backend: no MTP module loaded (load it with --mtp from a checkpoint that has model.layers."
-                                 << config_.num_hidden_layers << ".eh_proj)");
-  FATHOM_CHECK(sample_rows.size() == sampling.size(),
-               "CUDA backend: " << sample_rows.size() << " sampled rows with " << sampling.size() << " sampling entries");
-  const int64_t n = batch.num_tokens(), hidden = config_.hidden_size, vocab = config_.vocab_size;
-  FATHOM_CHECK(static_cast<int64_t>(hidden_rows.size()) == n,
-               "CUDA backend: MTP forward of " << n << " tokens with " << hidden_rows.size() << " hidden rows");
-  std::vector<int32_t> hidden_row_ids;
-  for (int64_t row : hidden_rows) {
-    FATHOM_CHECK(row >= 0 && row < last_forward_rows_,
-                 "CUDA backend: MTP hidden row " << row << " of the previous forward's " << last_forward_rows_);
-    hidden_row_ids.push_back(static_cast<int32_t>(row));
-  }
-  for (const std::vector<int64_t>* rows : {&logit_rows, &sample_rows}) {
-    for (int64_t row : *rows) FATHOM_CHECK(row >= 0 && row < n, "CUDA backend: MTP logit row " << row << " of " << n << " tokens");
-  }
-  const BatchLayout layout = upload_batch(batch);  // validates ids, slots and sizes
-  ++stats_.eager_forwards;
-  const int64_t forward_start_us = trace_ ? trace_->now_us() : 0;
-  if (trace_) {
-    if (!forward_begin_) FATHOM_CUDA_CHECK(cudaEventCreate(&forward_begin_));
-    FATHOM_CUDA_CHECK(cudaEventRecord(forward_begin_, stream_));
-  }
+void CudaModelImpl::run_mtp_layers(const BatchLayout& layout, const int32_t* hidden_rows) {
   const DeviceMtp& mtp = *weights_.mtp;
+  const int64_t n = layout.num_tokens, hidden = config_.hidden_size, vocab = config_.vocab_size;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const size_t input_span = begin_span("mtp.input", 0);
   // The previous forward's rows first: everything after this overwrites normed_.
-  const int32_t* hidden_rows_device = upload_ints(mtp_hidden_rows_, hidden_row_ids);
+  const int64_t normed_rows = static_cast<int64_t>(normed_.buffer.size()) / hidden;  // rows are checked on the host
   bf16* previous = mtp_previous_hidden_.ensure(static_cast<size_t>(n * hidden), stream_);  // [n, H]
-  kc::embedding_gather_bf16(normed_.buffer.data(), last_forward_rows_, hidden, hidden_rows_device, n, previous, nullptr,
-                            stream_);
-  last_forward_rows_ = 0;
+  kc::embedding_gather_bf16(normed_.buffer.data(), normed_rows, hidden, hidden_rows, n, previous, nullptr, stream_);
   bf16* embedded = mtp_embedded_.ensure(static_cast<size_t>(n * hidden), stream_);  // [n, H] of tokens p+1
   kc::embedding_gather_bf16(weights_.embed_tokens.data(), vocab, hidden, layout.token_ids, n, embedded,
                             embedding_error_.data(), stream_);
@@ -59,8 +36,77 @@ ForwardResult CudaModelImpl::forward_mtp(const ForwardBatch& batch, const std::v
                     fused_input_fp8(n, hidden, fp8_storage), stream_);
   end_span(input_span);
   run_decoder_layer(num_cache_layers() - 1, layout, mtp.shared_head_norm.data(), /*last=*/true, "mtp.layer");
+}
+
+ForwardResult CudaModelImpl::forward_mtp(const ForwardBatch& batch, const std::vector<int64_t>& hidden_rows,
+                                         const std::vector<int64_t>& logit_rows, const std::vector<int64_t>& sample_rows,
+                                         const std::vector<sampling::DeviceSamplingRow>& sampling) {
+  FATHOM_CHECK(weights_.mtp, "CUDA backend: no MTP module loaded (load it with --mtp from a checkpoint that has model.layers."
+                                 << config_.num_hidden_layers << ".eh_proj)");
+  FATHOM_CHECK(sample_rows.size() == sampling.size(),
+               "CUDA backend: " << sample_rows.size() << " sampled rows with " << sampling.size() << " sampling entries");
+  const int64_t n = batch.num_tokens();
+  FATHOM_CHECK(static_cast<int64_t>(hidden_rows.size()) == n,
+               "CUDA backend: MTP forward of " << n << " tokens with " << hidden_rows.size() << " hidden rows");
+  std::vector<int32_t> hidden_row_ids;
+  for (int64_t row : hidden_rows) {
+    FATHOM_CHECK(row >= 0 && row < last_forward_rows_,
+                 "CUDA backend: MTP hidden row " << row << " of the previous forward's " << last_forward_rows_);
+    hidden_row_ids.push_back(static_cast<int32_t>(row));
+  }
+  for (const std::vector<int64_t>* rows : {&logit_rows, &sample_rows}) {
+    for (int64_t row : *rows) FATHOM_CHECK(row >= 0 && row < n, "CUDA backend: MTP logit row " << row << " of " << n << " tokens");
+  }
+  if (const DecodeShape* shape = padded_decode_shape(batch)) {
+    return forward_padded_mtp_decode(batch, hidden_row_ids, logit_rows, sample_rows, sampling, *shape);
+  }
+  const BatchLayout layout = upload_batch(batch);  // validates ids, slots and sizes
+  const int32_t* hidden_rows_device = upload_ints(mtp_hidden_rows_, hidden_row_ids);
+  ++stats_.eager_forwards;
+  const int64_t forward_start_us = trace_ ? trace_->now_us() : 0;
+  if (trace_) {
+    if (!forward_begin_) FATHOM_CUDA_CHECK(cudaEventCreate(&forward_begin_));
+    FATHOM_CUDA_CHECK(cudaEventRecord(forward_begin_, stream_));
+  }
+  last_forward_rows_ = 0;  // normed_ is rewritten below
+  run_mtp_layers(layout, hidden_rows_device);
   ForwardResult result = results_for_rows(n, logit_rows, sample_rows, sampling);
   last_forward_rows_ = n;
+  if (trace_) flush_spans(forward_start_us);
+  return result;
+}
+
+ForwardResult CudaModelImpl::forward_padded_mtp_decode(const ForwardBatch& batch, const std::vector<int32_t>& hidden_rows,
+                                                       const std::vector<int64_t>& logit_rows,
+                                                       const std::vector<int64_t>& sample_rows,
+                                                       const std::vector<sampling::DeviceSamplingRow>& sampling,
+                                                       const DecodeShape& shape) {
+  const int32_t actual = upload_padded_decode(batch, logit_rows, sample_rows, shape);
+  std::vector<int32_t> padded_rows(static_cast<size_t>(shape.batch), 0);  // padded entries read row 0 (discarded)
+  for (int32_t s = 0; s < actual; ++s) {
+    padded_rows[static_cast<size_t>(s)] = hidden_rows[static_cast<size_t>(batch.sequences[static_cast<size_t>(s)].token_begin)];
+  }
+  FATHOM_CUDA_CHECK(cudaMemcpyAsync(graph_hidden_rows_.data(), padded_rows.data(), padded_rows.size() * sizeof(int32_t),
+                                    cudaMemcpyHostToDevice, stream_));
+  const int64_t forward_start_us = trace_ ? trace_->now_us() : 0;
+  last_forward_rows_ = 0;  // normed_ is rewritten below
+  if (shape.mtp_exec && !trace_) {
+    FATHOM_CUDA_CHECK(cudaGraphLaunch(shape.mtp_exec, stream_));
+    ++stats_.graph_forwards;
+  } else {
+    // The kernels of the captured graph, eagerly (--disable-cuda-graph, or --profile spans).
+    if (trace_) {
+      if (!forward_begin_) FATHOM_CUDA_CHECK(cudaEventCreate(&forward_begin_));
+      FATHOM_CUDA_CHECK(cudaEventRecord(forward_begin_, stream_));
+    }
+    run_mtp_layers(static_decode_layout(shape), graph_hidden_rows_.data());
+    const size_t lm_head_span = begin_span("lm_head", 0);
+    cublas_rows_gemm(*lm_head_gemm_, normed_.buffer.data(), shape.batch, weights_.lm_head.data(), graph_logits_.data());
+    end_span(lm_head_span);
+    ++stats_.eager_forwards;
+  }
+  ForwardResult result = collect_results(graph_logits_.data(), actual, logit_rows, sample_rows, sampling);
+  last_forward_rows_ = actual;
   if (trace_) flush_spans(forward_start_us);
   return result;
 }
