@@ -193,8 +193,7 @@ void CudaModelImpl::freeze_graph_buffers() {
   // Every buffer a decode graph body touches (run_layers or run_mtp_layers, + lm_head); prefill-only and eager-only
   // ones stay growable.
   for (GrowableBuffer<bf16>* buffer : {&residual_, &normed_, &delta_, &q_a_, &q_, &qkv_a_, &attn_, &q_latent_, &out_latent_,
-                                       &gate_up_, &mlp_act_, &expert_gate_up_, &expert_out_, &shared_out_,
-                                       &mtp_previous_hidden_, &mtp_embedded_, &mtp_concat_}) {
+                                       &gate_up_, &mlp_act_, &expert_gate_up_, &expert_out_, &shared_out_}) {
     buffer->frozen = true;
   }
   for (GrowableBuffer<float>* buffer : {&normed_f32_, &split_partials_, &router_logits_, &expert_weights_,
@@ -269,12 +268,7 @@ void CudaModelImpl::prepare_decode_shapes() {
   graph_page_table_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_) * graph_page_stride_);
   graph_logits_ = kc::DeviceBuffer<float>(static_cast<size_t>(graph_max_batch_ * vocab));
   graph_hidden_rows_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_));
-  if (weights_.mtp) {  // the MTP step's own inputs, at their largest before any capture
-    const size_t rows = static_cast<size_t>(graph_max_batch_), hidden = static_cast<size_t>(config_.hidden_size);
-    mtp_previous_hidden_.ensure(rows * hidden, stream_);
-    mtp_embedded_.ensure(rows * hidden, stream_);
-    mtp_concat_.ensure(rows * 2 * hidden, stream_);
-  }
+  if (weights_.mtp) graph_mtp_inputs_ = kc::DeviceBuffer<bf16>(static_cast<size_t>(graph_max_batch_ * 4 * config_.hidden_size));
   size_t workspace = 16;
   for (int32_t bucket : buckets) {
     const size_t bucket_bytes =
@@ -307,7 +301,7 @@ void CudaModelImpl::prepare_decode_shapes() {
         cublas_rows_gemm(*lm_head_gemm_, normed_.buffer.data(), graph.batch, weights_.lm_head.data(), graph_logits_.data());
       };
       auto mtp_body = [&] {
-        run_mtp_layers(layout, graph_hidden_rows_.data());
+        run_mtp_layers(layout, graph_hidden_rows_.data(), graph_mtp_inputs());
         cublas_rows_gemm(*lm_head_gemm_, normed_.buffer.data(), graph.batch, weights_.lm_head.data(), graph_logits_.data());
       };
       graph.exec = capture_graph(body);

@@ -167,7 +167,13 @@ class CudaModelImpl {
                                const std::vector<int64_t>& sample_rows, const DecodeShape& shape);
   // The MTP module's kernels over `layout` (cuda_mtp.cpp): hidden_rows [layout.num_tokens] index the rows of normed_
   // (the previous forward's final hidden states); leaves shared_head.norm's rows in normed_. Graph-capturable.
-  void run_mtp_layers(const BatchLayout& layout, const int32_t* hidden_rows);
+  struct MtpInputs {
+    bf16* previous = nullptr;      // [n, H] the gathered hidden rows
+    bf16* embedded = nullptr;      // [n, H] embeddings of tokens p+1
+    bf16* concatenated = nullptr;  // [n, 2H] [enorm(embedded) ; hnorm(previous)]
+  };
+  void run_mtp_layers(const BatchLayout& layout, const int32_t* hidden_rows, const MtpInputs& inputs);
+  MtpInputs graph_mtp_inputs() const;  // slices of graph_mtp_inputs_ (padded decode)
   // The padded MTP decode step (cuda_mtp.cpp): replayed from shape.mtp_exec, or eagerly over the same buffers.
   ForwardResult forward_padded_mtp_decode(const ForwardBatch& batch, const std::vector<int32_t>& hidden_rows,
                                           const std::vector<int64_t>& logit_rows, const std::vector<int64_t>& sample_rows,
@@ -286,7 +292,7 @@ class CudaModelImpl {
   GrowableBuffer<float> logits_;
   // Rows of normed_ that hold the previous forward's final hidden states (the MTP's input); 0 until one succeeded.
   int64_t last_forward_rows_ = 0;
-  GrowableBuffer<bf16> mtp_previous_hidden_, mtp_embedded_, mtp_concat_;  // [n, H], [n, H], [n, 2H]
+  GrowableBuffer<bf16> mtp_previous_hidden_, mtp_embedded_, mtp_concat_;  // eager MtpInputs: [n, H], [n, H], [n, 2H]
   GrowableBuffer<int32_t> mtp_hidden_rows_;
   kc::DeviceBuffer<uint8_t> fixed_rows_in_;  // [kFixedGemmRows, max k] operand rows of a padded chunk
   kc::DeviceBuffer<float> fixed_rows_out_;   // [kFixedGemmRows, max n]
@@ -309,6 +315,7 @@ class CudaModelImpl {
   int32_t padding_slot_ = 0;       // KV slot written by padded batch entries (one extra slot past num_kv_slots_)
   kc::DeviceBuffer<int32_t> graph_token_ids_, graph_positions_, graph_slots_, graph_page_table_, graph_seq_lens_;
   kc::DeviceBuffer<int32_t> graph_hidden_rows_;  // [graph_max_batch] MTP decode: rows of normed_ each entry reads
+  kc::DeviceBuffer<bf16> graph_mtp_inputs_;      // [graph_max_batch, 4H] MtpInputs of padded MTP decode steps
   kc::DeviceBuffer<float> graph_logits_;     // [graph_max_batch, V]
   kc::DeviceBuffer<uint8_t> graph_mla_workspace_;
   GrowableBuffer<float> split_partials_;

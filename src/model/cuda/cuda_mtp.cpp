@@ -13,19 +13,25 @@
 
 namespace fathom::model::cuda {
 
-void CudaModelImpl::run_mtp_layers(const BatchLayout& layout, const int32_t* hidden_rows) {
+CudaModelImpl::MtpInputs CudaModelImpl::graph_mtp_inputs() const {
+  const int64_t rows = graph_max_batch_, hidden = config_.hidden_size;
+  bf16* base = graph_mtp_inputs_.data();
+  return {base, base + rows * hidden, base + 2 * rows * hidden};
+}
+
+void CudaModelImpl::run_mtp_layers(const BatchLayout& layout, const int32_t* hidden_rows, const MtpInputs& inputs) {
   const DeviceMtp& mtp = *weights_.mtp;
   const int64_t n = layout.num_tokens, hidden = config_.hidden_size, vocab = config_.vocab_size;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const size_t input_span = begin_span("mtp.input", 0);
   // The previous forward's rows first: everything after this overwrites normed_.
   const int64_t normed_rows = static_cast<int64_t>(normed_.buffer.size()) / hidden;  // rows are checked on the host
-  bf16* previous = mtp_previous_hidden_.ensure(static_cast<size_t>(n * hidden), stream_);  // [n, H]
+  bf16* previous = inputs.previous;
   kc::embedding_gather_bf16(normed_.buffer.data(), normed_rows, hidden, hidden_rows, n, previous, nullptr, stream_);
-  bf16* embedded = mtp_embedded_.ensure(static_cast<size_t>(n * hidden), stream_);  // [n, H] of tokens p+1
+  bf16* embedded = inputs.embedded;
   kc::embedding_gather_bf16(weights_.embed_tokens.data(), vocab, hidden, layout.token_ids, n, embedded,
                             embedding_error_.data(), stream_);
-  bf16* concatenated = mtp_concat_.ensure(static_cast<size_t>(n * 2 * hidden), stream_);  // [n, 2H]
+  bf16* concatenated = inputs.concatenated;
   kc::rms_norm_bf16(embedded, hidden, n, hidden, mtp.enorm.data(), eps, concatenated, 2 * hidden, stream_);
   kc::rms_norm_bf16(previous, hidden, n, hidden, mtp.hnorm.data(), eps, concatenated + hidden, 2 * hidden, stream_);
   bf16* residual = residual_.ensure(static_cast<size_t>(n * hidden), stream_);  // [n, H] = u
@@ -68,8 +74,12 @@ ForwardResult CudaModelImpl::forward_mtp(const ForwardBatch& batch, const std::v
     if (!forward_begin_) FATHOM_CUDA_CHECK(cudaEventCreate(&forward_begin_));
     FATHOM_CUDA_CHECK(cudaEventRecord(forward_begin_, stream_));
   }
+  MtpInputs inputs;
+  inputs.previous = mtp_previous_hidden_.ensure(static_cast<size_t>(n * config_.hidden_size), stream_);
+  inputs.embedded = mtp_embedded_.ensure(static_cast<size_t>(n * config_.hidden_size), stream_);
+  inputs.concatenated = mtp_concat_.ensure(static_cast<size_t>(n * 2 * config_.hidden_size), stream_);
   last_forward_rows_ = 0;  // normed_ is rewritten below
-  run_mtp_layers(layout, hidden_rows_device);
+  run_mtp_layers(layout, hidden_rows_device, inputs);
   ForwardResult result = results_for_rows(n, logit_rows, sample_rows, sampling);
   last_forward_rows_ = n;
   if (trace_) flush_spans(forward_start_us);
@@ -99,7 +109,7 @@ ForwardResult CudaModelImpl::forward_padded_mtp_decode(const ForwardBatch& batch
       if (!forward_begin_) FATHOM_CUDA_CHECK(cudaEventCreate(&forward_begin_));
       FATHOM_CUDA_CHECK(cudaEventRecord(forward_begin_, stream_));
     }
-    run_mtp_layers(static_decode_layout(shape), graph_hidden_rows_.data());
+    run_mtp_layers(static_decode_layout(shape), graph_hidden_rows_.data(), graph_mtp_inputs());
     const size_t lm_head_span = begin_span("lm_head", 0);
     cublas_rows_gemm(*lm_head_gemm_, normed_.buffer.data(), shape.batch, weights_.lm_head.data(), graph_logits_.data());
     end_span(lm_head_span);
