@@ -207,8 +207,8 @@ int run_bench_one_batch(const Args& raw_args) {
     }
     const double median_mtp_step = median(result.mtp_step_s);
     if (with_mtp) {
-      std::printf("MTP.  prefill latency: %.5f s, median step latency: %.5f s (eager, greedy drafts)\n",
-                  result.mtp_prefill_s, median_mtp_step);
+      std::printf("MTP.  prefill latency: %.5f s, median step latency: %.5f s (%s, greedy drafts)\n",
+                  result.mtp_prefill_s, median_mtp_step, args.has("--disable-cuda-graph") ? "eager" : "graph");
     }
     const double total_tokens = static_cast<double>(batch_size * (input_len + output_len));
     std::printf("Total. latency: %7.3f s, throughput: %10.2f token/s\n", result.total_s, total_tokens / result.total_s);
