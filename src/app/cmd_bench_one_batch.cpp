@@ -152,7 +152,7 @@ double median(std::vector<double> values) {
 int run_bench_one_batch(const Args& raw_args) {
   std::set<std::string> value_flags = model_value_flags();
   value_flags.insert({"--batch-size", "--input-len", "--output-len", "--device", "--profile", "--result-filename", "--run-name"});
-  CliArgs args(raw_args, value_flags, {"--disable-cuda-graph", "--host-sampling", "--mtp"});
+  CliArgs args(raw_args, value_flags, {"--disable-cuda-graph", "--host-sampling", "--mtp", "--enable-deterministic-inference"});
   ModelCliOptions options = parse_model_options(args);
   const bool with_mtp = args.has("--mtp");
   options.load.load_mtp = with_mtp;
@@ -179,6 +179,7 @@ int run_bench_one_batch(const Args& raw_args) {
   backend_config.max_context_tokens = input_len + output_len;
   // Decode runs at exactly the benchmarked batch sizes: replayed from CUDA graphs, or eagerly (--disable-cuda-graph).
   backend_config.capture_cuda_graphs = !args.has("--disable-cuda-graph");
+  backend_config.deterministic = args.has("--enable-deterministic-inference");  // CUDA: batch-invariant kernels
   for (int64_t batch_size : batch_sizes) backend_config.cuda_graph_batch_sizes.push_back(static_cast<int32_t>(batch_size));
   std::unique_ptr<executor::ModelBackend> backend = executor::make_model_backend(backend_config);
   std::printf("%s\n", backend->describe().c_str());
@@ -219,6 +220,7 @@ int run_bench_one_batch(const Args& raw_args) {
     }
     if (auto result_file = args.get("--result-filename")) {
       nlohmann::json line = {{"run_name", args.get_or("--run-name", "default")}, {"batch_size", batch_size},
+                             {"deterministic", backend_config.deterministic},
                              {"sampling", device_sampling ? "device" : "host"},
                              {"input_len", input_len}, {"output_len", output_len}, {"device", device},
                              {"prefill_latency", result.prefill_s},

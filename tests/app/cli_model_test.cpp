@@ -76,6 +76,23 @@ TEST_F(Cli, BenchOneBatchReportsPrefillDecodeAndWritesATrace) {
       << cuda.output;
 }
 
+TEST_F(Cli, BenchOneBatchTimesTheMtpModule) {
+  RunResult result = run("bench-one-batch " + model_flags() + " --batch-size 2 --input-len 5 --output-len 3 --mtp" +
+                         " --enable-deterministic-inference --result-filename " + dir_.file("mtp.jsonl"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("MTP.  prefill latency:"), std::string::npos) << result.output;
+  std::ifstream results(dir_.file("mtp.jsonl"));
+  std::string line;
+  std::getline(results, line);
+  for (const char* key : {"\"median_mtp_step_latency\"", "\"mtp_prefill_latency\"", "\"deterministic\":true"}) {
+    EXPECT_NE(line.find(key), std::string::npos) << key << "\n" << line;
+  }
+  RunResult without = run("bench-one-batch " + model_flags() + " --input-len 5 --output-len 2 --mtp" +
+                          " --override-config '{\"num_nextn_predict_layers\": 0}'");
+  EXPECT_NE(without.exit_code, 0);
+  EXPECT_NE(without.output.find("--mtp: the model has no MTP module"), std::string::npos) << without.output;
+}
+
 TEST_F(Cli, BadInputGivesAClearErrorAndExitCode) {
   struct Case { std::string args; const char* expected; };
   const Case cases[] = {
