@@ -377,6 +377,12 @@ void CudaModelImpl::gemm(const Quantized& x, const kc::DeviceFp8Weight& w, bf16*
     rows.tokens = head;
     fp8_gemm_->run(rows, x.scales_block_major, w, out, workspace, stream_, kc::Fp8GemmPath::kCublasLt);
   }
+  // Deterministic inference past 64 rows: the tiled kernel over all rows at once, the small-M path's bits per row
+  // (one weight read per 128 rows instead of one per 64-row launch).
+  if (options_.deterministic && tokens > kc::Fp8Gemm::kSmallMMaxTokens) {
+    fp8_gemm_->run(x.activations, nullptr, w, out, workspace, stream_, kc::Fp8GemmPath::kTiled);
+    return;
+  }
   // The rows past the cuBLASLt prefix (or all rows of a small batch): the small-M kernel, 64 rows at a time.
   const int64_t k_blocks = kc::ceil_div(x.activations.cols, 128);
   for (int64_t begin = head; begin < tokens; begin += kc::Fp8Gemm::kSmallMMaxTokens) {

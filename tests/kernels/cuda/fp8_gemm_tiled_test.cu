@@ -1,5 +1,5 @@
 // The tiled FP8 GEMM (Fp8GemmPath::kTiled, grouped Fp8GroupedKernel::kTiled) against the CPU w8a8 linear, and bit for bit against
-// the small-M kernel run without split-K: the deterministic mode's promise is that a token's output row has the
+// the small-M path as deterministic inference runs it (its K splits included): the deterministic mode's promise is that a token's output row has the
 // same bits whatever the batch size, position or path.
 #include <cuda_bf16.h>
 
@@ -51,19 +51,23 @@ TestActivations make_activations(std::mt19937& rng, int64_t tokens, int64_t cols
   return a;
 }
 
-// The small-M kernel on 64-token chunks with one K split: the arithmetic the tiled kernel must reproduce bit for bit
-// (Fp8GemmPath::kSmallM may split K for some weights, which sums the K range in a different order).
+// The small-M path as deterministic inference runs it (mma.sync kernels, the weight's K splits with their
+// reduction) on 64-token chunks: the arithmetic the tiled kernel must reproduce bit for bit.
 template <typename Output>
-void run_small_m_unsplit(const DeviceFp8Activations& x, const DeviceFp8Weight& w, Output* out) {
-  const int k_blocks = static_cast<int>(ceil_div(w.cols, 128));
-  const dim3 grid(static_cast<unsigned>(ceil_div(w.rows, 128)), 1);
+void run_small_m_path(const DeviceFp8Activations& x, const DeviceFp8Weight& w, Output* out) {
+  Fp8Gemm gemm(device_sm_count());
+  gemm.set_decode_kernel(DecodeKernel::kMmaSync);
+  DeviceBuffer<float> partials(std::max<size_t>(1, gemm.small_m_workspace_bytes(w.rows, w.cols) / sizeof(float)));
+  DeviceBuffer<uint32_t> counters(std::max<size_t>(1, gemm.small_m_counter_bytes(w.rows, w.cols) / sizeof(uint32_t)));
+  counters.fill_bytes(0);
+  Fp8GemmWorkspace workspace{partials.data(), partials.bytes(), counters.data(), counters.bytes()};
+  const int64_t k_blocks = ceil_div(w.cols, 128);
   for (int64_t t0 = 0; t0 < x.tokens; t0 += 64) {
-    const int count = static_cast<int>(std::min<int64_t>(64, x.tokens - t0));
-    sm90::fp8_gemm_small_m_kernel<8, 1, Output><<<grid, sm90::kSmallMWarpsPerBlock * 32>>>(
-        x.values + t0 * w.cols, x.scales + t0 * k_blocks, w.values, w.scales, count, w.rows, w.cols, k_blocks,
-        k_blocks, out + t0 * w.rows, nullptr);
-    FATHOM_CUDA_CHECK_LAUNCH();
+    const DeviceFp8Activations chunk{x.values + t0 * w.cols, x.scales + t0 * k_blocks, std::min<int64_t>(64, x.tokens - t0),
+                                     w.cols};
+    gemm.run(chunk, nullptr, w, out + t0 * w.rows, workspace, nullptr, Fp8GemmPath::kSmallM);
   }
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 template <typename T>
@@ -106,7 +110,7 @@ TEST_P(TiledGemm, MatchesCpuAndSmallMBits) {
   tiled.fill_bytes(0xff);
   reference.fill_bytes(0xff);
   gemm.run(a.view(), nullptr, w.view(), tiled.data(), Fp8GemmWorkspace{}, nullptr, Fp8GemmPath::kTiled);
-  run_small_m_unsplit(a.view(), w.view(), reference.data());
+  run_small_m_path(a.view(), w.view(), reference.data());
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<float> gpu = tiled.download(), expected_bits = reference.download();
   ASSERT_TRUE(all_finite(gpu)) << s << ": unwritten (poisoned) or non-finite fp32 output";
@@ -132,7 +136,7 @@ TEST_P(TiledGemm, MatchesCpuAndSmallMBits) {
   tiled_bf16.fill_bytes(0xff);
   reference_bf16.fill_bytes(0xff);
   gemm.run(a.view(), nullptr, w.view(), tiled_bf16.data(), Fp8GemmWorkspace{}, nullptr, Fp8GemmPath::kTiled);
-  run_small_m_unsplit(a.view(), w.view(), reference_bf16.data());
+  run_small_m_path(a.view(), w.view(), reference_bf16.data());
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<__nv_bfloat16> gpu_bf16 = tiled_bf16.download(), expected_bf16 = reference_bf16.download();
   ASSERT_TRUE(all_finite(gpu_bf16)) << s << ": unwritten (poisoned) or non-finite bf16 output";

@@ -310,6 +310,25 @@ TEST_P(CudaGoldenFixture, DeterministicInferenceIsBatchInvariant) {
     EXPECT_EQ(std::vector<float>(batched.begin() + static_cast<int64_t>(s) * vocab, batched.begin() + static_cast<int64_t>(s + 1) * vocab),
               alone[s]) << "batched prefill, sequence " << s;
   }
+  // The three behind a 100-token filler in one forward (past 64 rows: the FP8 GEMMs take the tiled kernel).
+  ForwardBatch crowded;
+  std::vector<int32_t> filler(100);
+  for (size_t i = 0; i < filler.size(); ++i) filler[i] = static_cast<int32_t>((i * 37 + 11) % static_cast<size_t>(vocab));
+  const std::vector<int32_t> filler_slots = iota_slots(100, 3584);
+  crowded.add_sequence(filler, 0, filler_slots.data());
+  std::vector<int64_t> crowded_rows;
+  for (size_t s = 0; s < goldens.size(); ++s) {
+    crowded.add_sequence(goldens[s].ids, 0, slots[s].data());
+    crowded_rows.push_back(crowded.num_tokens() - 1);
+  }
+  crowded.attention_form = AttentionForm::kExpanded;
+  ASSERT_GT(crowded.num_tokens(), 64);
+  const std::vector<float> crowded_logits = model.forward(crowded, crowded_rows);
+  for (size_t s = 0; s < goldens.size(); ++s) {
+    EXPECT_EQ(std::vector<float>(crowded_logits.begin() + static_cast<int64_t>(s) * vocab,
+                                 crowded_logits.begin() + static_cast<int64_t>(s + 1) * vocab),
+              alone[s]) << "prefill behind a 100-token filler, sequence " << s;
+  }
   // Decode: each sequence alone (a graph of 1) and the three together (a graph of 4, padded).
   std::vector<std::vector<float>> decoded_alone;
   for (size_t s = 0; s < goldens.size(); ++s) {

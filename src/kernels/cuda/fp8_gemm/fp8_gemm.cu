@@ -238,7 +238,8 @@ void Fp8Gemm::run_small_m(const DeviceFp8Activations& x, const DeviceFp8Weight& 
   }
 }
 
-// The tiled kernel: the whole K range per CTA (no split-K), so no workspace and no reduction pass.
+// The tiled kernel: the whole K range per CTA, in the small-M path's K splits (small_m_splits) summed in the CTA
+// as its reduction sums them, so no workspace and no reduction pass, and the small-M path's bits.
 template <typename Output>
 void Fp8Gemm::run_tiled(const DeviceFp8Activations& x, const DeviceFp8Weight& w, Output* out, cudaStream_t stream) {
   FATHOM_CHECK(x.tokens <= INT32_MAX, "fp8_gemm: tiled path takes at most " << INT32_MAX << " tokens, got " << x.tokens);
@@ -252,12 +253,14 @@ void Fp8Gemm::run_tiled(const DeviceFp8Activations& x, const DeviceFp8Weight& w,
   const int64_t token_tiles = ceil_div(x.tokens, sm90::kTiledTokens);
   const int64_t ctas = row_blocks * token_tiles;
   FATHOM_CHECK(ctas <= INT32_MAX, "fp8_gemm: tiled grid of " << ctas << " CTAs is too large");
+  const int k_blocks_per_split = static_cast<int>(ceil_div(k_blocks, small_m_splits(w.rows, w.cols)));
+  const int smem_bytes = k_blocks_per_split < k_blocks ? sm90::kTiledSplitSmemBytes : sm90::kTiledSmemBytes;
   auto kernel = sm90::fp8_gemm_tiled_kernel<Output>;
   // Above the 48 KB default; a per-function attribute (not a stream operation), so safe under graph capture.
-  FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, sm90::kTiledSmemBytes));
-  kernel<<<static_cast<unsigned>(ctas), sm90::kTiledThreads, sm90::kTiledSmemBytes, stream>>>(
-      x.values, x.scales, w.values, w.scales, static_cast<int>(x.tokens), w.rows, w.cols, k_blocks, row_blocks,
-      token_tiles, out);
+  FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, sm90::kTiledSplitSmemBytes));
+  kernel<<<static_cast<unsigned>(ctas), sm90::kTiledThreads, smem_bytes, stream>>>(
+      x.values, x.scales, w.values, w.scales, static_cast<int>(x.tokens), w.rows, w.cols, k_blocks, k_blocks_per_split,
+      row_blocks, token_tiles, out);
   FATHOM_CUDA_CHECK_LAUNCH();
 }
 

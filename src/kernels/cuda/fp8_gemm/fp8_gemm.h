@@ -16,7 +16,8 @@ namespace fathom::kernels::cuda {
 class CublasLtFp8Gemm;  // cublaslt_fp8_gemm.h
 
 // kTiled: our tiled tensor-core kernel for any number of tokens, with per-element arithmetic bitwise identical to
-// the small-M kernel run without split-K (deterministic / batch-invariant mode; never picked by kAuto).
+// the small-M path's mma.sync kernels, K splits included (deterministic / batch-invariant prefill; never picked by
+// kAuto).
 enum class Fp8GemmPath { kAuto, kSmallM, kCublasLt, kTiled };
 
 // Kernel family of the small-M path (Fp8GemmPath::kSmallM and kAuto up to kSmallMMaxTokens tokens):

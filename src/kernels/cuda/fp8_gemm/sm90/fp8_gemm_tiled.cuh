@@ -4,11 +4,14 @@
 // never depends on how many other tokens share the GEMM (batch invariance).
 //
 // Arithmetic contract, per output element (token t, weight row r), shared with the small-M kernel:
-//   acc = 0; for each 128-wide K block kb in increasing order (no split-K):
-//     block = 0; four m16n8k32 MMAs (A = weight rows, B = tokens) fed with the same K permutation
-//       (physical k = lane_in_group*32 + step*8 + half*4 + byte: the same 4-byte words in the same registers);
-//     acc += block * (w_scale[r/128][kb] * x_scale[t][kb]);
-//   out = static_cast<Output>(acc).
+//   for each K split s (k_blocks_per_split consecutive K blocks; one split = the whole K range):
+//     acc = 0; for each 128-wide K block kb of the split in increasing order:
+//       block = 0; four m16n8k32 MMAs (A = weight rows, B = tokens) fed with the same K permutation
+//         (physical k = lane_in_group*32 + step*8 + half*4 + byte: the same 4-byte words in the same registers);
+//       acc += block * (w_scale[r/128][kb] * x_scale[t][kb]);
+//     partial[s] = acc;
+//   sum = 0; sum += partial[s] for s = 0, 1, ... (the small-M path's split-K reduction); out = static_cast<Output>(sum).
+// (With one split, sum = 0 + acc = acc: acc is never -0.)
 // An MMA computes each output element from its own row and column fragments only, so any tiling that feeds the
 // same words to the same (step, register) slots gives the same bits.
 //
@@ -41,6 +44,9 @@ constexpr int kTiledXScaleOffset = kTiledWTileBytes + kTiledXTileBytes;  // [128
 constexpr int kTiledWScaleOffset = kTiledXScaleOffset + kTiledTokens * 4;  // [1] fp32 (16 bytes reserved)
 constexpr int kTiledStageBytes = kTiledWScaleOffset + 16;
 constexpr int kTiledSmemBytes = kTiledStages * kTiledStageBytes;
+// Split K: the running sum of the finished splits' partials, [64 accumulators][kTiledThreads] fp32 after the stages.
+constexpr int kTiledSplitSumBytes = 64 * kTiledThreads * 4;
+constexpr int kTiledSplitSmemBytes = kTiledSmemBytes + kTiledSplitSumBytes;
 static_assert(kTiledStageBytes % 16 == 0, "stages must stay 16-byte aligned for cp.async");
 
 namespace tiled_detail {
@@ -131,14 +137,16 @@ struct StageCopier {
 }  // namespace tiled_detail
 
 // One CTA tile: weight rows [row_block*128, +128) x tokens [token_tile*128, +128) over all K blocks in order.
-// `smem` holds kTiledSmemBytes. Ends with every thread past a barrier (the memory may be reused afterwards).
+// `smem` holds kTiledSmemBytes, kTiledSplitSmemBytes when k_blocks_per_split < k_blocks. Ends with every thread
+// past a barrier (the memory may be reused afterwards).
 template <typename Output>
 __device__ __forceinline__ void fp8_gemm_tiled_block(
     const uint8_t* __restrict__ x,       // [tokens, cols] e4m3
     const float* __restrict__ x_scales,  // [tokens, k_blocks]
     const uint8_t* __restrict__ w,       // [rows, cols] e4m3
     const float* __restrict__ w_scales,  // [ceil(rows/128), k_blocks]
-    int tokens, int64_t rows, int64_t cols, int k_blocks, int64_t row_block, int64_t token_tile,
+    int tokens, int64_t rows, int64_t cols, int k_blocks, int k_blocks_per_split, int64_t row_block,
+    int64_t token_tile,
     Output* __restrict__ out,            // [tokens, rows]
     uint8_t* smem) {
   namespace td = tiled_detail;  // qualified: the small-M header has helpers of the same names
@@ -167,7 +175,23 @@ __device__ __forceinline__ void fp8_gemm_tiled_block(
 #pragma unroll
   for (int s = 0; s < kTiledStages - 1; ++s) issue(s);
 
+  const bool split = k_blocks_per_split < k_blocks;
+  float* split_sum = reinterpret_cast<float*>(smem + kTiledSmemBytes) + threadIdx.x;  // [64][kTiledThreads], own column
+  // Adds acc to this thread's split sums (starting from 0 after the first split) and clears it.
+  auto fold_split = [&](bool first) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int t = 0; t < 8; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float* slot = split_sum + ((i * 8 + t) * 4 + e) * kTiledThreads;
+          *slot = (first ? 0.0f : *slot) + acc[i][t][e];
+          acc[i][t][e] = 0.0f;
+        }
+  };
   for (int kb = 0; kb < k_blocks; ++kb) {
+    if (split && kb > 0 && kb % k_blocks_per_split == 0) fold_split(kb == k_blocks_per_split);
     td::cp_async_wait<kTiledStages - 2>();  // block kb has landed (for this thread's copies)
     __syncthreads();                        // ... for every thread's; and stage (kb-1) % kTiledStages is free again
     issue(kb + kTiledStages - 1);
@@ -213,6 +237,14 @@ __device__ __forceinline__ void fp8_gemm_tiled_block(
   }
   td::cp_async_wait<0>();  // only empty groups can remain; drain them before the pipeline memory is reused
   __syncthreads();         // every warp is done reading the last stage
+  if (split) {  // the last split's partial joins the sum: sum + partial (fp32 addition commutes bit for bit)
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int t = 0; t < 8; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][t][e] = split_sum[((i * 8 + t) * 4 + e) * kTiledThreads] + acc[i][t][e];
+  }
 
   // Epilogue: stage the converted tile as [token][row] in shared memory, then write whole 16-byte row segments
   // (a fragment's own stores would touch 8 tokens x 16 bytes per instruction).
@@ -249,7 +281,7 @@ __device__ __forceinline__ void fp8_gemm_tiled_block(
 }
 
 // out [tokens, rows] = x · wᵀ. 1-D grid of ceil(rows/128) * ceil(tokens/128) CTAs of kTiledThreads threads with
-// kTiledSmemBytes of dynamic shared memory. CTAs are rastered in groups of kTiledRasterGroup token tiles (row
+// kTiledSmemBytes of dynamic shared memory (kTiledSplitSmemBytes when k_blocks_per_split < k_blocks). CTAs are rastered in groups of kTiledRasterGroup token tiles (row
 // blocks vary fastest inside a group), so the CTAs resident at once share both weight and activation tiles in L2.
 template <typename Output>
 __global__ void __launch_bounds__(kTiledThreads, 1)
@@ -257,8 +289,8 @@ fp8_gemm_tiled_kernel(const uint8_t* __restrict__ x,       // [tokens, cols] e4m
                       const float* __restrict__ x_scales,  // [tokens, k_blocks]
                       const uint8_t* __restrict__ w,       // [rows, cols] e4m3
                       const float* __restrict__ w_scales,  // [ceil(rows/128), k_blocks]
-                      int tokens, int64_t rows, int64_t cols, int k_blocks, int64_t row_blocks,
-                      int64_t token_tiles,
+                      int tokens, int64_t rows, int64_t cols, int k_blocks, int k_blocks_per_split,
+                      int64_t row_blocks, int64_t token_tiles,
                       Output* __restrict__ out) {          // [tokens, rows]
   extern __shared__ __align__(128) uint8_t tiled_smem[];
   const int64_t id = blockIdx.x;
@@ -266,8 +298,8 @@ fp8_gemm_tiled_kernel(const uint8_t* __restrict__ x,       // [tokens, cols] e4m
   const int64_t first_tile = id / per_group * kTiledRasterGroup;
   const int64_t group_tiles = min(static_cast<int64_t>(kTiledRasterGroup), token_tiles - first_tile);
   const int64_t local = id % per_group;  // < group_tiles * row_blocks, also in the last (short) group
-  fp8_gemm_tiled_block<Output>(x, x_scales, w, w_scales, tokens, rows, cols, k_blocks, local / group_tiles,
-                               first_tile + local % group_tiles, out, tiled_smem);
+  fp8_gemm_tiled_block<Output>(x, x_scales, w, w_scales, tokens, rows, cols, k_blocks, k_blocks_per_split,
+                               local / group_tiles, first_tile + local % group_tiles, out, tiled_smem);
 }
 
 // Grouped form for MoE, same arithmetic: blockIdx.z = expert e multiplies the permuted rows
@@ -295,7 +327,8 @@ fp8_gemm_grouped_tiled_kernel(const uint8_t* __restrict__ x,               // [m
   fp8_gemm_tiled_block<Output>(x + first * cols, x_scales + first * k_blocks,
                                w + static_cast<int64_t>(expert) * rows * cols,
                                w_scales + static_cast<int64_t>(expert) * ((rows + 127) / 128) * k_blocks, count, rows,
-                               cols, k_blocks, blockIdx.x, blockIdx.y, out + first * rows, tiled_smem);
+                               cols, k_blocks, /*k_blocks_per_split=*/k_blocks, blockIdx.x, blockIdx.y, out + first * rows,
+                               tiled_smem);
 }
 
 }  // namespace fathom::kernels::cuda::sm90
