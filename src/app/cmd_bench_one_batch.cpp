@@ -180,6 +180,8 @@ int run_bench_one_batch(const Args& raw_args) {
   // Decode runs at exactly the benchmarked batch sizes: replayed from CUDA graphs, or eagerly (--disable-cuda-graph).
   backend_config.capture_cuda_graphs = !args.has("--disable-cuda-graph");
   backend_config.deterministic = args.has("--enable-deterministic-inference");  // CUDA: batch-invariant kernels
+  FATHOM_CHECK(!backend_config.deterministic || options.device == executor::Device::kCuda,
+               "--enable-deterministic-inference: the CUDA backend's batch-invariant kernels (use --device cuda)");
   for (int64_t batch_size : batch_sizes) backend_config.cuda_graph_batch_sizes.push_back(static_cast<int32_t>(batch_size));
   std::unique_ptr<executor::ModelBackend> backend = executor::make_model_backend(backend_config);
   std::printf("%s\n", backend->describe().c_str());
@@ -208,8 +210,8 @@ int run_bench_one_batch(const Args& raw_args) {
     }
     const double median_mtp_step = median(result.mtp_step_s);
     if (with_mtp) {
-      std::printf("MTP.  prefill latency: %.5f s, median step latency: %.5f s (%s, greedy drafts)\n",
-                  result.mtp_prefill_s, median_mtp_step, args.has("--disable-cuda-graph") ? "eager" : "graph");
+      std::printf("MTP.  prefill latency: %.5f s, median step latency: %.5f s (greedy drafts)\n", result.mtp_prefill_s,
+                  median_mtp_step);
     }
     const double total_tokens = static_cast<double>(batch_size * (input_len + output_len));
     std::printf("Total. latency: %7.3f s, throughput: %10.2f token/s\n", result.total_s, total_tokens / result.total_s);

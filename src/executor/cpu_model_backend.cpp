@@ -31,10 +31,10 @@ std::vector<float> select_rows(const std::vector<float>& hidden, int64_t dim, co
 
 std::vector<float> CpuModelBackend::forward(const model::ForwardBatch& batch, const std::vector<int64_t>& logit_rows) {
   const int64_t dim = loaded_.config.hidden_size;
+  last_hidden_.clear();  // no MTP input survives a forward, failed or not, but this one's own rows
   for (int64_t row : logit_rows) {
     FATHOM_CHECK(row >= 0 && row < batch.num_tokens(), "CPU backend: logit row " << row << " of " << batch.num_tokens() << " tokens");
   }
-  last_hidden_.clear();  // a failed forward leaves no stale MTP input behind
   std::vector<float> hidden = model_->forward(batch, *cache_, context_);  // [tokens, H]
   std::vector<float> logits;
   if (!logit_rows.empty()) {
@@ -56,11 +56,11 @@ std::vector<float> CpuModelBackend::forward_mtp(const model::ForwardBatch& batch
     FATHOM_CHECK(row >= 0 && row < previous_rows,
                  "CPU backend: MTP hidden row " << row << " of the previous forward's " << previous_rows);
   }
+  const std::vector<float> main_hidden = select_rows(last_hidden_, dim, hidden_rows);  // [n, H]
+  last_hidden_.clear();  // no input survives a forward, failed or not, but its own rows
   for (int64_t row : logit_rows) {
     FATHOM_CHECK(row >= 0 && row < n, "CPU backend: MTP logit row " << row << " of " << n << " tokens");
   }
-  const std::vector<float> main_hidden = select_rows(last_hidden_, dim, hidden_rows);  // [n, H]
-  last_hidden_.clear();
   last_hidden_ = model_->mtp()->forward(batch, main_hidden.data(), *mtp_cache_, context_);  // [n, H]
   if (logit_rows.empty()) return {};
   const std::vector<float> selected = select_rows(last_hidden_, dim, logit_rows);

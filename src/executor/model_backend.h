@@ -62,6 +62,7 @@ class ModelBackend {
   // and reads the final hidden state of row hidden_rows[row] of this backend's previous forward, main model or MTP
   // (its output after shared_head.norm feeds a chained draft). Writes the MTP's own KV cache (same slots as the
   // main model's) and returns fp32 logits [logit_rows.size(), V] (they predict token p+2). Throws without a module.
+  // A forward or MTP forward that throws leaves no hidden rows for the next MTP forward.
   virtual std::vector<float> forward_mtp(const model::ForwardBatch& batch, const std::vector<int64_t>& hidden_rows,
                                          const std::vector<int64_t>& logit_rows);
   // forward_mtp with forward_sampled's device sampling of `sample_rows` (draft tokens without their logits on the bus).

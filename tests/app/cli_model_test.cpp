@@ -78,19 +78,24 @@ TEST_F(Cli, BenchOneBatchReportsPrefillDecodeAndWritesATrace) {
 
 TEST_F(Cli, BenchOneBatchTimesTheMtpModule) {
   RunResult result = run("bench-one-batch " + model_flags() + " --batch-size 2 --input-len 5 --output-len 3 --mtp" +
-                         " --enable-deterministic-inference --result-filename " + dir_.file("mtp.jsonl"));
+                         " --result-filename " + dir_.file("mtp.jsonl"));
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NE(result.output.find("MTP.  prefill latency:"), std::string::npos) << result.output;
   std::ifstream results(dir_.file("mtp.jsonl"));
   std::string line;
   std::getline(results, line);
-  for (const char* key : {"\"median_mtp_step_latency\"", "\"mtp_prefill_latency\"", "\"deterministic\":true"}) {
+  for (const char* key : {"\"median_mtp_step_latency\"", "\"mtp_prefill_latency\"", "\"deterministic\":false"}) {
     EXPECT_NE(line.find(key), std::string::npos) << key << "\n" << line;
   }
   RunResult without = run("bench-one-batch " + model_flags() + " --input-len 5 --output-len 2 --mtp" +
                           " --override-config '{\"num_nextn_predict_layers\": 0}'");
   EXPECT_NE(without.exit_code, 0);
   EXPECT_NE(without.output.find("--mtp: the model has no MTP module"), std::string::npos) << without.output;
+  RunResult cpu_deterministic = run("bench-one-batch " + model_flags() + " --input-len 5 --output-len 2" +
+                                    " --enable-deterministic-inference");
+  EXPECT_NE(cpu_deterministic.exit_code, 0);
+  EXPECT_NE(cpu_deterministic.output.find("--enable-deterministic-inference: the CUDA backend"), std::string::npos)
+      << cpu_deterministic.output;
 }
 
 TEST_F(Cli, BadInputGivesAClearErrorAndExitCode) {

@@ -154,7 +154,12 @@ TEST(MtpSeam, ErrorsNameTheProblem) {
   EXPECT_THROW(with.forward_mtp(batch, {1}, {0}), Error);     // the previous forward had one row
   EXPECT_THROW(with.forward_mtp(batch, {0, 0}, {0}), Error);  // one hidden row per token
   EXPECT_THROW(with.forward_mtp(batch, {0}, {1}), Error);     // logit row past the batch
+  EXPECT_THROW(with.forward_mtp(batch, {0}, {0}), Error);     // ... a failed forward leaves no hidden rows
+  with.forward(main, {});
   EXPECT_EQ(with.forward_mtp(batch, {0}, {0}).size(), static_cast<size_t>(with.config().vocab_size));
+  EXPECT_THROW(with.forward(main, {1}), Error);               // a failed main forward too
+  EXPECT_THROW(with.forward_mtp(batch, {0}, {0}), Error);
+  with.forward(main, {});
   // The CPU backend samples on the host: forward_mtp_sampled takes logit rows only.
   with.forward(main, {});
   EXPECT_THROW(with.forward_mtp_sampled(batch, {0}, {}, {0}, std::vector<sampling::DeviceSamplingRow>(1)), Error);

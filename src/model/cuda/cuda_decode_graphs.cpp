@@ -109,7 +109,6 @@ ForwardResult CudaModelImpl::forward_padded_decode(const ForwardBatch& batch, co
                                                    const std::vector<sampling::DeviceSamplingRow>& sampling, const DecodeShape& shape) {
   const int32_t actual = upload_padded_decode(batch, logit_rows, sample_rows, shape);
   const int64_t forward_start_us = trace_ ? trace_->now_us() : 0;
-  last_forward_rows_ = 0;  // normed_ is rewritten below (padded rows after the real ones)
   if (shape.exec && !trace_) {
     FATHOM_CUDA_CHECK(cudaGraphLaunch(shape.exec, stream_));
     ++stats_.graph_forwards;
@@ -185,6 +184,13 @@ void CudaModelImpl::warm_up_buffers() {
       layout.kv_slots_flat = upload_ints(kv_slots_flat_, slots);
     }
     run_layers(layout);
+    if (weights_.mtp) {  // its layer may differ from every main layer (e.g. MoE behind dense layers only)
+      MtpInputs inputs;
+      inputs.previous = mtp_previous_hidden_.ensure(static_cast<size_t>(n * config_.hidden_size), stream_);
+      inputs.embedded = mtp_embedded_.ensure(static_cast<size_t>(n * config_.hidden_size), stream_);
+      inputs.concatenated = mtp_concat_.ensure(static_cast<size_t>(n * 2 * config_.hidden_size), stream_);
+      run_mtp_layers(layout, upload_ints(mtp_hidden_rows_, zeros), inputs);
+    }
     FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 }

@@ -17,7 +17,7 @@ namespace fathom::model::cuda {
 namespace {
 
 // Device bytes of activations per token of a forward (upper estimate, for sizing the KV cache from the memory fraction).
-size_t activation_bytes_per_token(const ModelConfig& c) {
+size_t activation_bytes_per_token(const ModelConfig& c, bool with_mtp) {
   const size_t heads = static_cast<size_t>(c.num_attention_heads), hidden = static_cast<size_t>(c.hidden_size);
   const size_t intermediate = static_cast<size_t>(std::max(c.intermediate_size, c.moe_intermediate_size * std::max<int64_t>(1, c.n_shared_experts)));
   const size_t top_k = static_cast<size_t>(std::max<int64_t>(1, c.num_experts_per_tok));
@@ -28,6 +28,7 @@ size_t activation_bytes_per_token(const ModelConfig& c) {
                                                                                    // 2x: a cached prefix adds keys
   bytes += (2 * intermediate + 256) * 2 + hidden * 2;                               // gate_up, quantized inputs
   bytes += top_k * (hidden * 3 + 2 * moe_i * 2 + moe_i + 64);                        // MoE permuted rows
+  if (with_mtp) bytes += hidden * 4 * 2;                                             // MTP inputs [H] + [H] + [2H]
   return bytes;
 }
 
@@ -106,7 +107,8 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
 
   const int64_t row_elems = config.kv_latent_dim();
   const size_t slot_bytes = static_cast<size_t>(num_cache_layers() * row_elems) * sizeof(bf16);
-  const size_t workspace_estimate = activation_bytes_per_token(config) * static_cast<size_t>(options.max_batch_tokens) +
+  const size_t workspace_estimate = activation_bytes_per_token(config, weights_.mtp.has_value()) *
+                                        static_cast<size_t>(options.max_batch_tokens) +
                                     (size_t{1} << 30);  // + decode workspaces, cuBLASLt, fragmentation
   stats_.workspace_bytes = workspace_estimate;
   size_t free_bytes = 0, total_bytes = 0;
@@ -452,6 +454,7 @@ void CudaModelImpl::run_decoder_layer(int64_t layer, const BatchLayout& layout, 
 
 ForwardResult CudaModelImpl::forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
                                      const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling) {
+  last_forward_rows_ = 0;  // no MTP input survives a forward, failed or not, but this one's own rows
   FATHOM_CHECK(sample_rows.size() == sampling.size(),
                "CUDA backend: " << sample_rows.size() << " sampled rows with " << sampling.size() << " sampling entries");
   if (const DecodeShape* shape = padded_decode_shape(batch)) return forward_padded_decode(batch, logit_rows, sample_rows, sampling, *shape);
@@ -467,7 +470,6 @@ ForwardResult CudaModelImpl::forward(const ForwardBatch& batch, const std::vecto
       FATHOM_CHECK(row >= 0 && row < layout.num_tokens, "CUDA backend: logit row " << row << " of " << layout.num_tokens << " tokens");
     }
   }
-  last_forward_rows_ = 0;  // normed_ is rewritten below: no stale MTP input if this forward throws
   run_layers(layout);
   ForwardResult result = results_for_rows(layout.num_tokens, logit_rows, sample_rows, sampling);
   last_forward_rows_ = layout.num_tokens;

@@ -49,8 +49,6 @@ ForwardResult CudaModelImpl::forward_mtp(const ForwardBatch& batch, const std::v
                                          const std::vector<sampling::DeviceSamplingRow>& sampling) {
   FATHOM_CHECK(weights_.mtp, "CUDA backend: no MTP module loaded (load it with --mtp from a checkpoint that has model.layers."
                                  << config_.num_hidden_layers << ".eh_proj)");
-  FATHOM_CHECK(sample_rows.size() == sampling.size(),
-               "CUDA backend: " << sample_rows.size() << " sampled rows with " << sampling.size() << " sampling entries");
   const int64_t n = batch.num_tokens();
   FATHOM_CHECK(static_cast<int64_t>(hidden_rows.size()) == n,
                "CUDA backend: MTP forward of " << n << " tokens with " << hidden_rows.size() << " hidden rows");
@@ -60,6 +58,9 @@ ForwardResult CudaModelImpl::forward_mtp(const ForwardBatch& batch, const std::v
                  "CUDA backend: MTP hidden row " << row << " of the previous forward's " << last_forward_rows_);
     hidden_row_ids.push_back(static_cast<int32_t>(row));
   }
+  last_forward_rows_ = 0;  // no input survives a forward, failed or not, but its own rows
+  FATHOM_CHECK(sample_rows.size() == sampling.size(),
+               "CUDA backend: " << sample_rows.size() << " sampled rows with " << sampling.size() << " sampling entries");
   for (const std::vector<int64_t>* rows : {&logit_rows, &sample_rows}) {
     for (int64_t row : *rows) FATHOM_CHECK(row >= 0 && row < n, "CUDA backend: MTP logit row " << row << " of " << n << " tokens");
   }
@@ -78,7 +79,6 @@ ForwardResult CudaModelImpl::forward_mtp(const ForwardBatch& batch, const std::v
   inputs.previous = mtp_previous_hidden_.ensure(static_cast<size_t>(n * config_.hidden_size), stream_);
   inputs.embedded = mtp_embedded_.ensure(static_cast<size_t>(n * config_.hidden_size), stream_);
   inputs.concatenated = mtp_concat_.ensure(static_cast<size_t>(n * 2 * config_.hidden_size), stream_);
-  last_forward_rows_ = 0;  // normed_ is rewritten below
   run_mtp_layers(layout, hidden_rows_device, inputs);
   ForwardResult result = results_for_rows(n, logit_rows, sample_rows, sampling);
   last_forward_rows_ = n;
@@ -99,7 +99,6 @@ ForwardResult CudaModelImpl::forward_padded_mtp_decode(const ForwardBatch& batch
   FATHOM_CUDA_CHECK(cudaMemcpyAsync(graph_hidden_rows_.data(), padded_rows.data(), padded_rows.size() * sizeof(int32_t),
                                     cudaMemcpyHostToDevice, stream_));
   const int64_t forward_start_us = trace_ ? trace_->now_us() : 0;
-  last_forward_rows_ = 0;  // normed_ is rewritten below
   if (shape.mtp_exec && !trace_) {
     FATHOM_CUDA_CHECK(cudaGraphLaunch(shape.mtp_exec, stream_));
     ++stats_.graph_forwards;

@@ -420,6 +420,38 @@ TEST_P(CudaV3Dims, MatchesTheCpuW8A8Forward) {
               GetParam().c_str(), prefill_error, decode_error, static_cast<long long>(agree), prompt.size() + 1);
 }
 
+// Deterministic inference at V3 dimensions (its FP8 weights split K on the small-M path): a token's logits are the
+// same bits in a forward of 150 rows (tiled GEMMs) as in a 50-row chunk behind a cached prefix (small-M GEMMs, some
+// splits summed by the next add+RMSNorm).
+TEST(CudaV3DimsDeterministic, RowsPastAndBelow64MatchBitForBit) {
+  REQUIRE_GPU();
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "fathom-cuda-v3-dims-deterministic";
+  std::filesystem::create_directories(dir);
+  { std::FILE* file = std::fopen((dir / "config.json").c_str(), "w"); std::fputs(kV3DimsConfig, file); std::fclose(file); }
+  LoadOptions load;
+  load.model_dir = dir.string();
+  load.override_config = R"({"n_routed_experts": 8, "n_group": 1, "topk_group": 1})";
+  load.format = LoadFormat::kDummy;
+  load.load_mtp = false;
+  LoadedModel loaded = load_model(load);
+  cuda::CudaModelOptions options = small_options(512);
+  options.deterministic = true;
+  cuda::CudaDeepseekV3Model gpu(loaded.config, loaded.weights, options);
+  std::vector<int32_t> prompt;
+  for (int32_t i = 0; i < 150; ++i) prompt.push_back((i * 7919 + 13) % 4096);
+  const std::vector<int32_t> one_shot_slots = iota_slots(150, 0), chunked_slots = iota_slots(150, 200);
+  ForwardBatch whole;
+  whole.add_sequence(prompt, 0, one_shot_slots.data());
+  whole.attention_form = AttentionForm::kExpanded;
+  const std::vector<float> one_shot = gpu.forward(whole, {149});
+  ForwardBatch head, tail;
+  head.add_sequence(std::vector<int32_t>(prompt.begin(), prompt.begin() + 100), 0, chunked_slots.data());
+  tail.add_sequence(std::vector<int32_t>(prompt.begin() + 100, prompt.end()), 100, chunked_slots.data());
+  head.attention_form = tail.attention_form = AttentionForm::kExpanded;
+  gpu.forward(head, {});
+  EXPECT_EQ(gpu.forward(tail, {49}), one_shot);
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, CudaV3Dims,
                          ::testing::Values(R"({"first_k_dense_replace": 2})",
                                            R"({"n_routed_experts": 8, "n_group": 1, "topk_group": 1})"),

@@ -194,9 +194,10 @@ TEST_P(CudaMtpFixture, MtpGraphDecodeMatchesEagerPaddedDecode) {
 
 // Two sequences in one MTP forward, hidden rows crossed (row 0 reads main row 1 and vice versa), against each alone;
 // bit for bit under deterministic inference (eh_proj included: cuBLASLt always sees 64 rows).
-void check_mtp_rows(const LoadedModel& loaded, bool deterministic) {
+void check_mtp_rows(const LoadedModel& loaded, bool deterministic, bool graphs = false) {
   cuda::CudaModelOptions options = small_options(1024);
   options.deterministic = deterministic;
+  if (graphs) options.cuda_graph_batch_sizes = {1, 2, 4};  // the two rows padded to 2, alone to 1
   cuda::CudaDeepseekV3Model model(loaded.config, loaded.weights, options);
   const int64_t vocab = loaded.config.vocab_size;
   const std::vector<int32_t> a_slots = iota_slots(8, 0), b_slots = iota_slots(8, 100);
@@ -232,11 +233,41 @@ void check_mtp_rows(const LoadedModel& loaded, bool deterministic) {
     EXPECT_EQ(argmax(together.data() + row * vocab, vocab), argmax(alone.data() + row * vocab, vocab)) << "row " << row;
   }
   EXPECT_THROW(model.forward_mtp(crossed, {0, 1}, {0}), Error);  // the previous (MTP) forward had one row
+  if (graphs) {
+    EXPECT_GT(model.stats().graph_forwards, 0);
+  }
 }
 
 TEST_P(CudaMtpFixture, MtpRowsFollowHiddenRows) {
   REQUIRE_GPU();
   check_mtp_rows(load_fixture(GetParam(), true), /*deterministic=*/false);
+}
+
+TEST_P(CudaMtpFixture, MtpRowsFollowHiddenRowsThroughGraphs) {
+  REQUIRE_GPU();
+  check_mtp_rows(load_fixture(GetParam(), true), /*deterministic=*/false, /*graphs=*/true);
+}
+
+// No hidden rows survive a forward that throws (main or MTP), eager or padded.
+TEST_P(CudaMtpFixture, FailedForwardLeavesNoHiddenRows) {
+  REQUIRE_GPU();
+  LoadedModel loaded = load_fixture(GetParam(), true);
+  cuda::CudaModelOptions options = small_options(64);
+  options.cuda_graph_batch_sizes = {1, 2};
+  cuda::CudaDeepseekV3Model model(loaded.config, loaded.weights, options);
+  const std::vector<int32_t> slots = iota_slots(8, 0), bad_slots{0, 1, 9999};
+  ForwardBatch prompt, bad, draft;
+  prompt.add_sequence({3, 4}, 0, slots.data());
+  bad.add_sequence({5}, 2, bad_slots.data());  // KV slot 9999 is outside the 64-slot cache
+  draft.add_sequence({6}, 1, slots.data());
+  model.forward(prompt, {});
+  EXPECT_EQ(model.forward_mtp(draft, {1}, {0}).size(), static_cast<size_t>(loaded.config.vocab_size));
+  model.forward(prompt, {});
+  EXPECT_THROW(model.forward(bad, {0}), Error);  // a padded decode shape, rejected
+  EXPECT_THROW(model.forward_mtp(draft, {1}, {0}), Error);
+  model.forward(prompt, {});
+  EXPECT_THROW(model.forward_mtp(draft, {1}, {3}), Error);  // logit row past the batch
+  EXPECT_THROW(model.forward_mtp(draft, {0}, {0}), Error);
 }
 
 TEST_P(CudaMtpFixture, DeterministicMtpIsBatchInvariant) {
