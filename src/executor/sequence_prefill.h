@@ -1,6 +1,6 @@
 #pragma once
-// One sequence prefilled through a ModelBackend in chunks, with the MTP module run behind each chunk: the driver of
-// `fathom logits` / `fathom generate` on any device (model::compute_sequence_logits, CPU only, is its reference).
+// One sequence prefilled through a ModelBackend in chunks, with the MTP module run behind each chunk: the prefill of
+// `fathom logits` / `fathom generate --device cuda` (model::compute_sequence_logits, on the CPU model, is its reference).
 #include <cstdint>
 #include <vector>
 

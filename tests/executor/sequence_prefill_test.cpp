@@ -3,54 +3,21 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
 #include <numeric>
 
 #include "core/error.h"
 #include "executor/cpu_model_backend.h"
 #include "executor/sequence_prefill.h"
+#include "golden_logits.h"
 #include "model/generation.h"
-#include "model/safetensors.h"
 
 namespace fathom::executor {
 namespace {
 
-struct GoldenMtp {
-  std::vector<int32_t> ids;
-  std::vector<float> logits;      // [T, V]
-  std::vector<float> mtp_logits;  // [T-1, V]
-};
-
-std::vector<GoldenMtp> read_golden(const std::string& dir) {
-  auto file = model::SafetensorsFile::open(dir + "/golden.safetensors");
-  std::vector<GoldenMtp> sequences;
-  for (int i = 0; file->contains("seq" + std::to_string(i) + ".ids"); ++i) {
-    const std::string prefix = "seq" + std::to_string(i) + ".";
-    GoldenMtp s;
-    const Tensor ids = file->tensor(prefix + "ids");
-    for (int64_t t = 0; t < ids.numel(); ++t) s.ids.push_back(static_cast<int32_t>(ids.data<int64_t>()[t]));
-    const Tensor logits = file->tensor(prefix + "logits");
-    s.logits.assign(logits.data<float>(), logits.data<float>() + logits.numel());
-    if (file->contains(prefix + "mtp_logits")) {
-      const Tensor mtp = file->tensor(prefix + "mtp_logits");
-      s.mtp_logits.assign(mtp.data<float>(), mtp.data<float>() + mtp.numel());
-    }
-    sequences.push_back(std::move(s));
-  }
-  return sequences;
-}
-
-double relative_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / den);
-}
+using fathom::testing::GoldenSequence;
+using fathom::testing::read_golden;
+using fathom::testing::relative_l2;
 
 BackendConfig cpu_config(const std::string& fixture, bool load_mtp) {
   BackendConfig config;
@@ -73,9 +40,9 @@ class MtpFixture : public ::testing::TestWithParam<std::string> {};
 TEST_P(MtpFixture, ChunkedPrefillWithMtpMatchesTransformers) {
   CpuModelBackend backend(cpu_config(GetParam(), true));
   ASSERT_TRUE(backend.has_mtp());
-  const std::vector<GoldenMtp> goldens = read_golden(std::string(FATHOM_FIXTURES_DIR) + "/" + GetParam());
+  const std::vector<GoldenSequence> goldens = read_golden(std::string(FATHOM_FIXTURES_DIR) + "/" + GetParam());
   int checked = 0;
-  for (const GoldenMtp& golden : goldens) {
+  for (const GoldenSequence& golden : goldens) {
     if (golden.ids.size() < 2) continue;
     for (int64_t chunk : {int64_t{0}, int64_t{1}, int64_t{3}}) {
       SequencePrefillOptions options;
@@ -95,8 +62,8 @@ TEST_P(MtpFixture, ChunkedPrefillWithMtpMatchesTransformers) {
 // the same two steps through the model's MtpModule directly.
 TEST_P(MtpFixture, ChainedMtpStepsMatchTheModule) {
   CpuModelBackend backend(cpu_config(GetParam(), true));
-  const std::vector<GoldenMtp> goldens = read_golden(std::string(FATHOM_FIXTURES_DIR) + "/" + GetParam());
-  const GoldenMtp& golden = *std::max_element(goldens.begin(), goldens.end(), [](const auto& a, const auto& b) {
+  const std::vector<GoldenSequence> goldens = read_golden(std::string(FATHOM_FIXTURES_DIR) + "/" + GetParam());
+  const GoldenSequence& golden = *std::max_element(goldens.begin(), goldens.end(), [](const auto& a, const auto& b) {
     return a.ids.size() < b.ids.size();
   });
   const int64_t count = static_cast<int64_t>(golden.ids.size()), dim = backend.config().hidden_size;

@@ -108,17 +108,22 @@ ForwardResult CudaModelImpl::forward_padded_decode(const ForwardBatch& batch, co
                                                    const std::vector<int64_t>& sample_rows,
                                                    const std::vector<sampling::DeviceSamplingRow>& sampling, const DecodeShape& shape) {
   const int32_t actual = upload_padded_decode(batch, logit_rows, sample_rows, shape);
-  const int64_t forward_start_us = trace_ ? trace_->now_us() : 0;
-  if (shape.exec && !trace_) {
-    FATHOM_CUDA_CHECK(cudaGraphLaunch(shape.exec, stream_));
+  return finish_padded_decode(shape, shape.exec, [&] { run_layers(static_decode_layout(shape)); }, actual, logit_rows,
+                              sample_rows, sampling);
+}
+
+ForwardResult CudaModelImpl::finish_padded_decode(const DecodeShape& shape, cudaGraphExec_t exec,
+                                                  const std::function<void()>& layers, int32_t actual,
+                                                  const std::vector<int64_t>& logit_rows,
+                                                  const std::vector<int64_t>& sample_rows,
+                                                  const std::vector<sampling::DeviceSamplingRow>& sampling) {
+  const int64_t forward_start_us = begin_forward_trace();
+  if (exec && !trace_) {
+    FATHOM_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
     ++stats_.graph_forwards;
   } else {
     // The same kernels with the same arguments as the captured graph (--disable-cuda-graph, or --profile spans).
-    if (trace_) {
-      if (!forward_begin_) FATHOM_CUDA_CHECK(cudaEventCreate(&forward_begin_));
-      FATHOM_CUDA_CHECK(cudaEventRecord(forward_begin_, stream_));
-    }
-    run_layers(static_decode_layout(shape));
+    layers();
     const size_t lm_head_span = begin_span("lm_head", 0);
     cublas_rows_gemm(*lm_head_gemm_, normed_.buffer.data(), shape.batch, weights_.lm_head.data(), graph_logits_.data());
     end_span(lm_head_span);

@@ -176,6 +176,13 @@ void CudaModelImpl::end_span(size_t span) {
   if (trace_) FATHOM_CUDA_CHECK(cudaEventRecord(spans_[span].end, stream_));
 }
 
+int64_t CudaModelImpl::begin_forward_trace() {
+  if (!trace_) return 0;
+  if (!forward_begin_) FATHOM_CUDA_CHECK(cudaEventCreate(&forward_begin_));
+  FATHOM_CUDA_CHECK(cudaEventRecord(forward_begin_, stream_));
+  return trace_->now_us();
+}
+
 void CudaModelImpl::flush_spans(int64_t forward_start_us) {
   for (GpuSpan& span : spans_) {
     float begin_ms = 0, end_ms = 0;
@@ -460,11 +467,7 @@ ForwardResult CudaModelImpl::forward(const ForwardBatch& batch, const std::vecto
   if (const DecodeShape* shape = padded_decode_shape(batch)) return forward_padded_decode(batch, logit_rows, sample_rows, sampling, *shape);
   ++stats_.eager_forwards;
   const BatchLayout layout = upload_batch(batch);
-  const int64_t forward_start_us = trace_ ? trace_->now_us() : 0;
-  if (trace_) {
-    if (!forward_begin_) FATHOM_CUDA_CHECK(cudaEventCreate(&forward_begin_));
-    FATHOM_CUDA_CHECK(cudaEventRecord(forward_begin_, stream_));
-  }
+  const int64_t forward_start_us = begin_forward_trace();
   for (const std::vector<int64_t>* rows : {&logit_rows, &sample_rows}) {
     for (int64_t row : *rows) {
       FATHOM_CHECK(row >= 0 && row < layout.num_tokens, "CUDA backend: logit row " << row << " of " << layout.num_tokens << " tokens");

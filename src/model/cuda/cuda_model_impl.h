@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -178,6 +179,13 @@ class CudaModelImpl {
   ForwardResult forward_padded_mtp_decode(const ForwardBatch& batch, const std::vector<int32_t>& hidden_rows,
                                           const std::vector<int64_t>& logit_rows, const std::vector<int64_t>& sample_rows,
                                           const std::vector<sampling::DeviceSamplingRow>& sampling, const DecodeShape& shape);
+  // The rest of a padded decode step once its inputs are uploaded: replays `exec`, or runs `layers` (the same kernels)
+  // eagerly when graphs are off or spans are traced, then the lm_head of the padded rows into graph_logits_; returns
+  // the `actual` rows' results.
+  ForwardResult finish_padded_decode(const DecodeShape& shape, cudaGraphExec_t exec, const std::function<void()>& layers,
+                                     int32_t actual, const std::vector<int64_t>& logit_rows,
+                                     const std::vector<int64_t>& sample_rows,
+                                     const std::vector<sampling::DeviceSamplingRow>& sampling);
   // A pure-decode batch's padded shape when decode shapes exist (null: run it unpadded).
   const DecodeShape* padded_decode_shape(const ForwardBatch& batch) const;
   // Device logits [num_rows, V] -> host logits of `host_rows` and device-sampled tokens of `sample_rows` (both
@@ -188,6 +196,8 @@ class CudaModelImpl {
   size_t begin_span(std::string name, int depth);
   void end_span(size_t span);
   void flush_spans(int64_t forward_start_us);
+  // With --profile: records the forward's start event; returns its host time (0 without a trace).
+  int64_t begin_forward_trace();
   kc::LatentCacheView cache_view(int64_t layer) const;
   // RoPE parameters with the cos/sin table of positions [0, max_context_tokens_) (built once at load).
   kc::RopeParams rope_params() const;

@@ -70,11 +70,7 @@ ForwardResult CudaModelImpl::forward_mtp(const ForwardBatch& batch, const std::v
   const BatchLayout layout = upload_batch(batch);  // validates ids, slots and sizes
   const int32_t* hidden_rows_device = upload_ints(mtp_hidden_rows_, hidden_row_ids);
   ++stats_.eager_forwards;
-  const int64_t forward_start_us = trace_ ? trace_->now_us() : 0;
-  if (trace_) {
-    if (!forward_begin_) FATHOM_CUDA_CHECK(cudaEventCreate(&forward_begin_));
-    FATHOM_CUDA_CHECK(cudaEventRecord(forward_begin_, stream_));
-  }
+  const int64_t forward_start_us = begin_forward_trace();
   MtpInputs inputs;
   inputs.previous = mtp_previous_hidden_.ensure(static_cast<size_t>(n * config_.hidden_size), stream_);
   inputs.embedded = mtp_embedded_.ensure(static_cast<size_t>(n * config_.hidden_size), stream_);
@@ -98,26 +94,10 @@ ForwardResult CudaModelImpl::forward_padded_mtp_decode(const ForwardBatch& batch
   }
   FATHOM_CUDA_CHECK(cudaMemcpyAsync(graph_hidden_rows_.data(), padded_rows.data(), padded_rows.size() * sizeof(int32_t),
                                     cudaMemcpyHostToDevice, stream_));
-  const int64_t forward_start_us = trace_ ? trace_->now_us() : 0;
-  if (shape.mtp_exec && !trace_) {
-    FATHOM_CUDA_CHECK(cudaGraphLaunch(shape.mtp_exec, stream_));
-    ++stats_.graph_forwards;
-  } else {
-    // The kernels of the captured graph, eagerly (--disable-cuda-graph, or --profile spans).
-    if (trace_) {
-      if (!forward_begin_) FATHOM_CUDA_CHECK(cudaEventCreate(&forward_begin_));
-      FATHOM_CUDA_CHECK(cudaEventRecord(forward_begin_, stream_));
-    }
-    run_mtp_layers(static_decode_layout(shape), graph_hidden_rows_.data(), graph_mtp_inputs());
-    const size_t lm_head_span = begin_span("lm_head", 0);
-    cublas_rows_gemm(*lm_head_gemm_, normed_.buffer.data(), shape.batch, weights_.lm_head.data(), graph_logits_.data());
-    end_span(lm_head_span);
-    ++stats_.eager_forwards;
-  }
-  ForwardResult result = collect_results(graph_logits_.data(), actual, logit_rows, sample_rows, sampling);
-  last_forward_rows_ = actual;
-  if (trace_) flush_spans(forward_start_us);
-  return result;
+  return finish_padded_decode(
+      shape, shape.mtp_exec,
+      [&] { run_mtp_layers(static_decode_layout(shape), graph_hidden_rows_.data(), graph_mtp_inputs()); }, actual,
+      logit_rows, sample_rows, sampling);
 }
 
 }  // namespace fathom::model::cuda

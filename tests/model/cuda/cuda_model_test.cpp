@@ -348,23 +348,6 @@ TEST_P(CudaGoldenFixture, DeterministicInferenceIsBatchInvariant) {
   EXPECT_GE(model.stats().graph_forwards, 4);
 }
 
-// DeepSeek-V3's real per-layer dimensions (hidden 7168, 128 heads, q_lora 1536, kv_lora 512, expert width 2048,
-// dense width 18432), with fewer experts, layers and vocabulary so the CPU reference stays quick.
-constexpr const char* kV3DimsConfig = R"({
-  "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
-  "vocab_size": 4096, "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
-  "num_hidden_layers": 2, "num_nextn_predict_layers": 0, "num_attention_heads": 128, "num_key_value_heads": 128,
-  "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
-  "n_routed_experts": 16, "n_shared_experts": 1, "num_experts_per_tok": 8, "n_group": 8, "topk_group": 4,
-  "first_k_dense_replace": 1, "moe_layer_freq": 1, "norm_topk_prob": true, "routed_scaling_factor": 2.5,
-  "scoring_func": "sigmoid", "topk_method": "noaux_tc", "rms_norm_eps": 1e-6, "rope_theta": 10000,
-  "max_position_embeddings": 163840, "bos_token_id": 0, "eos_token_id": 1, "tie_word_embeddings": false,
-  "rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096, "beta_fast": 32,
-                   "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0},
-  "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
-                          "weight_block_size": [128, 128]}
-})";
-
 // Both variants avoid near-tied routing (the dummy router is random, so the CPU's fp32 and the GPU's bf16
 // activations would pick different experts for some tokens and the comparison would measure that, not the
 // kernels): all dense layers, or MoE layers that select all of their experts.
@@ -372,15 +355,7 @@ class CudaV3Dims : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaV3Dims, MatchesTheCpuW8A8Forward) {
   REQUIRE_GPU();
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "fathom-cuda-v3-dims";
-  std::filesystem::create_directories(dir);
-  { std::FILE* file = std::fopen((dir / "config.json").c_str(), "w"); std::fputs(kV3DimsConfig, file); std::fclose(file); }
-  LoadOptions load;
-  load.model_dir = dir.string();
-  load.override_config = GetParam();
-  load.format = LoadFormat::kDummy;
-  load.load_mtp = false;
-  LoadedModel loaded = load_model(load);
+  LoadedModel loaded = load_v3_dims("fathom-cuda-v3-dims", GetParam(), /*load_mtp=*/false);
   const int64_t vocab = loaded.config.vocab_size;
   cuda::CudaDeepseekV3Model gpu(loaded.config, loaded.weights, small_options(256));
   DeepseekV3Model cpu(loaded.config, loaded.weights);
@@ -425,15 +400,8 @@ TEST_P(CudaV3Dims, MatchesTheCpuW8A8Forward) {
 // splits summed by the next add+RMSNorm).
 TEST(CudaV3DimsDeterministic, RowsPastAndBelow64MatchBitForBit) {
   REQUIRE_GPU();
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "fathom-cuda-v3-dims-deterministic";
-  std::filesystem::create_directories(dir);
-  { std::FILE* file = std::fopen((dir / "config.json").c_str(), "w"); std::fputs(kV3DimsConfig, file); std::fclose(file); }
-  LoadOptions load;
-  load.model_dir = dir.string();
-  load.override_config = R"({"n_routed_experts": 8, "n_group": 1, "topk_group": 1})";
-  load.format = LoadFormat::kDummy;
-  load.load_mtp = false;
-  LoadedModel loaded = load_model(load);
+  LoadedModel loaded = load_v3_dims("fathom-cuda-v3-dims-deterministic",
+                                     R"({"n_routed_experts": 8, "n_group": 1, "topk_group": 1})", /*load_mtp=*/false);
   cuda::CudaModelOptions options = small_options(512);
   options.deterministic = true;
   cuda::CudaDeepseekV3Model gpu(loaded.config, loaded.weights, options);

@@ -1,9 +1,11 @@
 #pragma once
-// Shared by the GPU model tests (cuda_model_test, cuda_mtp_test): the golden fixtures, tolerances, options.
+// Shared by the GPU model tests (cuda_model_test, cuda_mtp_test): the golden fixtures, tolerances, options, the
+// V3-dimension config.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <numeric>
@@ -14,6 +16,7 @@
 
 #include "model/cuda/cuda_model.h"
 #include "model/safetensors.h"
+#include "golden_logits.h"
 #include "model/weight_loader.h"
 
 namespace fathom::model::cuda_test {
@@ -40,44 +43,9 @@ inline std::vector<std::string> fixture_dirs() {
   return dirs;
 }
 
-struct GoldenSequence {
-  std::vector<int32_t> ids;
-  std::vector<float> logits;      // [T, V]
-  std::vector<float> mtp_logits;  // [T-1, V]; empty when the fixture has no MTP module
-};
-
-inline std::vector<GoldenSequence> read_golden(const std::string& dir) {
-  auto file = SafetensorsFile::open(dir + "/golden.safetensors");
-  std::vector<GoldenSequence> sequences;
-  for (int i = 0; file->contains("seq" + std::to_string(i) + ".ids"); ++i) {
-    const std::string prefix = "seq" + std::to_string(i) + ".";
-    GoldenSequence s;
-    const Tensor ids = file->tensor(prefix + "ids");
-    for (int64_t t = 0; t < ids.numel(); ++t) s.ids.push_back(static_cast<int32_t>(ids.data<int64_t>()[t]));
-    const Tensor logits = file->tensor(prefix + "logits");
-    s.logits.assign(logits.data<float>(), logits.data<float>() + logits.numel());
-    if (file->contains(prefix + "mtp_logits")) {
-      const Tensor mtp = file->tensor(prefix + "mtp_logits");
-      s.mtp_logits.assign(mtp.data<float>(), mtp.data<float>() + mtp.numel());
-    }
-    sequences.push_back(std::move(s));
-  }
-  return sequences;
-}
-
-inline double relative_l2(const float* a, const float* b, size_t count) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < count; ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / den);
-}
-inline double relative_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  return relative_l2(a.data(), b.data(), std::min(a.size(), b.size()));
-}
+using fathom::testing::GoldenSequence;
+using fathom::testing::read_golden;
+using fathom::testing::relative_l2;
 
 inline std::vector<int32_t> iota_slots(int64_t count, int32_t first = 0) {
   std::vector<int32_t> slots(static_cast<size_t>(count));
@@ -105,6 +73,42 @@ constexpr double kV3DimsTolerance = 0.15;   // vs the CPU w8a8 forward (fp32 act
 inline LoadedModel load_fixture(const std::string& dir, bool load_mtp = false) {
   LoadOptions load;
   load.model_dir = dir;
+  load.load_mtp = load_mtp;
+  return load_model(load);
+}
+
+// DeepSeek-V3's real per-layer dimensions (hidden 7168, 128 heads, q_lora 1536, kv_lora 512, expert width 2048,
+// dense width 18432), with fewer experts, layers and vocabulary so the CPU reference stays quick.
+constexpr const char* kV3DimsConfig = R"({
+  "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
+  "vocab_size": 4096, "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
+  "num_hidden_layers": 2, "num_nextn_predict_layers": 0, "num_attention_heads": 128, "num_key_value_heads": 128,
+  "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+  "n_routed_experts": 16, "n_shared_experts": 1, "num_experts_per_tok": 8, "n_group": 8, "topk_group": 4,
+  "first_k_dense_replace": 1, "moe_layer_freq": 1, "norm_topk_prob": true, "routed_scaling_factor": 2.5,
+  "scoring_func": "sigmoid", "topk_method": "noaux_tc", "rms_norm_eps": 1e-6, "rope_theta": 10000,
+  "max_position_embeddings": 163840, "bos_token_id": 0, "eos_token_id": 1, "tie_word_embeddings": false,
+  "rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096, "beta_fast": 32,
+                   "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0},
+  "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                          "weight_block_size": [128, 128]}
+})";
+
+// A dummy-weight model of kV3DimsConfig with `override_config` merged over it (config written to a temp directory
+// named `dir_name`).
+inline LoadedModel load_v3_dims(const std::string& dir_name, const std::string& override_config, bool load_mtp) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / dir_name;
+  std::filesystem::create_directories(dir);
+  std::FILE* file = std::fopen((dir / "config.json").c_str(), "w");
+  EXPECT_NE(file, nullptr) << dir;
+  if (file) {
+    std::fputs(kV3DimsConfig, file);
+    std::fclose(file);
+  }
+  LoadOptions load;
+  load.model_dir = dir.string();
+  load.override_config = override_config;
+  load.format = LoadFormat::kDummy;
   load.load_mtp = load_mtp;
   return load_model(load);
 }

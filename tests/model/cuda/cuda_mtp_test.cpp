@@ -302,31 +302,11 @@ TEST(CudaMtp, ModelWithoutTheModuleSaysSo) {
 // 150 tokens (cuBLASLt rows and small-M rows), then one decode step, then a chained step.
 TEST(CudaMtp, V3DimsMatchTheCpuModule) {
   REQUIRE_GPU();
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "fathom-cuda-mtp-v3-dims";
-  std::filesystem::create_directories(dir);
-  {
-    std::FILE* file = std::fopen((dir / "config.json").c_str(), "w");
-    std::fputs(R"({
-  "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
-  "vocab_size": 4096, "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
-  "num_hidden_layers": 1, "num_nextn_predict_layers": 1, "num_attention_heads": 128, "num_key_value_heads": 128,
-  "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
-  "n_routed_experts": 8, "n_shared_experts": 1, "num_experts_per_tok": 8, "n_group": 1, "topk_group": 1,
-  "first_k_dense_replace": 1, "moe_layer_freq": 1, "norm_topk_prob": true, "routed_scaling_factor": 2.5,
-  "scoring_func": "sigmoid", "topk_method": "noaux_tc", "rms_norm_eps": 1e-6, "rope_theta": 10000,
-  "max_position_embeddings": 163840, "bos_token_id": 0, "eos_token_id": 1, "tie_word_embeddings": false,
-  "rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096, "beta_fast": 32,
-                   "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0},
-  "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
-                          "weight_block_size": [128, 128]}
-})", file);
-    std::fclose(file);
-  }
-  LoadOptions load;
-  load.model_dir = dir.string();
-  load.format = LoadFormat::kDummy;
-  load.load_mtp = true;
-  LoadedModel loaded = load_model(load);
+  // One dense main layer; the MTP layer is MoE (first_k_dense_replace 1).
+  LoadedModel loaded = load_v3_dims(
+      "fathom-cuda-mtp-v3-dims",
+      R"({"num_hidden_layers": 1, "num_nextn_predict_layers": 1, "n_routed_experts": 8, "n_group": 1, "topk_group": 1})",
+      /*load_mtp=*/true);
   ASSERT_TRUE(loaded.weights.mtp.has_value());
   cuda::CudaDeepseekV3Model gpu(loaded.config, loaded.weights, small_options(256));
   DeepseekV3Model cpu(loaded.config, loaded.weights);
