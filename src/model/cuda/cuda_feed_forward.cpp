@@ -104,17 +104,20 @@ void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out)
   gate_up_args.rows = 2 * padded;
   gate_up_args.cols = hidden;
   gate_up_args.max_rows_per_expert = static_cast<int32_t>(n);  // a token picks an expert at most once
-  // Prefill-sized batches share each expert's weight tile among many rows: warpgroup-MMA tiles by default; for
-  // batch-invariant inference the mma.sync tiles, whose bits equal the small-M (decode) kernel's.
-  const bool prefill_sized = n > kc::Fp8Gemm::kSmallMMaxTokens;
+  // Prefill-sized batches share each expert's weight tile among many rows: warpgroup-MMA tiles where the shapes
+  // allow. Batch-invariant inference needs one arithmetic for every row count: the warpgroup-MMA kernel at every
+  // batch size (a token's bits do not depend on its tile's other tokens, the tile size or the MMA width) where it
+  // takes both expert shapes, else the mma.sync family (small-M for decode, tiled for prefill: the same bits).
+  const bool wgmma_every_size = options_.deterministic && kc::fp8_grouped_wgmma_supports(2 * padded, experts) &&
+                                kc::fp8_grouped_wgmma_supports(hidden, experts);
+  const bool tile_kernels = n > kc::Fp8Gemm::kSmallMMaxTokens || wgmma_every_size;
   auto prefill_kernel = [&](int64_t rows) {
-    return options_.deterministic || !kc::fp8_grouped_wgmma_supports(rows, experts)
-               ? kc::Fp8GroupedKernel::kTiled
-               : kc::Fp8GroupedKernel::kWgmma;
+    if (options_.deterministic) return wgmma_every_size ? kc::Fp8GroupedKernel::kWgmma : kc::Fp8GroupedKernel::kTiled;
+    return kc::fp8_grouped_wgmma_supports(rows, experts) ? kc::Fp8GroupedKernel::kWgmma : kc::Fp8GroupedKernel::kTiled;
   };
-  gate_up_args.kernel = prefill_sized ? prefill_kernel(gate_up_args.rows) : kc::Fp8GroupedKernel::kSmallM;
+  gate_up_args.kernel = tile_kernels ? prefill_kernel(gate_up_args.rows) : kc::Fp8GroupedKernel::kSmallM;
   gate_up_args.x_rows = max_rows;
-  if (!prefill_sized) {
+  if (!tile_kernels) {
     // Decode: a grid over the (at most n * top_k) experts with rows, not over all E, reading each row's token from x
     // through the permutation (no gather launches).
     gate_up_args.active_experts = permutation.active_experts;
@@ -145,12 +148,12 @@ void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out)
   down_args.x_row_source = nullptr;
   // The routing ran two launches back (gate/up GEMM and SwiGLU since): the down GEMM streams its experts' weights
   // while SwiGLU finishes.
-  down_args.experts_settled = !prefill_sized;
+  down_args.experts_settled = !tile_kernels;
   down_args.w_values = weights.experts.down.values.data();
   down_args.w_scales = weights.experts.down.scales.data();
   down_args.rows = hidden;
   down_args.cols = padded;
-  if (prefill_sized) down_args.kernel = prefill_kernel(hidden);
+  if (tile_kernels) down_args.kernel = prefill_kernel(hidden);
   kc::fp8_grouped_gemm(down_args, expert_out, stream_);
   if (weights.shared) FATHOM_CUDA_CHECK(cudaStreamWaitEvent(stream_, shared_join_, 0));
   if (shared_partials.empty()) {

@@ -26,7 +26,8 @@ struct CudaModelOptions {
   std::vector<int32_t> cuda_graph_batch_sizes;
   bool capture_cuda_graphs = true;    // replay the padded sizes from captured CUDA graphs (--disable-cuda-graph: false)
   // --enable-deterministic-inference: a token's results do not depend on the other rows of the forward (batch
-  // composition, chunking, prefix-cache hits). FP8 GEMMs use only our kernels (one arithmetic for every row count),
+  // composition, chunking, prefix-cache hits). FP8 GEMMs use only our kernels (one arithmetic for every row count:
+  // the mma.sync family for dense weights, the warpgroup-MMA grouped kernel for routed experts of V3's shapes),
   // the cuBLASLt bf16/fp32 GEMMs always see 64 rows, and MLA decode splits every sequence into fixed-size pieces.
   // Costs prefill speed (no cuBLASLt FP8) and long-context decode parallelism.
   bool deterministic = false;

@@ -1,6 +1,6 @@
 // The grouped FP8 GEMM's warpgroup-MMA prefill kernel (Fp8GroupedKernel::kWgmma) against the CPU w8a8 linear
 // expert by expert and against the tiled kernel; rows outside every segment untouched; deterministic; a token's
-// row independent of the other tokens of its tile; graph capture; argument checks.
+// row independent of the other tokens of its tile and of the tile size; graph capture; argument checks.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -102,11 +102,20 @@ TEST_P(GroupedWgmma, MatchesCpuAndTiledKernel) {
     cpu::linear(p.x.data() + p.offsets[e] * s.cols, p.counts[e], p.experts.cpu[e], NumericMode::kW8A8, expected[e].data(),
                 pool);
   }
+  std::vector<__nv_bfloat16> first_tile_size;  // the 64-token tiles' output
   for (int32_t tokens_per_tile : {64, 128, 192}) {
     SCOPED_TRACE("tokens per tile " + std::to_string(tokens_per_tile));
     const Fp8GroupedGemmArgs args = p.args(s, Fp8GroupedKernel::kWgmma, tokens_per_tile);
     const DeviceBuffer<__nv_bfloat16> out = p.run(args, s.rows);
     const std::vector<__nv_bfloat16> raw = out.download();
+    // Batch invariance (deterministic inference runs this kernel at every batch size, whose tile size follows the
+    // batch): every tile size gives the same bits, segments and gaps alike.
+    if (first_tile_size.empty()) {
+      first_tile_size = raw;
+    } else {
+      ASSERT_EQ(std::memcmp(raw.data(), first_tile_size.data(), raw.size() * sizeof(__nv_bfloat16)), 0)
+          << "the output differs from the 64-token tiles' output";
+    }
     const std::vector<float> gpu = fathom::testing::bf16_to_float_vector(raw);
     for (int32_t e = 0; e < s.num_experts; ++e) {
       const int64_t begin = p.offsets[e] * s.rows, end = (p.offsets[e] + p.counts[e]) * s.rows;

@@ -395,9 +395,10 @@ TEST_P(CudaV3Dims, MatchesTheCpuW8A8Forward) {
               GetParam().c_str(), prefill_error, decode_error, static_cast<long long>(agree), prompt.size() + 1);
 }
 
-// Deterministic inference at V3 dimensions (its FP8 weights split K on the small-M path): a token's logits are the
-// same bits in a forward of 150 rows (tiled GEMMs) as in a 50-row chunk behind a cached prefix (small-M GEMMs, some
-// splits summed by the next add+RMSNorm).
+// Deterministic inference at V3 dimensions (its FP8 weights split K on the small-M path; its expert shapes take the
+// warpgroup-MMA grouped kernel at every batch size): a token's logits are the same bits in a forward of 150 rows
+// (tiled GEMMs, 192-token expert tiles) as in a 50-row chunk behind a cached prefix (small-M GEMMs, some splits
+// summed by the next add+RMSNorm, 64-token expert tiles); a decode row alone equals it beside another sequence.
 TEST(CudaV3DimsDeterministic, RowsPastAndBelow64MatchBitForBit) {
   REQUIRE_GPU();
   LoadedModel loaded = load_v3_dims("fathom-cuda-v3-dims-deterministic",
@@ -407,7 +408,7 @@ TEST(CudaV3DimsDeterministic, RowsPastAndBelow64MatchBitForBit) {
   cuda::CudaDeepseekV3Model gpu(loaded.config, loaded.weights, options);
   std::vector<int32_t> prompt;
   for (int32_t i = 0; i < 150; ++i) prompt.push_back((i * 7919 + 13) % 4096);
-  const std::vector<int32_t> one_shot_slots = iota_slots(150, 0), chunked_slots = iota_slots(150, 200);
+  const std::vector<int32_t> one_shot_slots = iota_slots(151, 0), chunked_slots = iota_slots(151, 200);
   ForwardBatch whole;
   whole.add_sequence(prompt, 0, one_shot_slots.data());
   whole.attention_form = AttentionForm::kExpanded;
@@ -418,6 +419,16 @@ TEST(CudaV3DimsDeterministic, RowsPastAndBelow64MatchBitForBit) {
   head.attention_form = tail.attention_form = AttentionForm::kExpanded;
   gpu.forward(head, {});
   EXPECT_EQ(gpu.forward(tail, {49}), one_shot);
+  // Both slot ranges now hold the same prompt's KV bits: decode a token on one alone, then on the other beside a
+  // second sequence.
+  ForwardBatch alone, pair;
+  alone.add_sequence({777}, 150, chunked_slots.data());
+  const std::vector<float> decoded_alone = gpu.forward(alone, {0});
+  pair.add_sequence({777}, 150, one_shot_slots.data());
+  pair.add_sequence({3001}, 100, chunked_slots.data());
+  const std::vector<float> decoded_pair = gpu.forward(pair, {0, 1});
+  EXPECT_EQ(std::vector<float>(decoded_pair.begin(), decoded_pair.begin() + static_cast<int64_t>(decoded_alone.size())),
+            decoded_alone);
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, CudaV3Dims,

@@ -28,11 +28,12 @@ struct Fp8GroupedGemmArgs {
   // Which kernel multiplies the segments:
   //   kSmallM: decode (each expert's weight streamed once per 64 rows; with active_experts, the gemv kernel).
   //   kTiled: prefill on mma.sync 128-row tiles, every element's arithmetic bitwise identical to kSmallM, so the
-  //     choice between the two never changes a bit (batch-invariant inference). max_rows_per_expert sizes its grid
-  //     and must bound every count, else the kernel traps.
+  //     choice between the two never changes a bit (batch-invariant inference where kWgmma does not take the
+  //     shapes). max_rows_per_expert sizes its grid and must bound every count, else the kernel traps.
   //   kWgmma: prefill on warpgroup MMA fed by TMA (sm90/fp8_gemm_grouped_wgmma.cuh): same promotion contract, not
-  //     the same bits as the other two (the tensor core sums a K block in its own order). Needs x_rows, rows a
-  //     multiple of 128, num_experts <= 1024 and 16-byte aligned operands and output.
+  //     the same bits as the other two (the tensor core sums a K block in its own order), but the same bits for a
+  //     row at every batch size and tile size (batch-invariant inference runs it for decode too). Needs x_rows,
+  //     rows a multiple of 128, num_experts <= 1024 and 16-byte aligned operands and output.
   Fp8GroupedKernel kernel = Fp8GroupedKernel::kSmallM;
   int64_t x_rows = 0;                       // kWgmma: rows of x and out (the bound of its tensor map)
   int32_t wgmma_tokens_per_tile = 0;        // kWgmma: 64, 128 or 192; 0 picks from the average rows per expert

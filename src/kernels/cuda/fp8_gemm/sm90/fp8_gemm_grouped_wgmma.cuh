@@ -2,7 +2,8 @@
 // Grouped FP8 block-scaled GEMM for MoE prefill on Hopper's warpgroup MMA, fed by TMA (the swap-AB building blocks
 // and the per-element arithmetic: wgmma_swap_ab.cuh). The same promotion contract as the other FP8 paths, but the
 // tensor core's in-block summation differs from mma.sync's, so the bits are not those of the small-M / tiled
-// kernels: the batch-invariant mode keeps the tiled kernel.
+// kernels. A token's bits depend neither on the other tokens nor on the tile size or the MMA width covering it, so
+// the batch-invariant mode runs this kernel at every batch size, decode included.
 //
 // Tiles: 128 weight rows x up to kTokens tokens of one expert (its rows shared evenly by its tiles:
 // expert_tile_rows); the two consumer warpgroups take 64 rows each (SwapAbSplit::kRows); their MMAs cover only the
