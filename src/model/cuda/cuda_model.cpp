@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "kernels/cuda/embedding/embedding.h"
 #include "kernels/cuda/fp8_gemm/act_quant.h"
+#include "kernels/cuda/fp8_gemm/fp8_grouped_gemm.h"
 #include "kernels/cuda/mla/mla_decode.h"
 #include "kernels/cuda/norm/rms_norm.h"
 #include "kernels/cuda/sampling/sampling.h"
@@ -378,7 +379,15 @@ kc::Fp8GemmWorkspace CudaModelImpl::small_m_workspace(const kc::DeviceFp8Weight&
   return workspace;
 }
 
+bool CudaModelImpl::dense_gemm_on_wgmma(const kc::DeviceFp8Weight& w) const {
+  return options_.deterministic && layer_prefill_form_ && kc::fp8_grouped_wgmma_supports(w.rows, 1);
+}
+
 void CudaModelImpl::gemm(const Quantized& x, const kc::DeviceFp8Weight& w, bf16* out) {
+  if (dense_gemm_on_wgmma(w)) {
+    kc::fp8_dense_wgmma_gemm(x.activations, w, out, stream_);
+    return;
+  }
   const int64_t tokens = x.activations.tokens, head = x.cublas_tokens;
   const kc::Fp8GemmWorkspace workspace = tokens > head ? small_m_workspace(w, true) : kc::Fp8GemmWorkspace{};
   if (head > 0) {
@@ -403,7 +412,7 @@ void CudaModelImpl::gemm(const Quantized& x, const kc::DeviceFp8Weight& w, bf16*
 }
 
 kc::SplitKPartials CudaModelImpl::gemm_deferred(const Quantized& x, const kc::DeviceFp8Weight& w, bf16* out) {
-  if (x.cublas_tokens > 0 || x.activations.tokens > kc::Fp8Gemm::kSmallMMaxTokens) {
+  if (x.cublas_tokens > 0 || x.activations.tokens > kc::Fp8Gemm::kSmallMMaxTokens || dense_gemm_on_wgmma(w)) {
     gemm(x, w, out);
     return {};
   }
@@ -440,6 +449,7 @@ void CudaModelImpl::run_decoder_layer(int64_t layer, const BatchLayout& layout, 
   const int64_t n = layout.num_tokens, hidden = config_.hidden_size;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const DeviceLayer& weights = layer_weights(layer);
+  layer_prefill_form_ = !layout.decode;
   bf16* residual = residual_.ensure(static_cast<size_t>(n * hidden), stream_);
   bf16* normed = normed_.ensure(static_cast<size_t>(n * hidden), stream_);
   bf16* delta = delta_.ensure(static_cast<size_t>(n * hidden), stream_);

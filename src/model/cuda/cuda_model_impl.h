@@ -234,6 +234,11 @@ class CudaModelImpl {
   Quantized quantized_input(int64_t tokens, int64_t cols);
   // out[tokens, w.rows] = x · wᵀ with FP8 block scales (small-M kernel or cuBLASLt by token count).
   void gemm(const Quantized& x, const kc::DeviceFp8Weight& w, bf16* out);
+  // Deterministic inference in a prefill-form layer: weights whose rows are a multiple of 128 run
+  // fp8_dense_wgmma_gemm at every token count (prefill chunks, prefix-cache hits); decode-form layers and other shapes
+  // keep the mma.sync family (small-M / tiled). Either way a row's bits do not depend on the batch within its form
+  // (the two forms already differ in their attention arithmetic).
+  bool dense_gemm_on_wgmma(const kc::DeviceFp8Weight& w) const;
   // Same, except that a decode-sized batch on a split-K weight leaves its fp32 partials for the consumer (returned,
   // out unwritten; valid until the next GEMM of this stream): empty when out was written.
   kc::SplitKPartials gemm_deferred(const Quantized& x, const kc::DeviceFp8Weight& w, bf16* out);
@@ -302,6 +307,7 @@ class CudaModelImpl {
   GrowableBuffer<float> logits_;
   // Rows of normed_ that hold the previous forward's final hidden states (the MTP's input); 0 until one succeeded.
   int64_t last_forward_rows_ = 0;
+  bool layer_prefill_form_ = false;  // the decoder layer running now has expanded attention (run_decoder_layer)
   GrowableBuffer<bf16> mtp_previous_hidden_, mtp_embedded_, mtp_concat_;  // eager MtpInputs: [n, H], [n, H], [n, 2H]
   GrowableBuffer<int32_t> mtp_hidden_rows_;
   kc::DeviceBuffer<uint8_t> fixed_rows_in_;  // [kFixedGemmRows, max k] operand rows of a padded chunk

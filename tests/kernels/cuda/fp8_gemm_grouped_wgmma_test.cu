@@ -1,6 +1,7 @@
 // The grouped FP8 GEMM's warpgroup-MMA prefill kernel (Fp8GroupedKernel::kWgmma) against the CPU w8a8 linear
 // expert by expert and against the tiled kernel; rows outside every segment untouched; deterministic; a token's
-// row independent of the other tokens of its tile and of the tile size; graph capture; argument checks.
+// row independent of the other tokens of its tile and of the tile size; graph capture; argument checks; the dense
+// form (fp8_dense_wgmma_gemm).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -221,6 +222,58 @@ TEST(GroupedWgmmaArgs, RejectsShapesTheKernelCannotTake) {
   Fp8GroupedGemmArgs many = p.args(s, Fp8GroupedKernel::kWgmma, 0);
   many.num_experts = 1025;
   EXPECT_THROW(fp8_grouped_gemm(many, out.data(), nullptr), Error);
+}
+
+// fp8_dense_wgmma_gemm (the kernel with all tokens as one expert): against the CPU w8a8 linear and the grouped call
+// with explicit offsets, and every prefix of the tokens gives its rows the same bits as the whole batch (the
+// batch-invariant prefill's contract: token counts below and past 64, 128 and 192, whose tiles and MMA widths differ).
+TEST(DenseWgmma, MatchesCpuAndRowsDoNotDependOnTheTokenCount) {
+  FATHOM_REQUIRE_GPU();
+  struct DenseShape {
+    int64_t rows, cols, tokens;
+  };
+  for (const DenseShape& d : {DenseShape{256, 384, 1}, DenseShape{384, 1040, 200}, DenseShape{7168, 2048, 300},
+                              DenseShape{24576, 1536, 65}}) {
+    SCOPED_TRACE("rows " + std::to_string(d.rows) + ", cols " + std::to_string(d.cols) + ", tokens " +
+                 std::to_string(d.tokens));
+    const WgmmaShape s{1, d.rows, d.cols, {static_cast<int32_t>(d.tokens)}, 0, 0};
+    std::mt19937 rng(static_cast<uint32_t>(d.rows + d.cols + d.tokens));
+    const Problem p(s, rng);
+    const DeviceFp8Weight w{p.experts.values.data(), p.experts.scales.data(), d.rows, d.cols};
+    auto run_dense = [&](int64_t tokens) {
+      DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(tokens * d.rows));
+      out.fill_bytes(0xff);
+      fp8_dense_wgmma_gemm(DeviceFp8Activations{p.x_values.data(), p.x_scales.data(), tokens, d.cols}, w, out.data(),
+                           nullptr);
+      FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+      return out.download();
+    };
+    const std::vector<__nv_bfloat16> whole = run_dense(d.tokens);
+    std::vector<float> expected(static_cast<size_t>(d.tokens * d.rows));
+    ThreadPool pool;
+    cpu::linear(p.x.data(), d.tokens, p.experts.cpu[0], NumericMode::kW8A8, expected.data(), pool);
+    EXPECT_LT(fathom::testing::relative_l2_error(fathom::testing::bf16_to_float_vector(whole), expected), 8e-3);
+    const std::vector<__nv_bfloat16> grouped = p.run(p.args(s, Fp8GroupedKernel::kWgmma, 0), d.rows).download();
+    ASSERT_EQ(std::memcmp(grouped.data(), whole.data(), whole.size() * sizeof(__nv_bfloat16)), 0)
+        << "the dense call differs from the grouped call with one expert";
+    for (int64_t prefix : {int64_t{1}, int64_t{33}, int64_t{64}, int64_t{65}, int64_t{129}, int64_t{193}}) {
+      if (prefix >= d.tokens) continue;
+      const std::vector<__nv_bfloat16> few = run_dense(prefix);
+      ASSERT_EQ(std::memcmp(few.data(), whole.data(), few.size() * sizeof(__nv_bfloat16)), 0)
+          << "the first " << prefix << " tokens alone differ from the same rows of " << d.tokens;
+    }
+  }
+  const WgmmaShape s{1, 256, 128, {4}, 0, 0};
+  std::mt19937 rng(9);
+  const Problem p(s, rng);
+  DeviceBuffer<__nv_bfloat16> out(4 * 256);
+  const DeviceFp8Activations x{p.x_values.data(), p.x_scales.data(), 4, 128};
+  EXPECT_THROW(fp8_dense_wgmma_gemm(x, DeviceFp8Weight{p.experts.values.data(), p.experts.scales.data(), 200, 128},
+                                    out.data(), nullptr),
+               Error);  // rows not a multiple of 128
+  EXPECT_THROW(fp8_dense_wgmma_gemm(x, DeviceFp8Weight{p.experts.values.data(), p.experts.scales.data(), 256, 112},
+                                    out.data(), nullptr),
+               Error);  // K of the weight and the activations differ
 }
 
 }  // namespace

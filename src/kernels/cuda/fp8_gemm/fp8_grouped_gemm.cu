@@ -37,8 +37,10 @@ void launch_tiled(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bfloat16* o
 
 // A persistent grid of one CTA per SM walks every expert's (token tile, 128-row weight block) tiles; the tile
 // count lives on the device, so CTAs without a tile exit at once.
+// dense_rows: with null offsets and counts, the rows of the one expert (fp8_dense_wgmma_gemm).
 template <int kTokens>
-void launch_wgmma_tokens(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bfloat16* out, cudaStream_t stream) {
+void launch_wgmma_tokens(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bfloat16* out, cudaStream_t stream,
+                         int dense_rows) {
   using Layout = sm90::GroupedWgmmaLayout<kTokens>;
   const CUtensorMap w_map = make_tensor_map_2d_bytes_sw128(
       args.w_values, static_cast<uint64_t>(args.cols), static_cast<uint64_t>(args.num_experts) * args.rows,
@@ -54,11 +56,12 @@ void launch_wgmma_tokens(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bflo
   FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Layout::kSmemBytes));
   kernel<<<num_sms, sm90::kWgmmaThreads, Layout::kSmemBytes, stream>>>(
       w_map, x_map, args.x_scales, args.w_scales, args.expert_offsets, args.expert_counts, args.num_experts,
-      static_cast<int>(args.rows), k_blocks, out);
+      static_cast<int>(args.rows), k_blocks, out, dense_rows);
   FATHOM_CUDA_CHECK_LAUNCH();
 }
 
-void launch_wgmma(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bfloat16* out, cudaStream_t stream) {
+void launch_wgmma(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bfloat16* out, cudaStream_t stream,
+                  int dense_rows = 0) {
   FATHOM_CHECK(fp8_grouped_wgmma_supports(args.rows, args.num_experts) && args.x_rows >= 1 && args.x_rows <= INT32_MAX,
                "fp8_grouped_gemm: the wgmma kernel needs rows % 128 == 0 (got " << args.rows << "), at most "
                    << sm90::kWgmmaMaxExperts << " experts (got " << args.num_experts << ") and x_rows in [1, 2^31) (got "
@@ -68,9 +71,9 @@ void launch_wgmma(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bfloat16* o
   if (tokens_per_tile == 0) tokens_per_tile = wgmma_tokens_per_tile(args.x_rows, args.num_experts);
   FATHOM_CHECK(tokens_per_tile == 64 || tokens_per_tile == 128 || tokens_per_tile == 192,
                "fp8_grouped_gemm: wgmma_tokens_per_tile must be 0, 64, 128 or 192, got " << tokens_per_tile);
-  if (tokens_per_tile == 64) launch_wgmma_tokens<64>(args, k_blocks, out, stream);
-  else if (tokens_per_tile == 128) launch_wgmma_tokens<128>(args, k_blocks, out, stream);
-  else launch_wgmma_tokens<192>(args, k_blocks, out, stream);
+  if (tokens_per_tile == 64) launch_wgmma_tokens<64>(args, k_blocks, out, stream, dense_rows);
+  else if (tokens_per_tile == 128) launch_wgmma_tokens<128>(args, k_blocks, out, stream, dense_rows);
+  else launch_wgmma_tokens<192>(args, k_blocks, out, stream, dense_rows);
 }
 
 // Grid: (weight row blocks of 64, 1, max_active_experts); slot s runs expert active_experts[s].
@@ -142,6 +145,27 @@ void fp8_grouped_gemm(const Fp8GroupedGemmArgs& args, __nv_bfloat16* out, cudaSt
   else if (m <= 32) launch(sm90::fp8_gemm_grouped_small_m_kernel<4, __nv_bfloat16>);
   else launch(sm90::fp8_gemm_grouped_small_m_kernel<8, __nv_bfloat16>);
   FATHOM_CUDA_CHECK_LAUNCH();
+}
+
+void fp8_dense_wgmma_gemm(const DeviceFp8Activations& x, const DeviceFp8Weight& w, __nv_bfloat16* out,
+                          cudaStream_t stream) {
+  FATHOM_CHECK(x.values && x.scales && w.values && w.scales && out, "fp8_dense_wgmma_gemm: null pointer argument");
+  FATHOM_CHECK(x.cols == w.cols && x.cols > 0 && x.cols % 16 == 0,
+               "fp8_dense_wgmma_gemm: activation cols " << x.cols << ", weight cols " << w.cols << " (equal, a multiple of 16)");
+  FATHOM_CHECK(x.tokens >= 0 && x.tokens <= INT32_MAX, "fp8_dense_wgmma_gemm: " << x.tokens << " tokens");
+  if (x.tokens == 0) return;
+  Fp8GroupedGemmArgs args;  // one expert: every token row, offsets and counts implied
+  args.x_values = x.values;
+  args.x_scales = x.scales;
+  args.w_values = w.values;
+  args.w_scales = w.scales;
+  args.num_experts = 1;
+  args.rows = w.rows;
+  args.cols = w.cols;
+  args.max_rows_per_expert = static_cast<int32_t>(x.tokens);
+  args.kernel = Fp8GroupedKernel::kWgmma;
+  args.x_rows = x.tokens;
+  launch_wgmma(args, static_cast<int>(ceil_div(w.cols, kFp8ScaleBlock)), out, stream, static_cast<int>(x.tokens));
 }
 
 }  // namespace fathom::kernels::cuda

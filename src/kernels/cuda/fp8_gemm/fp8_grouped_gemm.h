@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/fp8_gemm/fp8_gemm_heuristics.h"
+#include "kernels/cuda/fp8_gemm/fp8_types.h"
 
 namespace fathom::kernels::cuda {
 
@@ -62,5 +63,11 @@ bool fp8_grouped_wgmma_supports(int64_t rows, int32_t num_experts);
 
 // out: [max_rows, rows] bf16; rows of each expert's segment written, others untouched. No sync, no allocation.
 void fp8_grouped_gemm(const Fp8GroupedGemmArgs& args, __nv_bfloat16* out, cudaStream_t stream);
+
+// Dense out[x.tokens, w.rows] bf16 = x · wᵀ on the kWgmma kernel, all tokens as one expert: a row's bits do not depend
+// on the token count (batch-invariant prefill), unlike cuBLASLt's. Needs fp8_grouped_wgmma_supports(w.rows, 1) and
+// 16-byte aligned operands and output. No sync, no allocation.
+void fp8_dense_wgmma_gemm(const DeviceFp8Activations& x, const DeviceFp8Weight& w, __nv_bfloat16* out,
+                          cudaStream_t stream);
 
 }  // namespace fathom::kernels::cuda

@@ -70,7 +70,11 @@ fp8_gemm_grouped_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,  // [E 
                               const int32_t* __restrict__ expert_offsets, // [E + 1] first permuted row of each expert
                               const int32_t* __restrict__ expert_counts,  // [E] rows of each expert
                               int num_experts, int rows, int k_blocks,
-                              __nv_bfloat16* __restrict__ out) {          // [x_rows, rows]
+                              __nv_bfloat16* __restrict__ out,            // [x_rows, rows]
+                              int dense_rows) {  // offsets and counts null: one expert (E = 1) of dense_rows rows
+  // Rows of expert e and its first row in x / out.
+  auto count_of = [&](int e) { return expert_counts ? expert_counts[e] : dense_rows; };
+  auto offset_of = [&](int e) { return expert_offsets ? expert_offsets[e] : 0; };
   using Layout = GroupedWgmmaLayout<kTokens>;
   namespace hw = hopper;
   extern __shared__ uint8_t wgmma_smem_raw[];
@@ -85,7 +89,7 @@ fp8_gemm_grouped_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,  // [E 
     int running = 0;
     for (int base = 0; base < num_experts; base += 32) {
       const int e = base + lane;
-      const int tiles = e < num_experts ? (max(expert_counts[e], 0) + kTokens - 1) / kTokens * row_blocks : 0;
+      const int tiles = e < num_experts ? (max(count_of(e), 0) + kTokens - 1) / kTokens * row_blocks : 0;
       int inclusive = tiles;
 #pragma unroll
       for (int delta = 1; delta < 32; delta <<= 1) {
@@ -113,10 +117,10 @@ fp8_gemm_grouped_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,  // [E 
     }
     for (int t = blockIdx.x; t < total_tiles; t += gridDim.x) {
       const wgmma_detail::Tile tile = wgmma_detail::locate_tile(t, table, num_experts, row_blocks);
-      const int2 tokens = wgmma_detail::expert_tile_rows<kTokens>(expert_counts[tile.expert], tile.token_tile);
+      const int2 tokens = wgmma_detail::expert_tile_rows<kTokens>(count_of(tile.expert), tile.token_tile);
       const float* w_scale_row = w_scales + (static_cast<int64_t>(tile.expert) * row_blocks + tile.row_block) * k_blocks;
       swap_ab_produce_tile<Layout, kTokens>(pipe, &w_map, &x_map, tile.expert * rows + tile.row_block * kWgmmaTileRows,
-                                            expert_offsets[tile.expert] + tokens.x, tokens.y, x_scales, k_blocks,
+                                            offset_of(tile.expert) + tokens.x, tokens.y, x_scales, k_blocks,
                                             w_scale_row, 0, k_blocks, lane);
     }
     return;
@@ -129,11 +133,11 @@ fp8_gemm_grouped_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,  // [E 
   __nv_bfloat16* staged = reinterpret_cast<__nv_bfloat16*>(smem + Layout::kOutOffset + warpgroup * Layout::kOutGroupBytes);
   for (int t = blockIdx.x; t < total_tiles; t += gridDim.x) {
     const wgmma_detail::Tile tile = wgmma_detail::locate_tile(t, table, num_experts, row_blocks);
-    const int2 tokens = wgmma_detail::expert_tile_rows<kTokens>(expert_counts[tile.expert], tile.token_tile);
+    const int2 tokens = wgmma_detail::expert_tile_rows<kTokens>(count_of(tile.expert), tile.token_tile);
     const int valid_tokens = tokens.y;  // >= 1
     SwapAbAccumulators<Layout> total;
     swap_ab_consume_tile<Layout>(pipe, valid_tokens, group_row, k_blocks, lane, total);
-    swap_ab_store_bf16<Layout>(total, staged, out, expert_offsets[tile.expert] + tokens.x, rows,
+    swap_ab_store_bf16<Layout>(total, staged, out, offset_of(tile.expert) + tokens.x, rows,
                                tile.row_block * kWgmmaTileRows + group_row, valid_tokens, Layout::kRowBlocks * 64,
                                warpgroup, thread);
   }
