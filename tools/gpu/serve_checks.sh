@@ -3,8 +3,9 @@
 #  1. greedy outputs of the trained models/fathom-nano with CUDA graphs on and off, one request at a time, all at
 #     once and streamed (tools/gpu/serve_greedy.py; a trained model, so greedy choices have real margins), and with
 #     --enable-deterministic-inference (re-sent prompts hit the prefix cache);
-#  2. 2000 concurrent streaming requests (fathom bench-serving) against the V3 slice (dummy weights): all must
-#     succeed and the server must stay healthy.
+#  2. 2000 concurrent streaming requests (fathom bench-serving) against the V3 slice (dummy weights), with CUDA graphs,
+#     without, and with --enable-deterministic-inference (SLICE_VARIANTS picks): all must succeed and the server
+#     must stay healthy.
 # Needs .carry/gpu (tools/gpu/stage.sh).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -64,9 +65,10 @@ for mode in ("sequential", "concurrent", "streamed"):
     print(f"graphs on == off ({mode}): {same}/{len(graphs[mode])} prompts")
 PY
 
-for variant in ${SLICE_VARIANTS:-graphs no-graphs}; do
+for variant in ${SLICE_VARIANTS:-graphs no-graphs deterministic}; do
   extra=()
   [ "$variant" = no-graphs ] && extra=(--disable-cuda-graph)
+  [ "$variant" = deterministic ] && extra=(--enable-deterministic-inference)
   echo "== 2000 concurrent streams, V3 slice, $variant"
   if start_server 30003 "$out/serve_slice_$variant.log" --model .carry/gpu/v3-config --load-format dummy \
       --override-config "$slice" --skip-tokenizer-init --max-running-requests 256 --chunked-prefill-size 8192 "${extra[@]}"; then
