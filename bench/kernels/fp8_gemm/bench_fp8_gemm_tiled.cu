@@ -93,6 +93,65 @@ void dense_tiled_vs_cublaslt(Fp8Gemm& gemm) {
   std::printf("(ratio = tiled time / cuBLASLt time; > 1 means the tiled kernel is slower)\n");
 }
 
+// Dense prefill GEMMs as the default model runs them (cuBLASLt on the largest multiple of 128 rows past 64, the
+// small-M path on the rest in 64-row launches, each reading the whole weight) against fp8_dense_wgmma_gemm (one
+// launch over every row, the batch-invariant prefill's kernel), at V3's dense weights whose rows are a multiple of 128.
+void dense_prefill_paths(Fp8Gemm& gemm) {
+  const WeightShape shapes[] = {{"q_b_proj", 24576, 1536},      {"kv_b_proj", 32768, 512},
+                                {"o_proj", 7168, 16384},        {"mlp_gate_up", 36864, 7168},
+                                {"mlp_down", 7168, 18432},      {"shared_gate_up", 4096, 7168},
+                                {"shared_down", 7168, 2048}};
+  std::printf("\n## dense prefill: default path (cuBLASLt + small-M rest) vs fp8_dense_wgmma_gemm, bf16 out; median of %d runs\n",
+              kRuns);
+  std::printf("%-16s %6s %6s %6s %12s %9s %10s %9s %8s\n", "weight", "rows", "cols", "tokens", "default_us", "TFLOP/s",
+              "wgmma_us", "TFLOP/s", "ratio");
+  for (const WeightShape& shape : shapes) {
+    const int64_t k_blocks = ceil_div(shape.cols, 128);
+    DeviceBuffer<uint8_t> weights(static_cast<size_t>(shape.rows * shape.cols));
+    fill_random_fp8<<<1024, 256>>>(weights.data(), weights.size(), 9);
+    DeviceBuffer<float> w_scales(static_cast<size_t>(ceil_div(shape.rows, 128) * k_blocks));
+    fill_scales(w_scales, 1e-3f);
+    const DeviceFp8Weight w{weights.data(), w_scales.data(), shape.rows, shape.cols};
+    DeviceBuffer<float> partials(gemm.small_m_workspace_bytes(shape.rows, shape.cols) / sizeof(float) + 1);
+    Fp8GemmWorkspace workspace;
+    workspace.split_partials = partials.data();
+    workspace.split_partials_bytes = partials.size() * sizeof(float);
+    for (int64_t tokens : {65, 100, 128, 160, 200, 256, 300, 384, 512, 768, 1000, 1024, 2048, 4096}) {
+      DeviceBuffer<uint8_t> x(static_cast<size_t>(tokens * shape.cols));
+      fill_random_fp8<<<1024, 256>>>(x.data(), x.size(), 5);
+      DeviceBuffer<float> x_scales(static_cast<size_t>(tokens * k_blocks));  // constant: both layouts alike
+      fill_scales(x_scales, 1e-2f);
+      DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(tokens * shape.rows));
+      FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+      const int64_t head = tokens / 128 * 128;
+      auto default_path = [&](int) {
+        if (head > 0) {
+          gemm.run(DeviceFp8Activations{x.data(), x_scales.data(), head, shape.cols}, x_scales.data(), w, out.data(),
+                   Fp8GemmWorkspace{}, nullptr, Fp8GemmPath::kCublasLt);
+        }
+        for (int64_t begin = head; begin < tokens; begin += Fp8Gemm::kSmallMMaxTokens) {
+          const int64_t count = std::min(Fp8Gemm::kSmallMMaxTokens, tokens - begin);
+          gemm.run(DeviceFp8Activations{x.data() + begin * shape.cols, x_scales.data() + begin * k_blocks, count,
+                                        shape.cols},
+                   nullptr, w, out.data() + begin * shape.rows, workspace, nullptr, Fp8GemmPath::kSmallM);
+        }
+      };
+      const double flop = 2.0 * tokens * shape.rows * shape.cols;
+      const double default_ms = fathom::bench::median_ms(default_path, kWarmup, kRuns);
+      const double wgmma_ms = fathom::bench::median_ms(
+          [&](int) {
+            fp8_dense_wgmma_gemm(DeviceFp8Activations{x.data(), x_scales.data(), tokens, shape.cols}, w, out.data(),
+                                 nullptr);
+          },
+          kWarmup, kRuns);
+      std::printf("%-16s %6lld %6lld %6lld %12.1f %9.1f %10.1f %9.1f %7.2fx\n", shape.name, (long long)shape.rows,
+                  (long long)shape.cols, (long long)tokens, default_ms * 1e3, flop / (default_ms * 1e-3) / 1e12,
+                  wgmma_ms * 1e3, flop / (wgmma_ms * 1e-3) / 1e12, wgmma_ms / default_ms);
+    }
+  }
+  std::printf("(ratio = wgmma time / default time; < 1 means the one wgmma launch is faster)\n");
+}
+
 // 256 experts, top-8 routing of `tokens` tokens (random, each token's 8 experts distinct).
 std::vector<int32_t> routed_counts(int64_t tokens, int experts, int top_k, std::mt19937& rng) {
   std::vector<int32_t> counts(static_cast<size_t>(experts), 0), ids(static_cast<size_t>(experts));
@@ -299,12 +358,12 @@ void grouped_decode(double copy_gbps) {
 
 int main(int argc, char** argv) {
   // --only decode: just the decode-sized grouped section; --only grouped: the grouped sections (the dense one takes
-  // minutes); --only prefill: the grouped prefill section. --tokens N / --shape NAME / --auto-only narrow the
+  // minutes); --only prefill: the grouped prefill section; --only dense: the dense prefill paths. --tokens N / --shape NAME / --auto-only narrow the
   // grouped prefill section, --auto-tile 64|128|192 sets its auto column's tile (see GroupedPrefillOptions).
   std::string only;
   GroupedPrefillOptions options;
   auto usage = [&](const std::string& why) {
-    std::fprintf(stderr, "%s\nusage: %s [--only decode|grouped|prefill] [--tokens 128|256|...|8192] "
+    std::fprintf(stderr, "%s\nusage: %s [--only decode|grouped|prefill|dense] [--tokens 128|256|...|8192] "
                  "[--shape expert_gate_up|expert_down] [--auto-only] [--auto-tile 64|128|192]\n", why.c_str(), argv[0]);
     return 2;
   };
@@ -313,7 +372,9 @@ int main(int argc, char** argv) {
     const bool has_value = i + 1 < argc;
     if (arg == "--only" && has_value) {
       only = argv[++i];
-      if (only != "decode" && only != "grouped" && only != "prefill") return usage("unknown section " + only);
+      if (only != "decode" && only != "grouped" && only != "prefill" && only != "dense") {
+        return usage("unknown section " + only);
+      }
     } else if (arg == "--tokens" && has_value) {
       const std::string value = argv[++i];
       for (const int64_t tokens : kGroupedPrefillTokens)
@@ -342,6 +403,8 @@ int main(int argc, char** argv) {
   std::printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   Fp8Gemm gemm(prop.multiProcessorCount);
   if (only.empty()) dense_tiled_vs_cublaslt(gemm);
+  if (only.empty() || only == "dense") dense_prefill_paths(gemm);
+  if (only == "dense") return 0;
   const double copy_gbps = fathom::bench::copy_bandwidth_gbps();
   if (!decode_only) grouped_prefill(gemm, copy_gbps, options);
   if (only != "prefill") grouped_decode(copy_gbps);
