@@ -232,7 +232,8 @@ class CudaModelImpl {
   // output (null when not fused) and quantized_input the layer input normed_ as the projections read it.
   const kc::Fp8RowsOut* fused_input_fp8(int64_t tokens, int64_t cols, kc::Fp8RowsOut& storage);
   Quantized quantized_input(int64_t tokens, int64_t cols);
-  // out[tokens, w.rows] = x · wᵀ with FP8 block scales (small-M kernel or cuBLASLt by token count).
+  // out[tokens, w.rows] = x · wᵀ with FP8 block scales (small-M kernel or cuBLASLt by token count; under
+  // deterministic inference the kernels dense_gemm_on_wgmma and cublas_rows say).
   void gemm(const Quantized& x, const kc::DeviceFp8Weight& w, bf16* out);
   // Deterministic inference in a prefill-form layer: weights whose rows are a multiple of 128 run
   // fp8_dense_wgmma_gemm at every token count (prefill chunks, prefix-cache hits); decode-form layers and other shapes

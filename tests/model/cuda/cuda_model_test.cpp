@@ -395,16 +395,18 @@ TEST_P(CudaV3Dims, MatchesTheCpuW8A8Forward) {
               GetParam().c_str(), prefill_error, decode_error, static_cast<long long>(agree), prompt.size() + 1);
 }
 
-// Deterministic inference at V3 dimensions (its FP8 weights split K on the small-M path; its expert shapes take the
-// warpgroup-MMA grouped kernel at every batch size): a token's logits are the same bits in a forward of 150 rows
-// (tiled GEMMs, 192-token expert tiles) as in a 50-row chunk behind a cached prefix (small-M GEMMs, some splits
-// summed by the next add+RMSNorm, 64-token expert tiles); a decode row alone equals it beside another sequence.
+// Deterministic inference at V3 dimensions. Prefill form: a token's logits are the same bits in a forward of 150 rows
+// as in a 50-row chunk behind a cached prefix (dense weights with rows % 128 == 0 on the wgmma kernel at 150 and 50
+// rows, the fused q_a + kv_a on the tiled kernel vs the small-M path, experts on 192- vs 64-token wgmma tiles).
+// Decode form: a decode row alone (small-M GEMMs, some K splits summed by the next add+RMSNorm; 64-token expert tiles,
+// 32-wide MMAs) equals the same row in the middle of 70 (tiled GEMMs; 128-token expert tiles, 96-wide MMAs).
 TEST(CudaV3DimsDeterministic, RowsPastAndBelow64MatchBitForBit) {
   REQUIRE_GPU();
   LoadedModel loaded = load_v3_dims("fathom-cuda-v3-dims-deterministic",
                                      R"({"n_routed_experts": 8, "n_group": 1, "topk_group": 1})", /*load_mtp=*/false);
   cuda::CudaModelOptions options = small_options(512);
   options.deterministic = true;
+  options.max_decode_batch = 70;
   cuda::CudaDeepseekV3Model gpu(loaded.config, loaded.weights, options);
   std::vector<int32_t> prompt;
   for (int32_t i = 0; i < 150; ++i) prompt.push_back((i * 7919 + 13) % 4096);
@@ -419,16 +421,19 @@ TEST(CudaV3DimsDeterministic, RowsPastAndBelow64MatchBitForBit) {
   head.attention_form = tail.attention_form = AttentionForm::kExpanded;
   gpu.forward(head, {});
   EXPECT_EQ(gpu.forward(tail, {49}), one_shot);
-  // Both slot ranges now hold the same prompt's KV bits: decode a token on one alone, then on the other beside a
-  // second sequence.
-  ForwardBatch alone, pair;
+  // Both slot ranges now hold the same prompt's KV bits: decode a token on one alone, then on the other as row 35 of
+  // 70 decode rows (the others: one-token sequences with empty caches, in slots 360..428).
+  ForwardBatch alone, crowd;
   alone.add_sequence({777}, 150, chunked_slots.data());
   const std::vector<float> decoded_alone = gpu.forward(alone, {0});
-  pair.add_sequence({777}, 150, one_shot_slots.data());
-  pair.add_sequence({3001}, 100, chunked_slots.data());
-  const std::vector<float> decoded_pair = gpu.forward(pair, {0, 1});
-  EXPECT_EQ(std::vector<float>(decoded_pair.begin(), decoded_pair.begin() + static_cast<int64_t>(decoded_alone.size())),
-            decoded_alone);
+  const std::vector<int32_t> crowd_slots = iota_slots(69, 360);
+  for (int32_t s = 0; s < 70; ++s) {
+    if (s == 35) crowd.add_sequence({777}, 150, one_shot_slots.data());
+    else crowd.add_sequence({(s * 131 + 7) % 4096}, 0, crowd_slots.data() + (s < 35 ? s : s - 1));
+  }
+  ASSERT_TRUE(crowd.is_pure_decode());
+  const std::vector<float> decoded_crowd = gpu.forward(crowd, {35});
+  EXPECT_EQ(decoded_crowd, decoded_alone);
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, CudaV3Dims,

@@ -152,7 +152,7 @@ void fp8_dense_wgmma_gemm(const DeviceFp8Activations& x, const DeviceFp8Weight& 
   FATHOM_CHECK(x.values && x.scales && w.values && w.scales && out, "fp8_dense_wgmma_gemm: null pointer argument");
   FATHOM_CHECK(x.cols == w.cols && x.cols > 0 && x.cols % 16 == 0,
                "fp8_dense_wgmma_gemm: activation cols " << x.cols << ", weight cols " << w.cols << " (equal, a multiple of 16)");
-  FATHOM_CHECK(x.tokens >= 0 && x.tokens <= INT32_MAX, "fp8_dense_wgmma_gemm: " << x.tokens << " tokens");
+  FATHOM_CHECK(x.tokens >= 0 && x.tokens <= INT32_MAX / 2, "fp8_dense_wgmma_gemm: " << x.tokens << " tokens");
   if (x.tokens == 0) return;
   Fp8GroupedGemmArgs args;  // one expert: every token row, offsets and counts implied
   args.x_values = x.values;

@@ -6,7 +6,7 @@
 //
 // Per output element (token t, weight row r), over the K blocks [kb_begin, kb_end) of a tile: acc = 0; per block kb
 // in order: block = Σ over the block of w[r][k] · x[t][k] (four chained k32 wgmmas, tensor-core accumulation);
-// acc += block * (w_scale[r / 128][kb] * x_scale[t][kb]). DeepSeek's per-128 promotion.
+// acc = fma(block, w_scale[r / 128][kb] * x_scale[t][kb], acc). DeepSeek's per-128 promotion.
 //
 // Roles: warpgroups 0..1 consume (wgmma + promotion + epilogue); warpgroup 2's first warp produces: per K block it
 // stores the tile's token and weight scales in a stage and issues two TMA boxes (weight tile, token tile).
@@ -213,11 +213,11 @@ __device__ __forceinline__ void swap_ab_consume_blocks(SwapAbPipeline& pipe, boo
         const float2 x_scale = *reinterpret_cast<const float2*>(x_scale_tile + 8 * j + 2 * (lane % 4));
         const float scale0 = w_scale * x_scale.x, scale1 = w_scale * x_scale.y;
 #pragma unroll
-        for (int h = 0; h < kRowBlocks; ++h) {
-          total[h][4 * j + 0] += block[h][4 * j + 0] * scale0;
-          total[h][4 * j + 1] += block[h][4 * j + 1] * scale1;
-          total[h][4 * j + 2] += block[h][4 * j + 2] * scale0;
-          total[h][4 * j + 3] += block[h][4 * j + 3] * scale1;
+        for (int h = 0; h < kRowBlocks; ++h) {  // one explicit fma each: the same rounding in every instantiation
+          total[h][4 * j + 0] = __fmaf_rn(block[h][4 * j + 0], scale0, total[h][4 * j + 0]);
+          total[h][4 * j + 1] = __fmaf_rn(block[h][4 * j + 1], scale1, total[h][4 * j + 1]);
+          total[h][4 * j + 2] = __fmaf_rn(block[h][4 * j + 2], scale0, total[h][4 * j + 2]);
+          total[h][4 * j + 3] = __fmaf_rn(block[h][4 * j + 3], scale1, total[h][4 * j + 3]);
         }
       }
     }
