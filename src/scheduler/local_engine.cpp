@@ -117,6 +117,7 @@ LocalEngine::LocalEngine(const EngineConfig& config) {
   scheduler_config.max_running_requests = config.max_running_requests;
   scheduler_config.schedule_policy = config.schedule_policy;
   scheduler_config.disable_radix_cache = config.disable_radix_cache;
+  scheduler_config.deterministic = config.deterministic;
   scheduler_config.max_position_embeddings = model_config.max_position_embeddings;
   scheduler_config.vocab_size = model_config.vocab_size;
   for (int64_t id : model_config.eos_token_ids) scheduler_config.eos_token_ids.push_back(static_cast<int32_t>(id));

@@ -21,7 +21,8 @@ struct EngineConfig {
   double mem_fraction_static = 0.88;    // CUDA: GPU memory share for weights + KV cache when max_total_tokens is 0
   std::vector<int32_t> cuda_graph_batch_sizes;  // CUDA: padded decode batch sizes (graphs); empty = unpadded eager
   bool capture_cuda_graphs = true;              // CUDA: false = padded sizes run eagerly (--disable-cuda-graph)
-  bool deterministic = false;                   // CUDA: batch-invariant kernels (--enable-deterministic-inference)
+  bool deterministic = false;                   // --enable-deterministic-inference: batch-invariant kernels (CUDA),
+                                                // prompt positions only in the prefix cache (KvSharingPolicy)
   std::string tokenizer_dir;            // empty: no text (text deltas stay empty; stop strings never match)
 
   int64_t max_total_tokens = 8192;      // KV pool size in tokens; 0 (CUDA only): sized from mem_fraction_static

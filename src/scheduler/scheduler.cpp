@@ -22,6 +22,7 @@ Scheduler::Scheduler(const SchedulerConfig& config, const tokenizer::Tokenizer* 
       tokenizer_(tokenizer),
       eos_token_ids_(config.eos_token_ids),
       kv_(kv_cache::KvManagerConfig{config.max_total_tokens, config.page_size, config.disable_radix_cache}),
+      sharing_(config.deterministic ? KvSharingPolicy::Shared::kPromptPositions : KvSharingPolicy::Shared::kAllPositions),
       new_token_ratio_(config.init_new_token_ratio) {
   FATHOM_CHECK(config.max_running_requests >= 1, "scheduler: max_running_requests must be >= 1, got " << config.max_running_requests);
   FATHOM_CHECK(config.vocab_size > 0, "scheduler: vocab_size must be positive, got " << config.vocab_size);
@@ -140,8 +141,8 @@ void Scheduler::remove_running(const RequestPtr& request) {
 }
 
 void Scheduler::retract(const RequestPtr& request) {
-  const int64_t cacheable = request->cacheable_len();
-  kv_.release(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(cacheable)), request->kv, true);
+  const int64_t publishable = sharing_.publishable_len(*request);
+  kv_.release(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(publishable)), request->kv, true);
   request->kv_len = 0;
   request->phase = RequestPhase::kWaiting;
   remove_running(request);
@@ -202,7 +203,8 @@ std::vector<Scheduler::RequestPtr> Scheduler::admission_order() const {
   if (config_.schedule_policy == SchedulePolicy::kLpm && kv_.radix_enabled()) {
     std::vector<std::pair<int64_t, RequestPtr>> keyed;
     for (const RequestPtr& request : order) {
-      keyed.emplace_back(kv_.peek_prefix_length(std::span<const int32_t>(request->tokens.data(), request->tokens.size() - 1)), request);
+      const auto matchable = static_cast<size_t>(sharing_.matchable_len(*request));
+      keyed.emplace_back(kv_.peek_prefix_length(std::span<const int32_t>(request->tokens.data(), matchable)), request);
     }
     std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     for (size_t i = 0; i < keyed.size(); ++i) order[i] = keyed[i].second;
@@ -216,10 +218,11 @@ void Scheduler::admit_waiting(ScheduledStep& step, int64_t* prefill_budget) {
   for (const RequestPtr& request : admission_order()) {
     if (static_cast<int64_t>(running_.size()) >= config_.max_running_requests || *prefill_budget <= 0) break;
     const int64_t total = static_cast<int64_t>(request->tokens.size());
-    // Match at most total - 1 tokens: the last one must run to produce logits.
+    // Match at most total - 1 tokens (the last one must run to produce logits), within what the policy shares.
+    const int64_t matchable = sharing_.matchable_len(*request);
     const int64_t cached =
-        kv_.acquire_prefix(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(total - 1)), request->kv);
-    const int64_t chunk = std::min(total - cached, *prefill_budget);
+        kv_.acquire_prefix(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(matchable)), request->kv);
+    const int64_t chunk = std::min({total - cached, *prefill_budget, sharing_.max_chunk(*request, cached)});
     // Reservations protect running requests; with none running the first admission only needs its own KV (so a
     // request that fits the pool is always admitted eventually).
     const int64_t own_reserve = running_.empty() ? 0 : reserved_decode_slots(*request);
@@ -259,7 +262,8 @@ std::optional<ScheduledStep> Scheduler::prepare_step() {
       if (prefill_budget <= 0) continue;
       // Shrink the chunk to the KV at hand rather than retract others for it; retract only to move at all.
       const int64_t coverable = request->kv.reserved_positions() + kv_.available_slots() / kv_.page_size() * kv_.page_size();
-      const int64_t chunk = std::max<int64_t>(1, std::min({request->uncomputed(), prefill_budget, coverable - request->kv_len}));
+      const int64_t chunk = std::max<int64_t>(1, std::min({request->uncomputed(), prefill_budget, coverable - request->kv_len,
+                                                           sharing_.max_chunk(*request, request->kv_len)}));
       if (!ensure_kv(request, request->kv_len + chunk, &retracted)) break;
       prefill_budget -= chunk;
       add_to_step(step, request, chunk, /*samples=*/chunk == request->uncomputed());
@@ -277,8 +281,8 @@ void Scheduler::finalize(const RequestPtr& request, bool was_running) {
   if (!was_running) {
     waiting_.erase(request->id);  // retracted while its last token was in flight
   } else {
-    const int64_t cacheable = request->cacheable_len();
-    kv_.release(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(cacheable)), request->kv, true);
+    const int64_t publishable = sharing_.publishable_len(*request);
+    kv_.release(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(publishable)), request->kv, true);
     remove_running(request);
   }
   by_request_id_.erase(request->request_id());
@@ -298,8 +302,9 @@ void Scheduler::complete_step(ScheduledStep& step, const executor::StepOutput& o
       const bool was_running = request->phase == RequestPhase::kRunning;
       if (request->accept_token(*output.tokens[i], eos_token_ids_)) finalize(request, was_running);
     } else if (request->phase == RequestPhase::kRunning && request->admissions == entry.admission) {
-      // A prefill chunk is in the cache now: share it with later requests.
-      const int64_t length = std::min<int64_t>(entry.kv_end, static_cast<int64_t>(request->tokens.size()));
+      // A prefill chunk is in the cache now: share it with later requests (what the policy publishes of it).
+      const int64_t length = std::min({entry.kv_end, static_cast<int64_t>(request->tokens.size()),
+                                       sharing_.position_limit(*request)});
       kv_.commit(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(length)), request->kv);
     }
   }

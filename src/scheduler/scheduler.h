@@ -18,6 +18,7 @@
 
 #include "executor/step_batch.h"
 #include "kv_cache/kv_manager.h"
+#include "scheduler/kv_sharing_policy.h"
 #include "scheduler/engine.h"
 #include "scheduler/scheduled_step.h"
 #include "scheduler/scheduler_config.h"
@@ -83,6 +84,7 @@ class Scheduler {
   const tokenizer::Tokenizer* tokenizer_;
   std::vector<int32_t> eos_token_ids_;
   kv_cache::KvManager kv_;
+  KvSharingPolicy sharing_;
   std::map<uint64_t, RequestPtr> waiting_;                     // by arrival id
   std::vector<RequestPtr> running_;                            // admission order
   std::unordered_map<std::string, RequestPtr> by_request_id_;  // every waiting or running request

@@ -17,6 +17,8 @@ struct SchedulerConfig {
   int64_t max_running_requests = 64;    // requests holding KV (prefilling or decoding) at once
   SchedulePolicy schedule_policy = SchedulePolicy::kFcfs;
   bool disable_radix_cache = false;
+  // --enable-deterministic-inference: the prefix cache shares prompt positions only (KvSharingPolicy).
+  bool deterministic = false;
 
   // Model facts.
   int64_t max_position_embeddings = 0;  // longest sequence the model supports; 0 = unbounded

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -25,6 +26,7 @@ class Collector {
       EXPECT_FALSE(finished_.count(id)) << "event after the final one for " << id;
       auto& log = logs_[id];
       log.tokens.insert(log.tokens.end(), event.new_token_ids.begin(), event.new_token_ids.end());
+      for (const TokenLogprob& logprob : event.logprobs) log.logprobs.push_back(logprob.logprob);
       log.text += event.text_delta;
       if (event.finished) {
         log.final_event = event;
@@ -44,6 +46,7 @@ class Collector {
   }
   struct Log {
     std::vector<int32_t> tokens;
+    std::vector<float> logprobs;  // one per token when requested
     std::string text;
     GenerationEvent final_event;
   };
@@ -172,6 +175,44 @@ TEST_F(EngineTest, GreedyOutputMatchesGreedyGenerateInEveryVariant) {
       }
     }
   }
+}
+
+// --enable-deterministic-inference, multi-turn: the second turn's prompt holds the first turn's prompt and answer.
+// Its logprobs must be the same bits whether the first turn's KV is in the prefix cache or not: the answer's KV was
+// computed in decode form, the second turn's own computation of those positions is in prefill form, so the cache
+// shares only prompt positions.
+TEST_F(EngineTest, DeterministicMultiTurnDoesNotDependOnThePrefixCache) {
+  EngineConfig config = base_config();
+  config.deterministic = true;
+  SamplingParams params = greedy();
+  params.logprobs = true;
+  std::vector<int32_t> first_prompt;
+  for (int i = 0; i < 12; ++i) first_prompt.push_back((i * 41 + 5) % 300);
+  Collector warm;
+  std::unique_ptr<Engine> engine = make_local_engine(config);
+  engine->submit(make_request("first", first_prompt, 6, params), warm.callback("first"));
+  ASSERT_TRUE(warm.wait_finished(1));
+  std::vector<int32_t> second_prompt = first_prompt;
+  const std::vector<int32_t> answer = warm.log("first").tokens;
+  ASSERT_EQ(answer.size(), 6u);
+  second_prompt.insert(second_prompt.end(), answer.begin(), answer.end());
+  second_prompt.insert(second_prompt.end(), {17, 23, 29});
+  engine->submit(make_request("second", second_prompt, 4, params), warm.callback("second"));
+  ASSERT_TRUE(warm.wait_finished(2));
+  expect_idle(*engine);
+  engine.reset();
+
+  Collector cold;
+  std::unique_ptr<Engine> fresh = make_local_engine(config);
+  fresh->submit(make_request("second", second_prompt, 4, params), cold.callback("second"));
+  ASSERT_TRUE(cold.wait_finished(1));
+  const Collector::Log with_cache = warm.log("second"), without = cold.log("second");
+  EXPECT_EQ(with_cache.tokens, without.tokens);
+  ASSERT_EQ(with_cache.logprobs.size(), 4u);
+  EXPECT_EQ(std::memcmp(with_cache.logprobs.data(), without.logprobs.data(), 4 * sizeof(float)), 0)
+      << "first logprob with the first turn cached " << with_cache.logprobs[0] << ", without " << without.logprobs[0];
+  EXPECT_EQ(with_cache.final_event.cached_prompt_tokens, static_cast<int64_t>(first_prompt.size()))
+      << "only the first turn's prompt is shared";
 }
 
 TEST_F(EngineTest, AbortFreesAllKv) {

@@ -134,6 +134,68 @@ TEST(SchedulerTable, KvExhaustionRetractsAndLaterCompletes) {
   EXPECT_EQ(harness.log("b").events.size(), 8u);
 }
 
+// Deterministic inference (KvSharingPolicy::kPromptPositions): a finished request publishes its prompt positions
+// only; a later prompt holding its prompt and answer matches the prompt part and computes the answer's positions
+// itself; that prompt's own positions (answer tokens included, computed as prompt) are shared afterwards.
+TEST(SchedulerTable, DeterministicSharesPromptPositionsOnly) {
+  scheduler::SchedulerConfig config = table_config();
+  config.deterministic = true;
+  SchedulerHarness harness(config);
+  harness.submit("a", {20, 21, 22, 23}, 3);
+  expect_steps(harness, {
+      {{{"a", 4, 0, true}}, {"a"}, {}, 4, {}},
+      {{{"a", 1, 4, true}}, {"a"}, {}, 5, {}},
+      {{{"a", 1, 5, true}}, {}, {}, 0, {"a"}},
+  });
+  EXPECT_EQ(harness.scheduler().snapshot().kv_evictable, 4);  // the default shares 6 (SingleRequest)
+  std::vector<int32_t> second = {20, 21, 22, 23};
+  const std::vector<int32_t> answer = harness.log("a").tokens();
+  second.insert(second.end(), answer.begin(), answer.end());
+  second.push_back(99);
+  harness.submit("b", second, 2);
+  expect_steps(harness, {
+      {{{"b", 4, 4, true}}, {"b"}, {}, 8, {"a"}},
+      {{{"b", 1, 8, true}}, {}, {}, 0, {"a", "b"}},
+  });
+  EXPECT_EQ(harness.log("b").last().cached_prompt_tokens, 4);
+  EXPECT_EQ(harness.log("b").tokens(), reference_greedy(harness.model(), second, 2));
+  harness.submit("c", second, 1);
+  expect_steps(harness, {{{{"c", 1, 7, true}}, {}, {}, 0, {"a", "b", "c"}}});
+  EXPECT_EQ(harness.log("c").tokens(), reference_greedy(harness.model(), second, 1));
+}
+
+// Deterministic inference: a retracted request publishes its prompt positions only and, readmitted, recomputes its
+// generated positions one token per step (decode form, as they first ran), sampling only past the last known token.
+TEST(SchedulerTable, DeterministicRetractionRecomputesGeneratedTokensOnePerStep) {
+  scheduler::SchedulerConfig config = table_config(16);
+  config.deterministic = true;
+  SchedulerHarness harness(config);
+  harness.submit("a", {30, 31, 32, 33}, 8);
+  harness.submit("b", {40, 41, 42, 43}, 8);
+  expect_steps(harness, {
+      {{{"a", 4, 0, true}, {"b", 4, 0, true}}, {"a", "b"}, {}, 8, {}},
+      {{{"a", 1, 4, true}, {"b", 1, 4, true}}, {"a", "b"}, {}, 10, {}},
+      {{{"a", 1, 5, true}, {"b", 1, 5, true}}, {"a", "b"}, {}, 12, {}},
+      {{{"a", 1, 6, true}, {"b", 1, 6, true}}, {"a", "b"}, {}, 14, {}},
+      {{{"a", 1, 7, true}, {"b", 1, 7, true}}, {"a", "b"}, {}, 16, {}},
+      {{{"a", 1, 8, true}}, {"a"}, {"b"}, 9, {}},                           // b retracted: its prompt stays cached
+      {{{"a", 1, 9, true}, {"b", 1, 4, false}}, {"a", "b"}, {}, 15, {}},    // readmitted on its cached prompt
+      {{{"a", 1, 10, true}}, {}, {"b"}, 0, {"a"}},                          // retracted again for a's last token
+      {{{"b", 1, 4, false}}, {"b"}, {}, 5, {"a"}},                          // generated positions 4..7, one a step
+      {{{"b", 1, 5, false}}, {"b"}, {}, 6, {"a"}},
+      {{{"b", 1, 6, false}}, {"b"}, {}, 7, {"a"}},
+      {{{"b", 1, 7, false}}, {"b"}, {}, 8, {"a"}},
+      {{{"b", 1, 8, true}}, {"b"}, {}, 9, {"a"}},                           // the last known token samples
+      {{{"b", 1, 9, true}}, {"b"}, {}, 10, {"a"}},
+      {{{"b", 1, 10, true}}, {}, {}, 0, {"a", "b"}},
+  });
+  EXPECT_EQ(harness.scheduler().snapshot().num_retractions, 2);
+  EXPECT_EQ(harness.scheduler().snapshot().kv_evictable, 8);  // both prompts, no generated positions
+  EXPECT_EQ(harness.log("a").tokens(), reference_greedy(harness.model(), {30, 31, 32, 33}, 8));
+  EXPECT_EQ(harness.log("b").tokens(), reference_greedy(harness.model(), {40, 41, 42, 43}, 8));
+  EXPECT_EQ(harness.log("b").events.size(), 8u);
+}
+
 TEST(SchedulerTable, ChunkShrinksToFreeKvThenRetractionKeepsCachedChunks) {
   scheduler::SchedulerConfig config = table_config(16);
   config.chunked_prefill_size = 4;
