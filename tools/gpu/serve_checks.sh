@@ -2,7 +2,8 @@
 # On the GPU machine, `fathom serve --device cuda`:
 #  1. greedy outputs of the trained models/fathom-nano with CUDA graphs on and off, one request at a time, all at
 #     once and streamed (tools/gpu/serve_greedy.py; a trained model, so greedy choices have real margins), and with
-#     --enable-deterministic-inference (re-sent prompts hit the prefix cache);
+#     --enable-deterministic-inference (re-sent prompts hit the prefix cache; second turns equal with the first turn
+#     cached or not, logprobs bit for bit);
 #  2. 2000 concurrent streaming requests (fathom bench-serving) against the V3 slice (dummy weights), with CUDA graphs,
 #     without, and with --enable-deterministic-inference (SLICE_VARIANTS picks): all must succeed and the server
 #     must stay healthy.
@@ -50,9 +51,10 @@ if start_server 30002 "$out/serve_nano_eager.log" "${nano[@]}" --disable-cuda-gr
 else
   status=1
 fi
-# Deterministic inference: a prompt sent again (served from the prefix cache) or with others must give the same tokens.
+# Deterministic inference: a prompt sent again (served from the prefix cache) or with others must give the same tokens,
+# and a second turn the same logprobs whether the first turn is cached or not.
 if start_server 30004 "$out/serve_nano_deterministic.log" "${nano[@]}" --enable-deterministic-inference; then
-  python3 tools/gpu/serve_greedy.py 30004 4096 "$out/greedy_deterministic.json" || status=1
+  python3 tools/gpu/serve_greedy.py 30004 4096 "$out/greedy_deterministic.json" --expect-deterministic || status=1
   stop_server
 else
   status=1
