@@ -235,7 +235,7 @@ class CudaModelImpl {
   // out[tokens, w.rows] = x · wᵀ with FP8 block scales (small-M kernel or cuBLASLt by token count; under
   // deterministic inference the kernels dense_gemm_on_wgmma and cublas_rows say).
   void gemm(const Quantized& x, const kc::DeviceFp8Weight& w, bf16* out);
-  // Deterministic inference in a prefill-form layer: weights whose rows are a multiple of 128 run
+  // Deterministic inference in a prefill-form layer: weights whose rows are a multiple of 8 run
   // fp8_dense_wgmma_gemm at every token count (prefill chunks, prefix-cache hits); decode-form layers and other shapes
   // keep the mma.sync family (small-M / tiled). Either way a row's bits do not depend on the batch within its form
   // (the two forms already differ in their attention arithmetic).

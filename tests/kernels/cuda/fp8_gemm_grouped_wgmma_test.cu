@@ -165,6 +165,8 @@ INSTANTIATE_TEST_SUITE_P(
                       WgmmaShape{3, 256, 96, {70, 0, 9}, 5, 0},                    // K below one block, gaps
                       WgmmaShape{8, 384, 1040, {130, 5, 0, 64, 65, 1, 128, 129}, 3, 0},  // partial last K block
                       WgmmaShape{8, 256, 384, {95, 96, 97, 191, 192, 193, 0, 385}, 2, 0},  // 192-token tile edges
+                      WgmmaShape{3, 200, 256, {70, 0, 9}, 2, 0},   // a partial last row block (the next expert's rows)
+                      WgmmaShape{2, 72, 384, {5, 130}, 0, 0},      // fewer rows than one block
                       WgmmaShape{4, 4096, 7168, {200, 0, 1, 64}, 0, 0},             // V3 expert gate_up
                       WgmmaShape{4, 7168, 2048, {129, 3, 0, 256}, 2, 0},            // V3 expert down
                       WgmmaShape{5, 256, 256, {0, 0, 0, 0, 0}, 4, 0},               // no rows at all
@@ -212,7 +214,7 @@ TEST(GroupedWgmmaArgs, RejectsShapesTheKernelCannotTake) {
   const Problem p(s, rng);
   DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(p.x_rows * s.rows));
   Fp8GroupedGemmArgs odd_rows = p.args(s, Fp8GroupedKernel::kWgmma, 0);
-  odd_rows.rows = 200;  // not a multiple of the 128-row scale block
+  odd_rows.rows = 100;  // not a multiple of 8 (16-byte output segments)
   EXPECT_THROW(fp8_grouped_gemm(odd_rows, out.data(), nullptr), Error);
   Fp8GroupedGemmArgs no_bound = p.args(s, Fp8GroupedKernel::kWgmma, 0);
   no_bound.x_rows = 0;
@@ -233,7 +235,7 @@ TEST(DenseWgmma, MatchesCpuAndRowsDoNotDependOnTheTokenCount) {
     int64_t rows, cols, tokens;
   };
   for (const DenseShape& d : {DenseShape{256, 384, 1}, DenseShape{384, 1040, 200}, DenseShape{7168, 2048, 300},
-                              DenseShape{24576, 1536, 65}}) {
+                              DenseShape{24576, 1536, 65}, DenseShape{2112, 7168, 150}, DenseShape{576, 512, 70}}) {
     SCOPED_TRACE("rows " + std::to_string(d.rows) + ", cols " + std::to_string(d.cols) + ", tokens " +
                  std::to_string(d.tokens));
     const WgmmaShape s{1, d.rows, d.cols, {static_cast<int32_t>(d.tokens)}, 0, 0};
@@ -268,9 +270,9 @@ TEST(DenseWgmma, MatchesCpuAndRowsDoNotDependOnTheTokenCount) {
   const Problem p(s, rng);
   DeviceBuffer<__nv_bfloat16> out(4 * 256);
   const DeviceFp8Activations x{p.x_values.data(), p.x_scales.data(), 4, 128};
-  EXPECT_THROW(fp8_dense_wgmma_gemm(x, DeviceFp8Weight{p.experts.values.data(), p.experts.scales.data(), 200, 128},
+  EXPECT_THROW(fp8_dense_wgmma_gemm(x, DeviceFp8Weight{p.experts.values.data(), p.experts.scales.data(), 100, 128},
                                     out.data(), nullptr),
-               Error);  // rows not a multiple of 128
+               Error);  // rows not a multiple of 8
   EXPECT_THROW(fp8_dense_wgmma_gemm(x, DeviceFp8Weight{p.experts.values.data(), p.experts.scales.data(), 256, 112},
                                     out.data(), nullptr),
                Error);  // K of the weight and the activations differ

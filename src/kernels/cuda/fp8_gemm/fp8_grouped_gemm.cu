@@ -63,7 +63,7 @@ void launch_wgmma_tokens(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bflo
 void launch_wgmma(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bfloat16* out, cudaStream_t stream,
                   int dense_rows = 0) {
   FATHOM_CHECK(fp8_grouped_wgmma_supports(args.rows, args.num_experts) && args.x_rows >= 1 && args.x_rows <= INT32_MAX,
-               "fp8_grouped_gemm: the wgmma kernel needs rows % 128 == 0 (got " << args.rows << "), at most "
+               "fp8_grouped_gemm: the wgmma kernel needs rows % 8 == 0 (got " << args.rows << "), at most "
                    << sm90::kWgmmaMaxExperts << " experts (got " << args.num_experts << ") and x_rows in [1, 2^31) (got "
                    << args.x_rows << ")");
   FATHOM_CHECK(reinterpret_cast<uintptr_t>(out) % 16 == 0, "fp8_grouped_gemm: the wgmma kernel needs a 16-byte aligned output");
@@ -100,7 +100,7 @@ void launch_gemv(const Fp8GroupedGemmArgs& args, int k_blocks, __nv_bfloat16* ou
 }  // namespace
 
 bool fp8_grouped_wgmma_supports(int64_t rows, int32_t num_experts) {
-  return rows > 0 && rows % sm90::kWgmmaTileRows == 0 && num_experts >= 1 && num_experts <= sm90::kWgmmaMaxExperts &&
+  return rows > 0 && rows % 8 == 0 && num_experts >= 1 && num_experts <= sm90::kWgmmaMaxExperts &&
          num_experts * rows <= INT32_MAX;
 }
 

@@ -34,7 +34,7 @@ struct Fp8GroupedGemmArgs {
   //   kWgmma: prefill on warpgroup MMA fed by TMA (sm90/fp8_gemm_grouped_wgmma.cuh): same promotion contract, not
   //     the same bits as the other two (the tensor core sums a K block in its own order), but the same bits for a
   //     row at every batch size and tile size (batch-invariant inference runs it for decode too). Needs x_rows,
-  //     rows a multiple of 128, num_experts <= 1024 and 16-byte aligned operands and output.
+  //     rows a multiple of 8, num_experts <= 1024 and 16-byte aligned operands and output.
   Fp8GroupedKernel kernel = Fp8GroupedKernel::kSmallM;
   int64_t x_rows = 0;                       // kWgmma: rows of x and out (the bound of its tensor map)
   int32_t wgmma_tokens_per_tile = 0;        // kWgmma: 64, 128 or 192; 0 picks from the average rows per expert
@@ -58,7 +58,7 @@ struct Fp8GroupedGemmArgs {
   bool experts_settled = false;
 };
 
-// Whether Fp8GroupedKernel::kWgmma takes this weight shape (rows a multiple of 128, at most 1024 experts).
+// Whether Fp8GroupedKernel::kWgmma takes this weight shape (rows a multiple of 8, at most 1024 experts).
 bool fp8_grouped_wgmma_supports(int64_t rows, int32_t num_experts);
 
 // out: [max_rows, rows] bf16; rows of each expert's segment written, others untouched. No sync, no allocation.

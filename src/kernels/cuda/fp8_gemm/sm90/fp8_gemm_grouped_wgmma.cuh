@@ -60,13 +60,15 @@ __device__ __forceinline__ int2 expert_tile_rows(int count, int token_tile) {
 // out[first_e + t, r] for every expert e with rows: see the header comment. Launch: a persistent 1-D grid (at most
 // one CTA per SM), kWgmmaThreads threads, GroupedWgmmaLayout<kTokens>::kSmemBytes of dynamic shared
 // memory.
-// Requires rows % 128 == 0, cols % 16 == 0, num_experts <= kWgmmaMaxExperts, counts >= 0.
+// Requires rows % 8 == 0, cols % 16 == 0, num_experts <= kWgmmaMaxExperts, counts >= 0. A last row block of fewer
+// than 128 rows multiplies whatever the weight box holds past them (the next expert's rows, or the tensor map's zero
+// fill past the last) into accumulator rows that are never stored: a row's arithmetic is its own.
 template <int kTokens>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
 fp8_gemm_grouped_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,  // [E * rows][cols] e4m3, box [128][128 B]
                               const __grid_constant__ CUtensorMap x_map,  // [x_rows][cols] e4m3, box [kTokens][128 B]
                               const float* __restrict__ x_scales,         // [x_rows, k_blocks] token-major
-                              const float* __restrict__ w_scales,         // [E, rows / 128, k_blocks]
+                              const float* __restrict__ w_scales,         // [E, ceil(rows / 128), k_blocks]
                               const int32_t* __restrict__ expert_offsets, // [E + 1] first permuted row of each expert
                               const int32_t* __restrict__ expert_counts,  // [E] rows of each expert
                               int num_experts, int rows, int k_blocks,
@@ -82,7 +84,7 @@ fp8_gemm_grouped_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,  // [E 
   SwapAbPipeline pipe{smem, reinterpret_cast<uint64_t*>(smem + Layout::kBarrierOffset),
                       reinterpret_cast<uint64_t*>(smem + Layout::kBarrierOffset) + Layout::kMaxStages};
   int32_t* table = reinterpret_cast<int32_t*>(smem + Layout::kTableOffset);  // [E + 1] tiles before expert e
-  const int row_blocks = rows / kWgmmaTileRows;
+  const int row_blocks = (rows + kWgmmaTileRows - 1) / kWgmmaTileRows;
   const int lane = threadIdx.x % 32;
 
   if (threadIdx.x < 32) {  // tile table: an exclusive scan of ceil(count / kTokens) * row_blocks over experts
@@ -138,7 +140,8 @@ fp8_gemm_grouped_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,  // [E 
     SwapAbAccumulators<Layout> total;
     swap_ab_consume_tile<Layout>(pipe, valid_tokens, group_row, k_blocks, lane, total);
     swap_ab_store_bf16<Layout>(total, staged, out, offset_of(tile.expert) + tokens.x, rows,
-                               tile.row_block * kWgmmaTileRows + group_row, valid_tokens, Layout::kRowBlocks * 64,
+                               tile.row_block * kWgmmaTileRows + group_row, valid_tokens,
+                               max(0, min(Layout::kRowBlocks * 64, rows - tile.row_block * kWgmmaTileRows - group_row)),
                                warpgroup, thread);
   }
 }
