@@ -69,10 +69,15 @@ void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out)
   // Routing: fp32 router logits [n, E] -> expert ids / weights [n, k].
   float* router_logits = router_logits_.ensure(static_cast<size_t>(n * experts), stream_);
   // Up to 32 rows our fp32 kernel beats cuBLASLt (H200, warm: 3.8 vs 6.7 us at 1 row, 14.8 vs 16.9 at 32); at 64 it
-  // was slower (27 vs 18 us). Deterministic inference keeps cuBLASLt's fixed 64-row calls for every row count.
-  constexpr int64_t kRouterKernelMaxTokens = 32;
-  if (!options_.deterministic && n <= kRouterKernelMaxTokens) {
-    kc::moe_router_logits_fp32(normed_f32_.buffer.data(), n, hidden, weights.router.data(), experts, router_logits, stream_);
+  // was slower (27 vs 18 us). Deterministic inference needs one arithmetic per form for every row count: decode-form
+  // layers run our kernel in calls of at most 64 rows (a logit's bits depend on its own row only), prefill-form layers
+  // cuBLASLt's fixed 64-row calls.
+  constexpr int64_t kRouterKernelMaxTokens = 32, kRouterKernelCallTokens = 64;
+  if (options_.deterministic ? !layer_prefill_form_ : n <= kRouterKernelMaxTokens) {
+    for (int64_t begin = 0; begin < n; begin += kRouterKernelCallTokens) {
+      kc::moe_router_logits_fp32(normed_f32_.buffer.data() + begin * hidden, std::min(kRouterKernelCallTokens, n - begin),
+                                 hidden, weights.router.data(), experts, router_logits + begin * experts, stream_);
+    }
   } else {
     cublas_rows_gemm(*router_gemm_, normed_f32_.buffer.data(), n, weights.router.data(), router_logits);
   }

@@ -29,7 +29,8 @@ struct CudaModelOptions {
   // composition, chunking, prefix-cache hits). FP8 GEMMs use only our kernels (one arithmetic for every row count:
   // the mma.sync family for dense weights in decode form and for rows not a multiple of 8, the warpgroup-MMA
   // kernels for the other dense weights in prefill form and for routed experts of V3's shapes),
-  // the cuBLASLt bf16/fp32 GEMMs always see 64 rows, and MLA decode splits every sequence into fixed-size pieces.
+  // the cuBLASLt bf16/fp32 GEMMs always see 64 rows (decode-form routers run our fp32 kernel, row-invariant by
+  // construction), and MLA decode splits every sequence into fixed-size pieces.
   // Costs prefill speed (no cuBLASLt FP8) and long-context decode parallelism.
   bool deterministic = false;
 };
