@@ -54,17 +54,29 @@ void fill_scales(DeviceBuffer<float>& buffer, float value) {
 
 constexpr int kWarmup = 3, kRuns = 20;
 
+// A dense weight of `shape`: random e4m3 values, constant block scales.
+struct RandomDenseWeight {
+  WeightShape shape;
+  DeviceBuffer<uint8_t> values;
+  DeviceBuffer<float> scales;
+  explicit RandomDenseWeight(const WeightShape& weight_shape)
+      : shape(weight_shape),
+        values(static_cast<size_t>(weight_shape.rows * weight_shape.cols)),
+        scales(static_cast<size_t>(ceil_div(weight_shape.rows, 128) * ceil_div(weight_shape.cols, 128))) {
+    fill_random_fp8<<<1024, 256>>>(values.data(), values.size(), 9);
+    fill_scales(scales, 1e-3f);
+  }
+  DeviceFp8Weight view() const { return {values.data(), scales.data(), shape.rows, shape.cols}; }
+};
+
 void dense_tiled_vs_cublaslt(Fp8Gemm& gemm) {
   std::printf("\n## dense: tiled (kTiled) vs cuBLASLt block-scaled FP8, bf16 out; median of %d runs\n", kRuns);
   std::printf("%-16s %6s %6s %6s %10s %9s %10s %9s %8s\n", "weight", "rows", "cols", "tokens", "tiled_us", "TFLOP/s",
               "cublas_us", "TFLOP/s", "ratio");
   for (const WeightShape& shape : kShapes) {
     const int64_t k_blocks = ceil_div(shape.cols, 128);
-    DeviceBuffer<uint8_t> weights(static_cast<size_t>(shape.rows * shape.cols));
-    fill_random_fp8<<<1024, 256>>>(weights.data(), weights.size(), 9);
-    DeviceBuffer<float> w_scales(static_cast<size_t>(ceil_div(shape.rows, 128) * k_blocks));
-    fill_scales(w_scales, 1e-3f);
-    const DeviceFp8Weight w{weights.data(), w_scales.data(), shape.rows, shape.cols};
+    const RandomDenseWeight weight(shape);
+    const DeviceFp8Weight w = weight.view();
     for (int64_t tokens : {128, 512, 1024, 4096, 8192}) {
       DeviceBuffer<uint8_t> x(static_cast<size_t>(tokens * shape.cols));
       fill_random_fp8<<<1024, 256>>>(x.data(), x.size(), 5);
@@ -107,11 +119,8 @@ void dense_prefill_paths(Fp8Gemm& gemm) {
               "wgmma_us", "TFLOP/s", "ratio");
   for (const WeightShape& shape : shapes) {
     const int64_t k_blocks = ceil_div(shape.cols, 128);
-    DeviceBuffer<uint8_t> weights(static_cast<size_t>(shape.rows * shape.cols));
-    fill_random_fp8<<<1024, 256>>>(weights.data(), weights.size(), 9);
-    DeviceBuffer<float> w_scales(static_cast<size_t>(ceil_div(shape.rows, 128) * k_blocks));
-    fill_scales(w_scales, 1e-3f);
-    const DeviceFp8Weight w{weights.data(), w_scales.data(), shape.rows, shape.cols};
+    const RandomDenseWeight weight(shape);
+    const DeviceFp8Weight w = weight.view();
     DeviceBuffer<float> partials(gemm.small_m_workspace_bytes(shape.rows, shape.cols) / sizeof(float) + 1);
     Fp8GemmWorkspace workspace;
     workspace.split_partials = partials.data();
