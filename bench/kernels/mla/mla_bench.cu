@@ -1,6 +1,6 @@
 // MLA kernel benchmark at DeepSeek-V3 dims (128 heads, kv_lora 512, rope 64, nope 128, v 128):
 //   copy   : device-to-device copy bandwidth (bytes read + written), the memory ceiling of this run
-//   decode : batch {1,16,64,128} x context {1k,4k,16k}, bandwidth on KV + q + out bytes vs the copy
+//   decode : batch {1,16,64,128} x context {1k,2k,4k,8k,16k}, bandwidth on KV + q + out bytes vs the copy
 //   absorb : W_UK / W_UV products (bf16 and fp8 weights), bandwidth on weight + activation bytes; then the
 //            decode kernel (the default <= 64 tokens) vs the tiled reference kernels at tokens {1,8,32,64,128}
 //   absorb_chain: the same products as a decode step runs them (graph us per launch in captured chains of 20,
@@ -8,8 +8,10 @@
 //   prefill: causal sequences of 256-8192 tokens, with and without a cached prefix, TFLOP/s
 // Every timed run is preceded by an L2 flush (a 256 MiB memset); times are medians of CUDA-event timings.
 // Usage: mla_bench [--reps N] [--only copy|decode|plans|absorb|absorb_chain|prefill] [--batch B] [--context C] [--same-pages]
-//                  [--heads H] [--page-size P]  (decode: query heads per GPU, 1-128, 16 = V3 under TP8; tokens
-//                  per cache page, default 64, a divisor of 16384; the server's default is 1)
+//                  [--heads H] [--page-size P] [--decode-kernel plan|seesaw|warpspec]  (decode: query heads per GPU,
+//                  1-128, 16 = V3 under TP8; tokens per cache page, default 64, a divisor of 16384, the server's
+//                  default is 1; the kernel of the time_us column, default the plan's, for A/B runs that alternate
+//                  which kernel is timed first)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -132,7 +134,7 @@ kc::MlaDecodeArgs decode_args(const DeviceBuffer<__nv_bfloat16>& q_latent, const
 // the kernel's compute and synchronization time from its memory traffic.
 // heads: query heads per GPU (128 for V3 without tensor parallelism, 16 under TP8).
 void bench_decode(Timer& timer, int reps, double copy_gbps, int num_sms, int only_batch, int only_ctx,
-                  bool same_pages, int heads, int page_size) {
+                  bool same_pages, int heads, int page_size, const std::string& decode_kernel) {
   const int max_batch = 128, max_ctx = 16384;
   const int pages_per_seq = max_ctx / page_size;
   const int64_t num_pages = static_cast<int64_t>(max_batch) * pages_per_seq;
@@ -154,28 +156,37 @@ void bench_decode(Timer& timer, int reps, double copy_gbps, int num_sms, int onl
   DeviceBuffer<uint8_t> workspace(std::max<size_t>(workspace_bytes, 16));
   std::printf("\ndecode (absorbed, bf16, page %d, %d heads, kv_lora %d, rope %d)%s; floor = bytes / copy bandwidth\n",
               page_size, heads, kLora, kRope, same_pages ? ", every sequence on the same pages (L2-resident KV)" : "");
-  std::printf("%6s %7s %6s %6s %10s %10s %9s %8s %9s %11s %11s\n", "batch", "context", "group", "splits", "time_us",
-              "floor_us", "GB/s", "%copy", "TFLOP/s", "shared_us", "mmasync_us");
+  std::printf("%6s %7s %6s %6s %10s %10s %9s %8s %9s %10s %11s %11s %11s\n", "batch", "context", "group", "splits",
+              "time_us", "floor_us", "GB/s", "%copy", "TFLOP/s", "seesaw_us", "warpspec_us", "shared_us", "mmasync_us");
   for (int batch : {1, 16, 64, 128})
-    for (int ctx : {1024, 4096, 16384}) {
+    for (int ctx : {1024, 2048, 4096, 8192, 16384}) {
       if ((only_batch && batch != only_batch) || (only_ctx && ctx != only_ctx)) continue;
       std::vector<int32_t> lens(static_cast<size_t>(max_batch), ctx);
       seq_lens.upload(lens);
-      const kc::MlaDecodePlan plan = kc::mla_decode_plan(num_sms, batch, heads, ctx);
+      kc::MlaDecodePlan plan = kc::mla_decode_plan(num_sms, batch, heads, ctx);
+      if (decode_kernel == "seesaw") plan.seesaw = plan.warp_specialized = true;
+      if (decode_kernel == "warpspec") plan.seesaw = false, plan.warp_specialized = true;
       const kc::MlaDecodeArgs args = decode_args(q_latent, q_pe, pool, static_cast<int32_t>(num_pages), page_size,
                                                  page_table, seq_lens, batch, pages_per_seq, out, heads);
       const double ms = timer.median_ms(reps, [&] { kc::mla_decode(args, plan, workspace.data(), workspace.bytes(), nullptr); });
-      kc::MlaDecodePlan shared = plan, mma_only = plan;  // the other kernel paths, for comparison
-      shared.warp_specialized = false;                   // both warpgroups in every phase (64-head groups)
+      kc::MlaDecodePlan seesaw = plan, warp_specialized = plan, shared = plan, mma_only = plan;  // the other paths
+      seesaw.seesaw = seesaw.warp_specialized = true;  // the seesaw kernel on pages of a multiple of 64 tokens
+      warp_specialized.seesaw = false;
+      shared.warp_specialized = false;  // both warpgroups in every phase (64-head groups)
       mma_only.score_wgmma = mma_only.value_wgmma = false;
+      const double ms_seesaw =
+          timer.median_ms(reps, [&] { kc::mla_decode(args, seesaw, workspace.data(), workspace.bytes(), nullptr); });
+      const double ms_warp_specialized = timer.median_ms(
+          reps, [&] { kc::mla_decode(args, warp_specialized, workspace.data(), workspace.bytes(), nullptr); });
       const double ms_shared = timer.median_ms(reps, [&] { kc::mla_decode(args, shared, workspace.data(), workspace.bytes(), nullptr); });
       const double ms_mma = timer.median_ms(reps, [&] { kc::mla_decode(args, mma_only, workspace.data(), workspace.bytes(), nullptr); });
       const double bytes = static_cast<double>(batch) * ctx * kRow * 2 + static_cast<double>(batch) * heads * (kRow + kLora) * 2;
       const double flops = 2.0 * batch * heads * static_cast<double>(ctx) * (kRow + kLora);
       const double gbps = bytes / (ms * 1e-3) / 1e9;
-      std::printf("%6d %7d %6d %6d %10.1f %10.1f %9.1f %7.1f%% %9.1f %11.1f %11.1f\n", batch, ctx, plan.head_group,
-                  plan.num_splits, ms * 1e3, bytes / (copy_gbps * 1e9) * 1e6, gbps, 100.0 * gbps / copy_gbps,
-                  flops / (ms * 1e-3) / 1e12, ms_shared * 1e3, ms_mma * 1e3);
+      std::printf("%6d %7d %6d %6d %10.1f %10.1f %9.1f %7.1f%% %9.1f %10.1f %11.1f %11.1f %11.1f\n", batch, ctx,
+                  plan.head_group, plan.num_splits, ms * 1e3, bytes / (copy_gbps * 1e9) * 1e6, gbps,
+                  100.0 * gbps / copy_gbps, flops / (ms * 1e-3) / 1e12, ms_seesaw * 1e3, ms_warp_specialized * 1e3,
+                  ms_shared * 1e3, ms_mma * 1e3);
     }
 }
 
@@ -457,7 +468,7 @@ void bench_prefill(Timer& timer, int reps) {
 int main(int argc, char** argv) {
   int reps = 30, only_batch = 0, only_ctx = 0, heads = kHeads, page_size = 64;
   bool same_pages = false;
-  std::string only;
+  std::string only, decode_kernel = "plan";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
@@ -466,6 +477,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--same-pages")) same_pages = true;
     else if (!std::strcmp(argv[i], "--heads") && i + 1 < argc) heads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--page-size") && i + 1 < argc) page_size = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--decode-kernel") && i + 1 < argc) decode_kernel = argv[++i];
     else {
       std::fprintf(stderr, "mla_bench: unknown or incomplete argument '%s'\n", argv[i]);
       return 2;
@@ -473,6 +485,10 @@ int main(int argc, char** argv) {
   }
   if (heads < 1 || heads > kHeads) {
     std::fprintf(stderr, "mla_bench: --heads %d (1-%d)\n", heads, kHeads);
+    return 2;
+  }
+  if (decode_kernel != "plan" && decode_kernel != "seesaw" && decode_kernel != "warpspec") {
+    std::fprintf(stderr, "mla_bench: --decode-kernel %s (plan, seesaw or warpspec)\n", decode_kernel.c_str());
     return 2;
   }
   if (page_size < 1 || 16384 % page_size != 0) {
@@ -490,7 +506,7 @@ int main(int argc, char** argv) {
     Timer timer;
     const double copy_gbps = bench_copy(timer, reps);
     if (only.empty() || only == "decode")
-      bench_decode(timer, reps, copy_gbps, num_sms, only_batch, only_ctx, same_pages, heads, page_size);
+      bench_decode(timer, reps, copy_gbps, num_sms, only_batch, only_ctx, same_pages, heads, page_size, decode_kernel);
     if (only.empty() || only == "plans") bench_decode_plans(timer, reps, num_sms);
     if (only.empty() || only == "absorb") {
       bench_absorb(timer, reps, copy_gbps);

@@ -134,19 +134,22 @@ TEST_P(MlaDecodeSweep, MatchesCpuReferenceWithHeuristicAndForcedSplits) {
     worst_variant = std::max(worst_variant, split_error);
     worst_split_change = std::max(worst_split_change, split_change);
   }
-  // Every head group size (and the warp-specialized, wgmma and mma.sync paths of the 64-head group) gives the same
-  // function, with the heuristic split count and with splits of 1, 2 and 3 tiles (the 64-head kernels).
-  static const char* const kPathNames[] = {"warp-specialized", "wgmma S+PV", "wgmma S", "mma.sync"};
+  // Every head group size (and the seesaw, warp-specialized, wgmma and mma.sync paths of the 64-head group) gives the
+  // same function, with the heuristic split count and with splits of 1, 2 and 3 tiles (the 64-head kernels). The
+  // seesaw path runs on pages of a multiple of 64 tokens (elsewhere it is the warp-specialized kernel again).
+  static const char* const kPathNames[] = {"seesaw", "warp-specialized", "wgmma S+PV", "wgmma S", "mma.sync"};
   for (int32_t head_group : {16, 32, 64})
-    for (int path = 0; path < 4; ++path) {  // 0: warp-specialized (V3 dims), 1: wgmma S + PV, 2: wgmma S, 3: mma.sync
+    for (int path = 0; path < 5; ++path) {  // 0: seesaw, 1: warp-specialized (V3 dims), 2: wgmma S + PV, 3: wgmma S,
+                                            // 4: mma.sync
       if (path > 0 && head_group != 64) continue;
       for (int32_t tiles_per_split : {0, 1, 2, 3}) {
         if (tiles_per_split > 0 && head_group != 64) continue;
         MlaDecodePlan forced = plan;
         forced.head_group = head_group;
-        forced.warp_specialized = path == 0;
-        forced.score_wgmma = path < 3;
-        forced.value_wgmma = path < 2;
+        forced.seesaw = path == 0;
+        forced.warp_specialized = path <= 1;
+        forced.score_wgmma = path < 4;
+        forced.value_wgmma = path < 3;
         if (tiles_per_split > 0) {
           forced.tiles_per_split = tiles_per_split;
           const int32_t split_tokens = kernels::cuda::kMlaDecodeTileTokens * tiles_per_split;
@@ -190,6 +193,8 @@ INSTANTIATE_TEST_SUITE_P(
         DecodeCase{"v3_tp8_16heads_page16", 16, 512, 64, 16, {1000, 17, 640}},
         DecodeCase{"v3_32heads_page64", 32, 512, 64, 64, {513, 2}},
         DecodeCase{"v3_long16k_b1_page64", 128, 512, 64, 64, {16384}},
+        DecodeCase{"v3_b4_odd_tiles_page128", 128, 512, 64, 128, {1, 200, 4097, 640}},
+        DecodeCase{"v3_b2_long_page64", 128, 512, 64, 64, {16377, 191}},
         DecodeCase{"v3_long16k_b2_page16", 128, 512, 64, 16, {16384, 9001}},
         DecodeCase{"v3_b4_page3", 128, 512, 64, 3, {1, 64, 190, 1000}},  // page size not a power of two
         // odd small dims (scalar load path, padded tiles)
@@ -199,14 +204,23 @@ INSTANTIATE_TEST_SUITE_P(
         DecodeCase{"odd_h33_lora200_rope24_page64", 33, 200, 24, 64, {1000}}),
     [](const ::testing::TestParamInfo<DecodeCase>& info) { return info.param.name; });
 
+// The three 64-head wgmma kernels: the seesaw one (pages of 64 tokens), the warp-specialized and shared-phase ones.
+struct WgmmaKernelVariant {
+  const char* name;
+  int32_t page_size;
+  bool warp_specialized;
+};
+constexpr WgmmaKernelVariant kWgmmaKernelVariants[] = {
+    {"seesaw", 64, true}, {"warp-specialized", 16, true}, {"shared phases", 16, false}};
+
 TEST(MlaDecode, DeterministicAndGraphReplayMatchesDirectLaunch) {
   FATHOM_REQUIRE_GPU();
-  DecodeSetup s = make_setup(DecodeCase{"graph", 128, 512, 64, 16, {3000, 1, 777, 64}}, 1234);
-  for (const bool warp_specialized : {true, false}) {  // both 64-head wgmma kernels
-    SCOPED_TRACE(warp_specialized ? "warp-specialized" : "shared phases");
+  for (const WgmmaKernelVariant& variant : kWgmmaKernelVariants) {
+    SCOPED_TRACE(variant.name);
+    DecodeSetup s = make_setup(DecodeCase{"graph", 128, 512, 64, variant.page_size, {3000, 1, 777, 64}}, 1234);
     MlaDecodePlan plan = heuristic_plan(s);
     plan.num_splits = 5;  // exercise the combine kernel inside the graph
-    plan.warp_specialized = warp_specialized;
+    plan.warp_specialized = variant.warp_specialized;
     const std::vector<float> direct = run_gpu(s, plan);
     const std::vector<float> again = run_gpu(s, plan);
     ASSERT_EQ(0, std::memcmp(direct.data(), again.data(), direct.size() * sizeof(float))) << "not deterministic";
@@ -240,13 +254,13 @@ TEST(MlaDecode, DeterministicAndGraphReplayMatchesDirectLaunch) {
 // split plan of 3 (the combine runs after it). Guards any move of the kernel's reads ahead of its wait.
 TEST(MlaDecode, ProgrammaticChainMatchesPlainLaunch) {
   FATHOM_REQUIRE_GPU();
-  const DecodeCase c{"chain", 128, 512, 64, 16, {700, 1, 129}};
-  DecodeSetup setups[2] = {make_setup(c, 71), make_setup(c, 72)};
-  for (const bool warp_specialized : {true, false}) {  // both 64-head wgmma kernels
-    SCOPED_TRACE(warp_specialized ? "warp-specialized" : "shared phases");
+  for (const WgmmaKernelVariant& variant : kWgmmaKernelVariants) {
+    SCOPED_TRACE(variant.name);
+    const DecodeCase c{"chain", 128, 512, 64, variant.page_size, {700, 1, 129}};
+    DecodeSetup setups[2] = {make_setup(c, 71), make_setup(c, 72)};
     MlaDecodePlan plan = heuristic_plan(setups[0]);
     plan.num_splits = 3;
-    plan.warp_specialized = warp_specialized;
+    plan.warp_specialized = variant.warp_specialized;
     std::vector<float> expected[2];
     for (int i = 0; i < 2; ++i) expected[i] = run_gpu(setups[i], plan);
     ASSERT_NE(0, std::memcmp(expected[0].data(), expected[1].data(), expected[0].size() * sizeof(float)));
@@ -313,6 +327,13 @@ TEST(MlaDecode, PlanAndWorkspace) {  // host code: runs without a GPU (CI)
   EXPECT_TRUE(mla_decode_plan(132, 128, 128, 4096).warp_specialized);
   EXPECT_TRUE(mla_decode_plan(132, 16, 128, 16384).warp_specialized);
   EXPECT_TRUE(kernels::cuda::mla_decode_plan_batch_invariant(128, 100, 163840).warp_specialized);
+  // The seesaw kernel (pages of 64 tokens) for CTAs of 32 tiles or more: batch 1 x 4096 splits into 2-tile CTAs.
+  EXPECT_TRUE(mla_decode_plan(132, 128, 128, 4096).seesaw);
+  EXPECT_TRUE(mla_decode_plan(132, 16, 128, 16384).seesaw);
+  EXPECT_FALSE(mla_decode_plan(132, 1, 128, 4096).seesaw);
+  EXPECT_FALSE(mla_decode_plan(132, 128, 128, 1024).seesaw);
+  EXPECT_TRUE(kernels::cuda::mla_decode_plan_batch_invariant(128, 100, 163840).seesaw);  // 40-tile splits
+  EXPECT_FALSE(kernels::cuda::mla_decode_plan_batch_invariant(128, 100, 32768).seesaw);  // 16-tile splits
   // A 64-head plan takes 4-tile splits over 3-tile ones (short CTAs pay their prologue on fewer tiles).
   EXPECT_EQ(16, mla_decode_plan(132, 2, 128, 4096).num_splits);
   EXPECT_TRUE(mla_decode_plan(132, 2, 128, 4096).warp_specialized);

@@ -3,11 +3,14 @@
 
 #include <bit>
 #include <cmath>
+#include <limits>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/mla/sm90/mla_decode_combine.cuh"
 #include "kernels/cuda/mla/sm90/mla_decode_kernel.cuh"
+#include "kernels/cuda/mla/sm90/mla_decode_seesaw_kernel.cuh"
 #include "kernels/cuda/mla/sm90/mla_decode_warp_specialized_kernel.cuh"
+#include "kernels/cuda/sm90/tma_tensor_map.h"
 
 namespace fathom::kernels::cuda {
 
@@ -37,17 +40,40 @@ void launch_decode_warp_specialized(const DecodeKernelParams& params, int batch,
   launch_programmatic(kernel, grid, dim3(mla_detail::kDecodeThreads), kSmemBytes, stream, params);
 }
 
+// The cache as [num_slots][576 bf16] rows read in TMA boxes of 64 rows x 128 bytes (one k-block of a 64-token tile).
+void launch_decode_seesaw(const DecodeKernelParams& params, const LatentCacheView& cache, int batch, int num_splits,
+                          cudaStream_t stream) {
+  constexpr int kSmemBytes = mla_detail::DecodeSeesawLayout::kSmemBytes;
+  const uint64_t row_bytes = static_cast<uint64_t>(cache.row_elems()) * sizeof(__nv_bfloat16);
+  const CUtensorMap kv_map = make_tensor_map_2d_bytes_sw128(cache.pool, row_bytes, static_cast<uint64_t>(cache.num_slots()),
+                                                            row_bytes, mla_detail::kDecodeTileTokens);
+  auto kernel = mla_detail::mla_decode_seesaw_kernel;
+  FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  const dim3 grid(static_cast<unsigned>((params.num_heads + 63) / 64), static_cast<unsigned>(num_splits),
+                  static_cast<unsigned>(batch));
+  launch_programmatic(kernel, grid, dim3(mla_detail::kDecodeThreads), kSmemBytes, stream, params, kv_map);
+}
+
+// The seesaw kernel's conditions beyond the warp-specialized kernel's: whole 64-token tiles per page, and cache rows
+// a TMA coordinate (int32) can name.
+bool seesaw_applies(const MlaDecodePlan& plan, const LatentCacheView& cache) {
+  return plan.seesaw && cache.page_size_tokens % mla_detail::kDecodeTileTokens == 0 &&
+         cache.num_slots() <= std::numeric_limits<int32_t>::max();
+}
+
 template <int kLatentPad, int kRopePad>
-void dispatch_head_group(const DecodeKernelParams& params, const MlaDecodePlan& plan, int batch,
-                         cudaStream_t stream) {
+void dispatch_head_group(const DecodeKernelParams& params, const MlaDecodePlan& plan, const LatentCacheView& cache,
+                         int batch, cudaStream_t stream) {
   const int num_splits = plan.num_splits;
   switch (plan.head_group) {
     case 16: return launch_decode<kLatentPad, kRopePad, 16, false, false>(params, batch, num_splits, stream);
     case 32: return launch_decode<kLatentPad, kRopePad, 32, false, false>(params, batch, num_splits, stream);
     case 64:
       if constexpr (kLatentPad == 512) {  // wgmma values: two warpgroups x 256 latent columns
-        if (plan.score_wgmma && plan.value_wgmma && plan.warp_specialized && params.vector_loads)
+        if (plan.score_wgmma && plan.value_wgmma && plan.warp_specialized && params.vector_loads) {
+          if (seesaw_applies(plan, cache)) return launch_decode_seesaw(params, cache, batch, num_splits, stream);
           return launch_decode_warp_specialized(params, batch, num_splits, stream);
+        }
         if (plan.score_wgmma && plan.value_wgmma)
           return launch_decode<kLatentPad, kRopePad, 64, true, true>(params, batch, num_splits, stream);
       }
@@ -112,9 +138,9 @@ void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* work
                         aligned16(args.q_pe) && args.q_pe_head_stride % 8 == 0 && aligned16(cache.pool);
 
   if (latent_pad == 128) {
-    dispatch_head_group<128, 64>(params, plan, batch.batch, stream);
+    dispatch_head_group<128, 64>(params, plan, cache, batch.batch, stream);
   } else {
-    dispatch_head_group<512, 64>(params, plan, batch.batch, stream);
+    dispatch_head_group<512, 64>(params, plan, cache, batch.batch, stream);
   }
   if (plan.num_splits > 1) {
     const dim3 grid(static_cast<unsigned>(args.num_heads), static_cast<unsigned>(batch.batch));

@@ -35,6 +35,10 @@ double partial_output_tiles(int32_t num_sms, int64_t batch, int64_t splits, int3
 // one (mla_bench "plans", H100, the same splits: 1 x 4096 tokens in 32 splits of 2 tiles 23.8-24.5 vs 25.5-25.8 us,
 // 3 x 2048 in 16 splits 24.5 vs 26.8, 4 x 1024 in 8 splits 21.4-21.6 vs 22.7-22.8; from 16 tiles by 15-30%).
 constexpr int64_t kWarpSpecializedMinTiles = 2;
+// Fewest tiles per CTA for the seesaw kernel (pages of a multiple of 64 tokens): its two score warpgroups only
+// take turns from the second pair on, so short CTAs are faster on the warp-specialized one (mla_bench, H100:
+// 16-tile CTAs 2-4% slower, 4-tile ones 9-10%; 64-tile CTAs 3-5% faster, 256-tile ones 4-14%).
+constexpr int64_t kSeesawMinTiles = 32;
 // CTAs of fewer tiles than this pay their prologue (the first two tiles load before any MMA) on fewer tiles: the
 // split cost counts their tiles as kShortSplitTileCost each, so 4-tile splits win over 3-tile ones (H100: 2 x 4096
 // in 16 splits 26.2-26.4 us vs 22 splits of 3 tiles 27.3-27.4, 3 x 4096 29.3-29.5 vs 32.6-32.8, 4 x 2048 in 8
@@ -78,6 +82,7 @@ MlaDecodePlan mla_decode_plan(int32_t num_sms, int32_t batch, int32_t num_heads,
       best_cost = cost;
       plan.num_splits = static_cast<int32_t>(splits);
       plan.warp_specialized = tiles_per_cta >= kWarpSpecializedMinTiles;
+      plan.seesaw = tiles_per_cta >= kSeesawMinTiles;
     }
   }
   plan.min_tiles_per_split = static_cast<int32_t>(min_tiles_per_split(tiles));
@@ -96,6 +101,7 @@ MlaDecodePlan mla_decode_plan_batch_invariant(int32_t num_heads, int32_t max_con
   const int64_t tiles = std::max<int64_t>(1, ceil_div(max_context_tokens, kMlaDecodeTileTokens));
   plan.num_splits = static_cast<int32_t>(ceil_div(tiles, plan.tiles_per_split));
   plan.warp_specialized = plan.tiles_per_split >= kWarpSpecializedMinTiles;  // never depends on the batch
+  plan.seesaw = plan.tiles_per_split >= kSeesawMinTiles;
   return plan;
 }
 

@@ -23,6 +23,10 @@ struct MlaDecodePlan {
   // (one warpgroup scores whole tiles, the other loads; mla_decode_warp_specialized_kernel.cuh). The plans set it
   // for CTAs of at least 2 tiles.
   bool warp_specialized = true;
+  // With warp_specialized, on a cache whose page size is a multiple of 64 tokens: the seesaw kernel instead (two
+  // warpgroups score alternate tiles loaded by TMA; mla_decode_seesaw_kernel.cuh). Other page sizes ignore it. The
+  // plans set it for CTAs of at least 32 tiles.
+  bool seesaw = true;
 };
 
 inline constexpr int32_t kMlaDecodeMaxSplits = 64;

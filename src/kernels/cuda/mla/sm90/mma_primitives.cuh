@@ -156,6 +156,35 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs_tn(float (&d)[64], cons
       : "memory");
 }
 
+// d[64 x 64] (+)= A[64 x 16] · B[64 x 16]^T: A from registers (per warp the mma.sync m16n8k16 A fragment of its 16
+// rows, as for wgmma_m64n128k16_bf16_rs_tn), B K-major bf16 in shared memory, fp32 accumulators (accumulate 0
+// overwrites d); per thread d[4j + e] is the mma.sync m16n8 C element e of n-tile j (j < 8).
+__device__ __forceinline__ void wgmma_m64n64k16_bf16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,
+                                                        int accumulate) {
+  asm volatile(
+      "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      FATHOM_WGMMA_ACC32_OPERANDS
+      "}, {%32, %33, %34, %35}, %36, accumulate, 1, 1, 0;\n}\n"
+      : FATHOM_WGMMA_ACC32_CONSTRAINTS(d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate)
+      : "memory");
+}
+
+// d[64 x 256] += A[64 x 16] · B[16 x 256]: A from registers (the mma.sync A fragment of the warp's 16 rows), B N-major
+// (transposed) bf16 in shared memory, fp32 accumulators; per thread d[4j + e] is the mma.sync m16n8 C element e of
+// n-tile j (j < 32) of the warp's rows.
+__device__ __forceinline__ void wgmma_m64n256k16_bf16_rs_tn(float (&d)[128], const uint32_t (&a)[4], uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %133, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+      FATHOM_WGMMA_ACC128_OPERANDS
+      "}, {%128, %129, %130, %131}, %132, accumulate, 1, 1, 1;\n}\n"
+      : FATHOM_WGMMA_ACC128_CONSTRAINTS(d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1)
+      : "memory");
+}
+
 // d[64 x 32] += A[64 x 16] · B[16 x 32], A and B K-major bf16 in shared memory, fp32 accumulators. Per thread,
 // d[4j + e] is the mma.sync m16n8 C element e of n-tile j for the warp's 16 rows (warp w of the group: rows 16w..).
 __device__ __forceinline__ void wgmma_m64n32k16_bf16(float (&d)[16], uint64_t desc_a, uint64_t desc_b) {
