@@ -69,12 +69,13 @@ std::vector<int32_t> forward_greedy(executor::ModelBackend& backend, const model
 }
 
 // Prefills `batch_size` random prompts together, then decodes greedily one token per sequence per step.
-// Sequence b owns KV slots [b * (input_len + output_len), (b + 1) * (input_len + output_len)).
+// Sequence b owns KV slots [b * slot_stride, b * slot_stride + input_len + output_len) (slot_stride: input_len +
+// output_len rounded up to whole KV pages).
 // With MTP, the module follows the prefill (positions of the prompts, each carrying the next token) and every decode
 // step (one row per sequence reading that step's hidden rows), as a draft step of speculative decoding would; its
 // greedy drafts are taken like the main tokens (device_sampling) and not used. Sequence b's KV rows serve both the main model and the MTP cache.
 RunResult run_once(executor::ModelBackend& backend, int64_t batch_size, int64_t input_len, int64_t output_len,
-                   uint64_t seed, bool device_sampling, bool with_mtp, bool print_steps) {
+                   int64_t slot_stride, uint64_t seed, bool device_sampling, bool with_mtp, bool print_steps) {
   const model::ModelConfig& config = backend.config();
   const int64_t per_sequence = input_len + output_len;
   std::vector<std::vector<int32_t>> slots(static_cast<size_t>(batch_size));
@@ -86,7 +87,7 @@ RunResult run_once(executor::ModelBackend& backend, int64_t batch_size, int64_t 
   std::vector<std::vector<int32_t>> prompts;
   for (int64_t b = 0; b < batch_size; ++b) {
     slots[b].resize(static_cast<size_t>(per_sequence));
-    std::iota(slots[b].begin(), slots[b].end(), static_cast<int32_t>(b * per_sequence));
+    std::iota(slots[b].begin(), slots[b].end(), static_cast<int32_t>(b * slot_stride));
     std::vector<int32_t> prompt(static_cast<size_t>(input_len));
     for (int32_t& id : prompt) id = token(rng);
     prefill.add_sequence(prompt, 0, slots[b].data());
@@ -151,7 +152,8 @@ double median(std::vector<double> values) {
 
 int run_bench_one_batch(const Args& raw_args) {
   std::set<std::string> value_flags = model_value_flags();
-  value_flags.insert({"--batch-size", "--input-len", "--output-len", "--device", "--profile", "--result-filename", "--run-name"});
+  value_flags.insert({"--batch-size", "--input-len", "--output-len", "--device", "--profile", "--result-filename", "--run-name",
+                      "--page-size"});
   CliArgs args(raw_args, value_flags, {"--disable-cuda-graph", "--host-sampling", "--mtp", "--enable-deterministic-inference"});
   ModelCliOptions options = parse_model_options(args);
   const bool with_mtp = args.has("--mtp");
@@ -161,6 +163,9 @@ int run_bench_one_batch(const Args& raw_args) {
   const int64_t input_len = args.get_int_or("--input-len", 1024);
   const int64_t output_len = args.get_int_or("--output-len", 16);
   FATHOM_CHECK(input_len > 0 && output_len > 0, "--input-len and --output-len must be positive");
+  const int64_t page_size = args.get_int_or("--page-size", 1);  // KV pages as the server's --page-size allocates them
+  FATHOM_CHECK(page_size >= 1, "--page-size must be positive, got " << page_size);
+  const int64_t slot_stride = (input_len + output_len + page_size - 1) / page_size * page_size;
   for (int64_t batch_size : batch_sizes) FATHOM_CHECK(batch_size > 0, "--batch-size values must be positive");
 
   const model::ModelConfig config = model::load_model_config(options.load.model_dir, options.load.override_config);
@@ -173,7 +178,8 @@ int run_bench_one_batch(const Args& raw_args) {
   backend_config.device = options.device;
   backend_config.mode = options.mode;
   backend_config.num_threads = options.num_threads;
-  backend_config.num_kv_slots = max_batch * (input_len + output_len);
+  backend_config.num_kv_slots = max_batch * slot_stride;
+  backend_config.kv_page_size = page_size;
   backend_config.max_batch_tokens = max_batch * input_len;
   backend_config.max_decode_batch = max_batch;
   backend_config.max_context_tokens = input_len + output_len;
@@ -197,11 +203,13 @@ int run_bench_one_batch(const Args& raw_args) {
 
   for (int64_t batch_size : batch_sizes) {
     std::printf("Warmup ...\n");
-    run_once(*backend, batch_size, input_len, std::min<int64_t>(output_len, 4), seed, device_sampling, with_mtp, false);
+    run_once(*backend, batch_size, input_len, std::min<int64_t>(output_len, 4), slot_stride, seed, device_sampling,
+             with_mtp, false);
     std::printf("Benchmark ...\n");
     TraceRecorder trace;
     if (args.get("--profile")) backend->set_trace(&trace);
-    RunResult result = run_once(*backend, batch_size, input_len, output_len, seed, device_sampling, with_mtp, true);
+    RunResult result =
+        run_once(*backend, batch_size, input_len, output_len, slot_stride, seed, device_sampling, with_mtp, true);
     backend->set_trace(nullptr);
     const double median_decode = median(result.decode_s);
     if (!result.decode_s.empty()) {

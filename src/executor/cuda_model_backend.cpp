@@ -26,6 +26,7 @@ class CudaModelBackend final : public ModelBackend {
   explicit CudaModelBackend(const BackendConfig& config) : loaded_(model::load_model(config.load)) {
     model::cuda::CudaModelOptions options;
     options.num_kv_slots = config.num_kv_slots;
+    options.kv_page_size = config.kv_page_size;
     options.mem_fraction_static = config.mem_fraction_static;
     options.max_batch_tokens = config.max_batch_tokens;
     options.max_decode_batch = config.max_decode_batch;

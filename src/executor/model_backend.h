@@ -27,6 +27,7 @@ struct BackendConfig {
   kernels::NumericMode mode = kernels::NumericMode::kExact;  // CPU only (the CUDA backend is always w8a8)
   int num_threads = 0;                 // CPU: 0 = all cores
   int64_t num_kv_slots = 0;            // KV capacity in tokens; CUDA: 0 = sized from mem_fraction_static
+  int64_t kv_page_size = 1;            // the scheduler's KV page (tokens): every page's slots hold one sequence's run
   double mem_fraction_static = 0.9;    // CUDA: share of GPU memory for weights + workspaces + KV cache
   int64_t max_batch_tokens = 8192;     // CUDA: most tokens of one forward
   int64_t max_decode_batch = 256;      // CUDA: most sequences of one decode forward

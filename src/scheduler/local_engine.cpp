@@ -90,6 +90,7 @@ LocalEngine::LocalEngine(const EngineConfig& config) {
   runner_config.mode = config.mode;
   runner_config.num_threads = config.num_threads;
   runner_config.num_kv_slots = config.max_total_tokens / config.page_size * config.page_size;
+  runner_config.kv_page_size = config.page_size;
   runner_config.mem_fraction_static = config.mem_fraction_static;
   runner_config.max_decode_batch = config.max_running_requests;
   runner_config.cuda_graph_batch_sizes = config.cuda_graph_batch_sizes;

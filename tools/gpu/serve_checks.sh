@@ -7,6 +7,8 @@
 #  2. 2000 concurrent streaming requests (fathom bench-serving) against the V3 slice (dummy weights), with CUDA graphs,
 #     without, and with --enable-deterministic-inference (SLICE_VARIANTS picks): all must succeed and the server
 #     must stay healthy.
+# SERVE_EXTRA adds flags to every server (e.g. "--page-size 64": KV pages the decode reads by TMA); SLICE_VARIANTS
+# picks the slice runs (graphs, no-graphs, deterministic).
 # Needs .carry/gpu (tools/gpu/stage.sh).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,7 +24,8 @@ http_get() { python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.req
 start_server() {  # port, log, fathom serve flags...
   local port=$1 log=$2
   shift 2
-  "$fathom" serve --device cuda --port "$port" "$@" > "$log" 2>&1 &
+  # shellcheck disable=SC2086  # SERVE_EXTRA: whitespace-separated flags
+  "$fathom" serve --device cuda --port "$port" "$@" ${SERVE_EXTRA:-} > "$log" 2>&1 &
   server_pid=$!
   for _ in $(seq 1 300); do
     http_get "http://127.0.0.1:$port/health" > /dev/null 2>&1 && { grep -m1 "device cuda" "$log"; return 0; }

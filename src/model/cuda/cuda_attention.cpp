@@ -67,8 +67,8 @@ kc::SplitKPartials CudaModelImpl::attention(int64_t layer, const BatchLayout& la
     args.q_latent = q_latent;
     args.q_pe = q + nope;
     args.q_pe_head_stride = qk;
-    args.cache = cache;
-    args.batch = {layout.page_table, layout.seq_lens, layout.num_sequences, layout.max_pages};
+    args.cache = decode_cache_view(layer);
+    args.batch = {layout.decode_pages, layout.seq_lens, layout.num_sequences, layout.decode_max_pages};
     args.out_latent = out_latent;
     args.num_heads = static_cast<int32_t>(heads);
     args.softmax_scale = softmax_scale;

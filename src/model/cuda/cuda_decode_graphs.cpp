@@ -51,6 +51,8 @@ BatchLayout CudaModelImpl::static_decode_layout(const DecodeShape& shape) const 
   layout.num_sequences = shape.batch;
   layout.decode = true;
   layout.max_pages = graph_page_stride_;
+  layout.decode_pages = decode_page_size_ > 1 ? graph_decode_pages_.data() : graph_page_table_.data();
+  layout.decode_max_pages = decode_page_size_ > 1 ? graph_decode_page_stride_ : graph_page_stride_;
   layout.max_q_len = 1;
   layout.decode_plan = decode_plan(shape.batch, shape.max_context);
   layout.mla_workspace = graph_mla_workspace_.data();
@@ -101,6 +103,18 @@ int32_t CudaModelImpl::upload_padded_decode(const ForwardBatch& batch, const std
                                       pages.data(), static_cast<size_t>(width) * sizeof(int32_t),
                                       static_cast<size_t>(width) * sizeof(int32_t), static_cast<size_t>(shape.batch),
                                       cudaMemcpyHostToDevice, stream_));
+  if (decode_page_size_ > 1) {  // the decode's page-granular table: a page's first slot names it
+    const int32_t page = decode_page_size_, page_width = (width + page - 1) / page;
+    std::vector<int32_t> decode_pages(static_cast<size_t>(shape.batch) * page_width, padding_slot_ / page);
+    for (int32_t s = 0; s < actual; ++s)
+      for (int32_t p = 0; p < page_width; ++p)
+        decode_pages[static_cast<size_t>(s) * page_width + p] = pages[static_cast<size_t>(s) * width + p * page] / page;
+    FATHOM_CUDA_CHECK(cudaMemcpy2DAsync(graph_decode_pages_.data(),
+                                        static_cast<size_t>(graph_decode_page_stride_) * sizeof(int32_t),
+                                        decode_pages.data(), static_cast<size_t>(page_width) * sizeof(int32_t),
+                                        static_cast<size_t>(page_width) * sizeof(int32_t),
+                                        static_cast<size_t>(shape.batch), cudaMemcpyHostToDevice, stream_));
+  }
   return actual;
 }
 
@@ -182,6 +196,8 @@ void CudaModelImpl::warm_up_buffers() {
     layout.page_table = upload_ints(page_table_, pages);
     layout.seq_lens = upload_ints(seq_lens_, seq_lens);
     if (layout.decode) {
+      set_decode_pages(layout, std::vector<const int32_t*>(batch->sequences.size(), padding_slots.data()), seq_lens,
+                       decode_pages_);
       plan_decode(layout, 1);
     } else {
       layout.cu_q_lens = upload_ints(cu_q_lens_, cu_q);
@@ -277,6 +293,10 @@ void CudaModelImpl::prepare_decode_shapes() {
   graph_slots_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_));
   graph_seq_lens_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_));
   graph_page_table_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_) * graph_page_stride_);
+  if (decode_page_size_ > 1) {
+    graph_decode_page_stride_ = (graph_page_stride_ + decode_page_size_ - 1) / decode_page_size_;
+    graph_decode_pages_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_) * graph_decode_page_stride_);
+  }
   graph_logits_ = kc::DeviceBuffer<float>(static_cast<size_t>(graph_max_batch_ * vocab));
   graph_hidden_rows_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_));
   if (weights_.mtp) graph_mtp_inputs_ = kc::DeviceBuffer<bf16>(static_cast<size_t>(graph_max_batch_ * 4 * config_.hidden_size));
@@ -300,6 +320,8 @@ void CudaModelImpl::prepare_decode_shapes() {
   graph_seq_lens_.upload(ones);
   graph_hidden_rows_.upload(zeros);
   graph_page_table_.upload(std::vector<int32_t>(graph_page_table_.size(), padding_slot_));
+  if (decode_page_size_ > 1)
+    graph_decode_pages_.upload(std::vector<int32_t>(graph_decode_pages_.size(), padding_slot_ / decode_page_size_));
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());  // the uploads above ran on the legacy default stream
   for (int32_t bucket : buckets) {
     for (auto size = sizes.rbegin(); size != sizes.rend(); ++size) {

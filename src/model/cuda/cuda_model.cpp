@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "core/error.h"
 #include "kernels/cuda/embedding/embedding.h"
@@ -129,8 +130,17 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
                "CUDA backend: a KV cache of " << num_kv_slots_ << " tokens (" << num_kv_slots_ * slot_bytes / (1 << 20)
                                               << " MiB) does not fit in the " << free_bytes / (1 << 20)
                                               << " MiB left after the weights");
-  padding_slot_ = static_cast<int32_t>(num_kv_slots_);  // one extra slot: where padded / warm-up entries write
-  kv_cache_ = kc::DeviceBuffer<bf16>(static_cast<size_t>((num_kv_slots_ + 1) * num_cache_layers() * row_elems));
+  FATHOM_CHECK(options.kv_page_size >= 1, "CUDA backend: KV page size " << options.kv_page_size);
+  if (options.kv_page_size % kc::kMlaDecodeTileTokens == 0) {
+    decode_page_size_ = static_cast<int32_t>(options.kv_page_size);
+    num_kv_slots_ = num_kv_slots_ / decode_page_size_ * decode_page_size_;  // whole pages (the caller's pool does too)
+    FATHOM_CHECK(num_kv_slots_ > 0, "CUDA backend: the KV cache holds less than one page of " << decode_page_size_);
+  }
+  // One extra page past the caller's slots: where padded / warm-up entries write (its first slot) and read.
+  padding_slot_ = static_cast<int32_t>(num_kv_slots_);
+  cache_rows_ = num_kv_slots_ + decode_page_size_;
+  FATHOM_CHECK(cache_rows_ <= std::numeric_limits<int32_t>::max(), "CUDA backend: " << cache_rows_ << " KV slots");
+  kv_cache_ = kc::DeviceBuffer<bf16>(static_cast<size_t>(cache_rows_ * num_cache_layers() * row_elems));
   kv_cache_.fill_bytes(0);
   // The fills ran on the legacy default stream, which stream_ (non-blocking) does not wait for.
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
@@ -208,12 +218,36 @@ kc::RopeParams CudaModelImpl::rope_params() const {
 kc::LatentCacheView CudaModelImpl::cache_view(int64_t layer) const {
   const int64_t row_elems = config_.kv_latent_dim();
   kc::LatentCacheView view;
-  view.pool = kv_cache_.data() + layer * (num_kv_slots_ + 1) * row_elems;
-  view.num_pages = static_cast<int32_t>(num_kv_slots_ + 1);
+  view.pool = kv_cache_.data() + layer * cache_rows_ * row_elems;
+  view.num_pages = static_cast<int32_t>(cache_rows_);
   view.page_size_tokens = 1;
   view.kv_lora_dim = static_cast<int32_t>(config_.kv_lora_rank);
   view.rope_dim = static_cast<int32_t>(config_.qk_rope_head_dim);
   return view;
+}
+
+kc::LatentCacheView CudaModelImpl::decode_cache_view(int64_t layer) const {
+  kc::LatentCacheView view = cache_view(layer);
+  view.num_pages = static_cast<int32_t>(cache_rows_ / decode_page_size_);
+  view.page_size_tokens = decode_page_size_;
+  return view;
+}
+
+void CudaModelImpl::set_decode_pages(BatchLayout& layout, const std::vector<const int32_t*>& sequence_slots,
+                                     const std::vector<int32_t>& kv_lens, GrowableBuffer<int32_t>& device) {
+  if (decode_page_size_ == 1) {
+    layout.decode_pages = layout.page_table;
+    layout.decode_max_pages = layout.max_pages;
+    return;
+  }
+  const int32_t page = decode_page_size_;
+  layout.decode_max_pages = std::max<int32_t>(1, (layout.max_pages + page - 1) / page);
+  std::vector<int32_t> pages(sequence_slots.size() * static_cast<size_t>(layout.decode_max_pages), padding_slot_ / page);
+  for (size_t s = 0; s < sequence_slots.size(); ++s) {
+    for (int32_t p = 0; p * page < kv_lens[s]; ++p)  // a page's first slot names it (validate_batch checked the runs)
+      pages[s * static_cast<size_t>(layout.decode_max_pages) + p] = sequence_slots[s][p * page] / page;
+  }
+  layout.decode_pages = upload_ints(device, pages);
 }
 
 void CudaModelImpl::validate_batch(const ForwardBatch& batch, bool decode) const {
@@ -237,6 +271,15 @@ void CudaModelImpl::validate_batch(const ForwardBatch& batch, bool decode) const
     for (int64_t p = 0; p < kv_len; ++p) {
       FATHOM_CHECK(chunk.kv_slots[p] >= 0 && chunk.kv_slots[p] < num_kv_slots_,
                    "CUDA backend: KV slot " << chunk.kv_slots[p] << " outside the cache of " << num_kv_slots_ << " slots");
+    }
+    // The decode reads pages of decode_page_size_ slots: every page-aligned run of positions in one page, in order.
+    const int64_t page = decode_page_size_;
+    for (int64_t p = 0; decode && page > 1 && p < kv_len; ++p) {
+      const int32_t first = chunk.kv_slots[p - p % page];
+      FATHOM_CHECK(first % page == 0 && chunk.kv_slots[p] == first + p % page,
+                   "CUDA backend: position " << p << " of a sequence is in KV slot " << chunk.kv_slots[p]
+                                             << ", not in the page of " << page << " slots its run began in (slot "
+                                             << first << "): the slots must come in whole pages (--page-size)");
     }
   }
 }
@@ -275,6 +318,9 @@ BatchLayout CudaModelImpl::upload_batch(const ForwardBatch& batch) {
   layout.page_table = upload_ints(page_table_, page_table);
   layout.seq_lens = upload_ints(seq_lens_, seq_lens);
   if (layout.decode) {
+    std::vector<const int32_t*> sequence_slots;
+    for (const SequenceChunk& chunk : batch.sequences) sequence_slots.push_back(chunk.kv_slots);
+    set_decode_pages(layout, sequence_slots, seq_lens, decode_pages_);
     plan_decode(layout, layout.max_pages);
   } else {
     layout.cu_q_lens = upload_ints(cu_q_lens_, cu_q);

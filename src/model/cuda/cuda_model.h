@@ -16,6 +16,10 @@ namespace fathom::model::cuda {
 struct CudaModelOptions {
   int device = 0;
   int64_t num_kv_slots = 0;           // KV capacity in tokens; 0 = from mem_fraction_static
+  // KV page size of the caller's slot allocation (tokens): page p holds slots [p * size, (p + 1) * size) of one
+  // sequence's consecutive positions. A multiple of 64 lets the decode attention read whole 64-token tiles by TMA
+  // (the seesaw MLA kernel) through a page-granular table; forwards whose slots break that are rejected.
+  int64_t kv_page_size = 1;
   double mem_fraction_static = 0.9;   // of total GPU memory for weights + workspaces + KV cache (when num_kv_slots = 0)
   int64_t max_batch_tokens = 8192;    // most new tokens in one forward (prefill chunks + decode tokens)
   int64_t max_decode_batch = 256;     // most sequences of a pure-decode forward

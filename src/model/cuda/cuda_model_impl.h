@@ -87,10 +87,14 @@ struct BatchLayout {
   const int32_t* cu_q_lens = nullptr;      // [num_sequences + 1] (prefill)
   const int32_t* cu_kv_lens = nullptr;     // [num_sequences + 1] (prefill)
   const int32_t* kv_slots_flat = nullptr;  // [total_kv] (prefill)
+  // Decode: [num_sequences, decode_max_pages] cache page of every decode_page_size_ positions (the page table itself
+  // when that is 1), the table mla_decode reads with decode_cache_view().
+  const int32_t* decode_pages = nullptr;
   int64_t num_tokens = 0;
   bool decode = false;            // every sequence has exactly one new token: absorbed attention
   int32_t num_sequences = 0;
   int32_t max_pages = 0;          // page-table width = longest kv length of the batch (page size 1)
+  int32_t decode_max_pages = 0;   // decode_pages width
   int32_t max_q_len = 0;
   int64_t total_kv = 0;           // prefill: keys of all sequences (cached prefix + new)
   kc::MlaDecodePlan decode_plan;  // decode only
@@ -198,7 +202,13 @@ class CudaModelImpl {
   void flush_spans(int64_t forward_start_us);
   // With --profile: records the forward's start event; returns its host time (0 without a trace).
   int64_t begin_forward_trace();
+  // The layer's cache rows with page size 1 (slots index rows: the cache write, the prefill's gathers).
   kc::LatentCacheView cache_view(int64_t layer) const;
+  // The same rows in pages of decode_page_size_ tokens (the decode attention's view).
+  kc::LatentCacheView decode_cache_view(int64_t layer) const;
+  // Decode: layout.decode_pages from per-sequence slot runs (the page table itself with pages of one token).
+  void set_decode_pages(BatchLayout& layout, const std::vector<const int32_t*>& sequence_slots,
+                        const std::vector<int32_t>& kv_lens, GrowableBuffer<int32_t>& device);
   // RoPE parameters with the cos/sin table of positions [0, max_context_tokens_) (built once at load).
   kc::RopeParams rope_params() const;
 
@@ -296,10 +306,13 @@ class CudaModelImpl {
   // KV cache: [layers, num_slots, kv_lora + rope] bf16.
   kc::DeviceBuffer<bf16> kv_cache_;
   int64_t num_kv_slots_ = 0;
+  // Tokens per page of the decode attention's table: options_.kv_page_size when a multiple of 64, else 1.
+  int32_t decode_page_size_ = 1;
+  int64_t cache_rows_ = 0;  // rows per layer of kv_cache_: num_kv_slots_ + one padding page
 
   // Batch metadata on the device.
   GrowableBuffer<int32_t> token_ids_, positions_, slots_, page_table_, seq_lens_, cu_q_lens_, cu_kv_lens_,
-      kv_slots_flat_, logit_rows_;
+      kv_slots_flat_, logit_rows_, decode_pages_;
   kc::DeviceBuffer<int32_t> embedding_error_;  // [1] set when a token id is out of range
 
   // Activations, [num_tokens, ...] bf16.
@@ -329,8 +342,10 @@ class CudaModelImpl {
   std::vector<DecodeShape> decode_shapes_;
   int32_t graph_max_batch_ = 0;
   int32_t graph_page_stride_ = 0;  // page-table width of graph replays = the largest context bucket
-  int32_t padding_slot_ = 0;       // KV slot written by padded batch entries (one extra slot past num_kv_slots_)
+  int32_t padding_slot_ = 0;       // KV slot written by padded batch entries (the padding page past num_kv_slots_)
   kc::DeviceBuffer<int32_t> graph_token_ids_, graph_positions_, graph_slots_, graph_page_table_, graph_seq_lens_;
+  int32_t graph_decode_page_stride_ = 0;   // graph_decode_pages_ width (pages of decode_page_size_ > 1 only)
+  kc::DeviceBuffer<int32_t> graph_decode_pages_;  // [graph_max_batch, graph_decode_page_stride_]
   kc::DeviceBuffer<int32_t> graph_hidden_rows_;  // [graph_max_batch] MTP decode: rows of normed_ each entry reads
   kc::DeviceBuffer<bf16> graph_mtp_inputs_;      // [graph_max_batch, 4H] MtpInputs of padded MTP decode steps
   kc::DeviceBuffer<float> graph_logits_;     // [graph_max_batch, V]

@@ -142,14 +142,19 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CudaGoldenFixture);
 // the wgmma decode kernel) against the same padded shapes run eagerly (--disable-cuda-graph): bit-identical logits,
 // so greedy output does not depend on graphs. Against unpadded eager decode (no padded sizes at all): equal up to
 // the split-KV plan's fp32 rounding, same greedy tokens.
-void check_graph_decode(const LoadedModel& loaded, const std::string& fixture, size_t num_sequences) {
+// kv_page_size 64: the decode reads a page-granular table (graph replays and padded entries included); the slots
+// below come in whole 64-slot pages (each sequence from a multiple of 128).
+void check_graph_decode(const LoadedModel& loaded, const std::string& fixture, size_t num_sequences,
+                        int64_t kv_page_size = 1) {
   cuda::CudaModelOptions graph_options = small_options(4096);
+  graph_options.kv_page_size = kv_page_size;
   graph_options.max_decode_batch = 32;
   graph_options.cuda_graph_batch_sizes = {1, 4, 24};
   cuda::CudaModelOptions padded_eager_options = graph_options;
   padded_eager_options.capture_cuda_graphs = false;
   cuda::CudaModelOptions unpadded_options = small_options(4096);
   unpadded_options.max_decode_batch = 32;
+  unpadded_options.kv_page_size = kv_page_size;
   cuda::CudaDeepseekV3Model unpadded(loaded.config, loaded.weights, unpadded_options);
   cuda::CudaDeepseekV3Model eager(loaded.config, loaded.weights, padded_eager_options);
   cuda::CudaDeepseekV3Model graphed(loaded.config, loaded.weights, graph_options);
@@ -196,6 +201,7 @@ TEST_P(CudaGoldenFixture, CudaGraphDecodeMatchesEagerDecode) {
   const LoadedModel loaded = load_fixture(GetParam());
   check_graph_decode(loaded, GetParam(), 3);
   check_graph_decode(loaded, GetParam(), 20);
+  check_graph_decode(loaded, GetParam(), 3, /*kv_page_size=*/64);
 }
 
 double log_softmax_at(const float* logits, int64_t vocab, int32_t token) {
@@ -434,6 +440,67 @@ TEST(CudaV3DimsDeterministic, RowsPastAndBelow64MatchBitForBit) {
   ASSERT_TRUE(crowd.is_pure_decode());
   const std::vector<float> decoded_crowd = gpu.forward(crowd, {35});
   EXPECT_EQ(decoded_crowd, decoded_alone);
+}
+
+// Pages of 64 tokens (--page-size 64): the decode reads the cache through a page-granular table. Where the plan picks
+// the same kernel as with pages of one token (batch 1 x 301 tokens: 16-head groups) the logits are the same bits;
+// deterministic mode's 40-tile splits (the model's 163840-token context) run the seesaw kernel at 64-head groups,
+// which agrees with the warp-specialized one to rounding (H100: 9.2e-3 on the logits, the attention's bf16 rounding
+// of P and of the output carried through two layers of random weights; per op ~2e-3, cuda_mla_decode_test) and with
+// the CPU w8a8 forward like every decode. Slots not in whole pages are rejected with a clear error.
+TEST(CudaV3DimsPagedDecode, Pages64MatchPagesOfOneToken) {
+  REQUIRE_GPU();
+  LoadedModel loaded = load_v3_dims("fathom-cuda-v3-dims", R"({"first_k_dense_replace": 2})", /*load_mtp=*/false);
+  const int64_t vocab = loaded.config.vocab_size;
+  std::vector<int32_t> prompt;
+  for (int32_t i = 0; i < 300; ++i) prompt.push_back((i * 7919 + 13) % 4096);
+  const std::vector<int32_t> slots = iota_slots(320, 128);  // pages 2..6
+  auto decode_logits = [&](cuda::CudaModelOptions options) {
+    cuda::CudaDeepseekV3Model gpu(loaded.config, loaded.weights, options);
+    ForwardBatch prefill;
+    prefill.add_sequence(prompt, 0, slots.data());
+    prefill.attention_form = AttentionForm::kExpanded;
+    gpu.forward(prefill, {});
+    ForwardBatch decode;
+    decode.add_sequence({1234}, static_cast<int64_t>(prompt.size()), slots.data());
+    return gpu.forward(decode, {0});
+  };
+  cuda::CudaModelOptions options = small_options(1024);
+  const std::vector<float> slot_table = decode_logits(options);
+  options.kv_page_size = 64;
+  EXPECT_EQ(decode_logits(options), slot_table);
+  options.deterministic = true;
+  const std::vector<float> seesaw = decode_logits(options);
+  options.kv_page_size = 1;
+  const std::vector<float> warp_specialized = decode_logits(options);
+  EXPECT_LE(relative_l2(seesaw, warp_specialized), 3e-2);
+  EXPECT_EQ(argmax(seesaw.data(), vocab), argmax(warp_specialized.data(), vocab));
+
+  DeepseekV3Model cpu(loaded.config, loaded.weights);
+  ThreadPool pool;
+  ExecutionContext context{&pool, kernels::NumericMode::kW8A8};
+  kv_cache::LatentKvCache cache(loaded.config.num_hidden_layers, 1024, loaded.config.kv_latent_dim());
+  ForwardBatch prefill;
+  prefill.add_sequence(prompt, 0, slots.data());
+  prefill.attention_form = AttentionForm::kExpanded;
+  cpu.forward(prefill, cache, context);
+  ForwardBatch decode;
+  decode.add_sequence({1234}, static_cast<int64_t>(prompt.size()), slots.data());
+  decode.attention_form = AttentionForm::kAbsorbed;
+  const std::vector<float> cpu_hidden = cpu.forward(decode, cache, context);
+  const double error = relative_l2(seesaw, cpu.compute_logits(cpu_hidden.data(), 1, context));
+  EXPECT_LE(error, kV3DimsTolerance);
+  std::printf("[cuda v3 dims paged] seesaw vs warp-specialized rel L2 %.2e, vs CPU w8a8 %.2e\n",
+              relative_l2(seesaw, warp_specialized), error);
+
+  // A sequence whose second page is split across two pages of the pool.
+  options.kv_page_size = 64;
+  cuda::CudaDeepseekV3Model gpu(loaded.config, loaded.weights, options);
+  std::vector<int32_t> broken = iota_slots(100, 0);
+  for (size_t i = 64; i < broken.size(); ++i) broken[i] = static_cast<int32_t>(192 + i - 64 + (i >= 80 ? 64 : 0));
+  ForwardBatch bad;
+  bad.add_sequence({5}, 99, broken.data());
+  EXPECT_THROW(gpu.forward(bad, {0}), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, CudaV3Dims,
