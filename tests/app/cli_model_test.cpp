@@ -68,6 +68,13 @@ TEST_F(Cli, BenchOneBatchReportsPrefillDecodeAndWritesATrace) {
   RunResult host = run("bench-one-batch " + model_flags() + " --input-len 6 --output-len 3 --host-sampling");
   ASSERT_EQ(host.exit_code, 0) << host.output;
   EXPECT_NE(host.output.find("Sampling: greedy on the host"), std::string::npos) << host.output;
+  // KV slots in whole pages (each sequence's run rounded up to pages of 4: strides of 12 for 9 positions).
+  RunResult paged = run("bench-one-batch " + model_flags() + " --batch-size 2 --input-len 6 --output-len 3 --page-size 4");
+  ASSERT_EQ(paged.exit_code, 0) << paged.output;
+  EXPECT_NE(paged.output.find("Decode.  median latency:"), std::string::npos) << paged.output;
+  RunResult bad_page = run("bench-one-batch " + model_flags() + " --input-len 6 --output-len 3 --page-size 0");
+  EXPECT_NE(bad_page.exit_code, 0);
+  EXPECT_NE(bad_page.output.find("--page-size must be positive, got 0"), std::string::npos) << bad_page.output;
   RunResult cuda = run("bench-one-batch " + model_flags() + " --input-len 6 --output-len 3 --device cuda");
   EXPECT_NE(cuda.exit_code, 0);
   // CI has no GPU: a clear error either way (built with CUDA: no device; without: no CUDA backend).
