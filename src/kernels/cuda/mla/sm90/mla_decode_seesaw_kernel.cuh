@@ -8,11 +8,12 @@
 // One CTA = one sequence b x 64 heads x one split. Its tiles go in pairs: A = tile 2k in KV buffer 0, B = tile
 // 2k + 1 in buffer 1. Warpgroup 0 holds O[:, 0:256] and scores the A tiles, warpgroup 1 holds O[:, 256:512] and
 // scores the B tiles; both keep their row sums against one running max m (shared memory). Per pair:
-//   wg0: S_A -> m_A = max(m, rowmax) (lazy), scale0 = exp2(m - m_A), P_A; O_L = O_L·scale0 + P_A·V_A[:, 0:256]
-//        (P from registers); refills buffer 0's k-blocks 0..3 and 8 with the next A tile.
-//   wg1: S_B -> m_B, scale1 = exp2(m_A - m_B), P_B -> shared; O_R = O_R·scale0·scale1 + P_B·V_B[:, 256:512]
-//        (registers) + (P_A·scale1)·V_A[:, 256:512] (shared, from wg0); refills buffer 1's k-blocks 4..8 and
-//        buffer 0's 4..7; then the scores of the next B tile.
+//   wg0: refills buffer 0's rope k-block (8) with the next A tile (A's scores were its only reader); S_A ->
+//        m_A = max(m, rowmax) (lazy), scale0 = exp2(m - m_A), P_A; O_L = O_L·scale0 + P_A·V_A[:, 0:256] (P from
+//        registers); refills buffer 0's k-blocks 0..3.
+//   wg1: refills buffer 1's rope k-block; S_B -> m_B, scale1 = exp2(m_A - m_B), P_B -> shared; O_R =
+//        O_R·scale0·scale1 + P_B·V_B[:, 256:512] (registers) + (P_A·scale1)·V_A[:, 256:512] (shared, from wg0);
+//        refills buffer 1's k-blocks 4..7 and buffer 0's 4..7; then the scores of the next B tile.
 //   wg0: P_A·scale1 -> shared; O_L = O_L·scale1 + P_B·V_B[:, 0:256] (shared); the next A tile's scores, refilling
 //        buffer 1's k-blocks 0..3 once its P_B·V_B is done.
 // Each k-block of a buffer is refilled by the warpgroup that reads it last, as soon as its MMAs on it are done.
@@ -259,6 +260,7 @@ mla_decode_seesaw_kernel(const DecodeKernelParams p, const __grid_constant__ CUt
       const int i_a = 2 * k, tile_a = tile_begin + i_a;
       const uint32_t parity = k & 1;
       constexpr bool kLastPair = !kHasNext;
+      if (kHasNext && wg_tid == 0) load_kblocks(0, tile_a + 2, 8, 9);  // the rope k-block: only A's scores read it
       // softmax of A against the max wg1 left (before the first pair: -inf)
       if constexpr (kLastPair) mask_tail(s, tile_a);
       float m[2] = {max_sh[r0], max_sh[r1]}, scale0[2], sum[2];
@@ -286,10 +288,7 @@ mla_decode_seesaw_kernel(const DecodeKernelParams p, const __grid_constant__ CUt
       wgmma_commit();
       wgmma_wait_all();
       wgmma_fence_operands(o);
-      if (kHasNext && wg_tid == 0) {  // buffer 0's k-blocks 0..3 and 8 are read by nobody else: the next A tile
-        load_kblocks(0, tile_a + 2, 0, 4);
-        load_kblocks(0, tile_a + 2, 8, 9);
-      }
+      if (kHasNext && wg_tid == 0) load_kblocks(0, tile_a + 2, 0, 4);  // read by nobody else: the next A tile
       // P_A relative to wg1's max for its half of O
       named_barrier_sync(kSeesawScale1, kDecodeThreads);
       const float scale1[2] = {scale1_sh[r0], scale1_sh[r1]};
@@ -352,6 +351,7 @@ mla_decode_seesaw_kernel(const DecodeKernelParams p, const __grid_constant__ CUt
       const uint32_t parity = k & 1;
       // a tail tile is the CTA's last: A of a last pair without B, or B of a pair without a next A
       const bool last_pair = i_a + 2 >= num_tiles;
+      if (kHasNextB && wg_tid == 0) load_kblocks(1, tile_b + 2, 8, 9);  // the rope k-block: only B's scores read it
       // softmax of B against m_A
       named_barrier_sync(kSeesawScale0, kDecodeThreads);
       float m[2] = {max_sh[r0], max_sh[r1]}, scale1[2] = {1.0f, 1.0f}, sum[2] = {0.0f, 0.0f};
@@ -401,7 +401,7 @@ mla_decode_seesaw_kernel(const DecodeKernelParams p, const __grid_constant__ CUt
       if constexpr (kHasB) {
         wgmma_wait_pending<1>();
         wgmma_fence_operands(o);
-        if (kHasNextB && wg_tid == 0) load_kblocks(1, tile_b + 2, 4, 9);
+        if (kHasNextB && wg_tid == 0) load_kblocks(1, tile_b + 2, 4, 8);
       }
       wgmma_wait_all();
       wgmma_fence_operands(o);
