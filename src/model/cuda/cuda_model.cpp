@@ -115,27 +115,26 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
   stats_.workspace_bytes = workspace_estimate;
   size_t free_bytes = 0, total_bytes = 0;
   FATHOM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  FATHOM_CHECK(options.kv_page_size >= 1, "CUDA backend: KV page size " << options.kv_page_size);
+  if (options.kv_page_size % kc::kMlaDecodeTileTokens == 0) decode_page_size_ = static_cast<int32_t>(options.kv_page_size);
   if (options.num_kv_slots > 0) {
     num_kv_slots_ = options.num_kv_slots;
   } else {
     const double budget = options.mem_fraction_static * static_cast<double>(total_bytes) -
                           static_cast<double>(total_bytes - free_bytes) - static_cast<double>(workspace_estimate);
-    num_kv_slots_ = static_cast<int64_t>(std::max(0.0, budget) / static_cast<double>(slot_bytes));
+    // Less the padding page the cache adds below.
+    num_kv_slots_ = static_cast<int64_t>(std::max(0.0, budget) / static_cast<double>(slot_bytes)) - decode_page_size_;
     FATHOM_CHECK(num_kv_slots_ > 0, "CUDA backend: --mem-fraction-static " << options.mem_fraction_static
                                                                          << " leaves no memory for the KV cache (weights "
                                                                          << weights_.total_bytes / (1 << 20) << " MiB, GPU "
                                                                          << total_bytes / (1 << 20) << " MiB)");
   }
-  FATHOM_CHECK(static_cast<size_t>(num_kv_slots_) * slot_bytes + workspace_estimate / 2 < free_bytes,
+  num_kv_slots_ = num_kv_slots_ / decode_page_size_ * decode_page_size_;  // whole pages (the caller's pool does too)
+  FATHOM_CHECK(num_kv_slots_ > 0, "CUDA backend: the KV cache holds less than one page of " << decode_page_size_);
+  FATHOM_CHECK(static_cast<size_t>(num_kv_slots_ + decode_page_size_) * slot_bytes + workspace_estimate / 2 < free_bytes,
                "CUDA backend: a KV cache of " << num_kv_slots_ << " tokens (" << num_kv_slots_ * slot_bytes / (1 << 20)
                                               << " MiB) does not fit in the " << free_bytes / (1 << 20)
                                               << " MiB left after the weights");
-  FATHOM_CHECK(options.kv_page_size >= 1, "CUDA backend: KV page size " << options.kv_page_size);
-  if (options.kv_page_size % kc::kMlaDecodeTileTokens == 0) {
-    decode_page_size_ = static_cast<int32_t>(options.kv_page_size);
-    num_kv_slots_ = num_kv_slots_ / decode_page_size_ * decode_page_size_;  // whole pages (the caller's pool does too)
-    FATHOM_CHECK(num_kv_slots_ > 0, "CUDA backend: the KV cache holds less than one page of " << decode_page_size_);
-  }
   // One extra page past the caller's slots: where padded / warm-up entries write (its first slot) and read.
   padding_slot_ = static_cast<int32_t>(num_kv_slots_);
   cache_rows_ = num_kv_slots_ + decode_page_size_;

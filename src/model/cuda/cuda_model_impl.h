@@ -303,7 +303,7 @@ class CudaModelImpl {
   kc::MoeRoutingConfig routing_;
   std::unique_ptr<kc::Bf16Gemm> eh_proj_gemm_;   // [H, 2H] -> bf16 (the MTP module's input projection)
 
-  // KV cache: [layers, num_slots, kv_lora + rope] bf16.
+  // KV cache: [layers, cache_rows_, kv_lora + rope] bf16 (the caller's num_kv_slots_ slots, then the padding page).
   kc::DeviceBuffer<bf16> kv_cache_;
   int64_t num_kv_slots_ = 0;
   // Tokens per page of the decode attention's table: options_.kv_page_size when a multiple of 64, else 1.

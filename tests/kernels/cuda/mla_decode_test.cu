@@ -208,10 +208,10 @@ INSTANTIATE_TEST_SUITE_P(
 struct WgmmaKernelVariant {
   const char* name;
   int32_t page_size;
-  bool warp_specialized;
+  bool seesaw, warp_specialized;  // forced over the heuristic plan (whose seesaw flag needs CTAs of 32+ tiles)
 };
 constexpr WgmmaKernelVariant kWgmmaKernelVariants[] = {
-    {"seesaw", 64, true}, {"warp-specialized", 16, true}, {"shared phases", 16, false}};
+    {"seesaw", 64, true, true}, {"warp-specialized", 16, false, true}, {"shared phases", 16, false, false}};
 
 TEST(MlaDecode, DeterministicAndGraphReplayMatchesDirectLaunch) {
   FATHOM_REQUIRE_GPU();
@@ -221,6 +221,7 @@ TEST(MlaDecode, DeterministicAndGraphReplayMatchesDirectLaunch) {
     MlaDecodePlan plan = heuristic_plan(s);
     plan.num_splits = 5;  // exercise the combine kernel inside the graph
     plan.warp_specialized = variant.warp_specialized;
+    plan.seesaw = variant.seesaw;
     const std::vector<float> direct = run_gpu(s, plan);
     const std::vector<float> again = run_gpu(s, plan);
     ASSERT_EQ(0, std::memcmp(direct.data(), again.data(), direct.size() * sizeof(float))) << "not deterministic";
@@ -261,6 +262,7 @@ TEST(MlaDecode, ProgrammaticChainMatchesPlainLaunch) {
     MlaDecodePlan plan = heuristic_plan(setups[0]);
     plan.num_splits = 3;
     plan.warp_specialized = variant.warp_specialized;
+    plan.seesaw = variant.seesaw;
     std::vector<float> expected[2];
     for (int i = 0; i < 2; ++i) expected[i] = run_gpu(setups[i], plan);
     ASSERT_NE(0, std::memcmp(expected[0].data(), expected[1].data(), expected[0].size() * sizeof(float)));

@@ -397,7 +397,7 @@ mla_decode_seesaw_kernel(const DecodeKernelParams p, const __grid_constant__ CUt
       }
       wgmma_commit();
       named_barrier_arrive(kSeesawPBReady, kDecodeThreads);
-      // refills: buffer 1's k-blocks 4..8 once P_B·V_B is done, buffer 0's 4..7 once P_A·V_A is
+      // refills: buffer 1's k-blocks 4..7 once P_B·V_B is done, buffer 0's 4..7 once P_A·V_A is
       if constexpr (kHasB) {
         wgmma_wait_pending<1>();
         wgmma_fence_operands(o);
@@ -406,7 +406,7 @@ mla_decode_seesaw_kernel(const DecodeKernelParams p, const __grid_constant__ CUt
       wgmma_wait_all();
       wgmma_fence_operands(o);
       if (wg_tid == 0 && i_a + 2 < num_tiles) load_kblocks(0, tile_a + 2, 4, 8);
-      if constexpr (kHasNextB) {  // the next B tile's scores, its own refills (k-blocks 4..8) first
+      if constexpr (kHasNextB) {  // the next B tile's scores, its own refills (k-blocks 4..7, the rope block) first
         seesaw_issue_scores<4, 9>(s, q_smem, kv_tile(1), q_rope, full + L::kKBlocks, parity ^ 1u, true);
         seesaw_issue_scores<0, 4>(s, q_smem, kv_tile(1), q_rope, full + L::kKBlocks, parity ^ 1u, false);
         wgmma_commit();
