@@ -163,12 +163,14 @@ int run_bench_one_batch(const Args& raw_args) {
   const int64_t input_len = args.get_int_or("--input-len", 1024);
   const int64_t output_len = args.get_int_or("--output-len", 16);
   FATHOM_CHECK(input_len > 0 && output_len > 0, "--input-len and --output-len must be positive");
-  const int64_t page_size = args.get_int_or("--page-size", 1);  // KV pages as the server's --page-size allocates them
-  FATHOM_CHECK(page_size >= 1, "--page-size must be positive, got " << page_size);
-  const int64_t slot_stride = (input_len + output_len + page_size - 1) / page_size * page_size;
   for (int64_t batch_size : batch_sizes) FATHOM_CHECK(batch_size > 0, "--batch-size values must be positive");
 
   const model::ModelConfig config = model::load_model_config(options.load.model_dir, options.load.override_config);
+  // KV pages as the server allocates them (the same default as serve's --page-size).
+  const int64_t page_size =
+      args.get_int_or("--page-size", default_kv_page_size(options.device, config.num_attention_heads));
+  FATHOM_CHECK(page_size >= 1, "--page-size must be positive, got " << page_size);
+  const int64_t slot_stride = (input_len + output_len + page_size - 1) / page_size * page_size;
   FATHOM_CHECK(input_len + output_len <= config.max_position_embeddings,
                "--input-len + --output-len (" << input_len + output_len << ") exceeds max_position_embeddings ("
                                               << config.max_position_embeddings << ")");

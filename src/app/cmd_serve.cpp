@@ -108,7 +108,8 @@ int run_serve(const Args& raw_args) {
     engine_config.max_total_tokens =
         kv_tokens_for_memory_fraction(args.get_double_or("--mem-fraction-static", 0.0), model_config, model_dir, dummy);
   }
-  engine_config.page_size = args.get_int_or("--page-size", engine_config.page_size);
+  engine_config.page_size =
+      args.get_int_or("--page-size", default_kv_page_size(model_options.device, model_config.num_attention_heads));
   engine_config.chunked_prefill_size = args.get_int_or("--chunked-prefill-size", engine_config.chunked_prefill_size);
   engine_config.max_running_requests = args.get_int_or("--max-running-requests", engine_config.max_running_requests);
   engine_config.schedule_policy = scheduler::parse_schedule_policy(args.get_or("--schedule-policy", "fcfs"));

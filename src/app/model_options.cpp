@@ -75,4 +75,8 @@ ModelCliOptions parse_model_options(const CliArgs& args) {
   return options;
 }
 
+int64_t default_kv_page_size(executor::Device device, int64_t num_attention_heads) {
+  return device == executor::Device::kCuda && num_attention_heads > 32 ? 64 : 1;
+}
+
 }  // namespace fathom::app
