@@ -122,6 +122,23 @@ __device__ __forceinline__ void seesaw_softmax(const float (&s)[32], uint32_t (&
     }
 }
 
+// O[:, this warpgroup's 256 columns] += P · V over a tile's 64 tokens (4 MMAs, not committed): P from this
+// warpgroup's registers (packed: A-fragment order) or from a 128-byte-swizzled K-major tile in shared memory; desc_v:
+// V's N-major descriptor of those columns.
+__device__ __forceinline__ void seesaw_issue_pv(float (&o)[128], const uint32_t (&packed)[16], uint64_t desc_v) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const uint32_t a[4] = {packed[4 * kk], packed[4 * kk + 1], packed[4 * kk + 2], packed[4 * kk + 3]};
+    wgmma_m64n256k16_bf16_rs_tn(o, a, wgmma_desc_advance(desc_v, kk * 16 * 128));
+  }
+}
+__device__ __forceinline__ void seesaw_issue_pv(float (&o)[128], uint32_t p_smem, uint64_t desc_v) {
+  const uint64_t desc_p = wgmma_desc_kmajor_sw128(p_smem);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+    wgmma_m64n256k16_bf16_tn(o, wgmma_desc_advance(desc_p, kk * 32), wgmma_desc_advance(desc_v, kk * 16 * 128));
+}
+
 // P [64 heads, 64 tokens] bf16 from this warpgroup's registers into a 128-byte-swizzled K-major tile.
 __device__ __forceinline__ void seesaw_store_p(uint32_t p_smem, const uint32_t (&packed)[16], int r0, int r1, int tq) {
 #pragma unroll
@@ -277,14 +294,7 @@ mla_decode_seesaw_kernel(const DecodeKernelParams p, const __grid_constant__ CUt
       // O_L += P_A · V_A[:, 0:256], P from registers
       if constexpr (kLastPair && !kHasB) seesaw_zero_tail_rows(kv_tile(0), 0, 4, tail_rows(tile_a), wg_tid, 0);
       wgmma_fence();
-      {
-        const uint64_t desc_v = values_desc(0);
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          const uint32_t a[4] = {packed[4 * kk], packed[4 * kk + 1], packed[4 * kk + 2], packed[4 * kk + 3]};
-          wgmma_m64n256k16_bf16_rs_tn(o, a, wgmma_desc_advance(desc_v, kk * 16 * 128));
-        }
-      }
+      seesaw_issue_pv(o, packed, values_desc(0));
       wgmma_commit();
       wgmma_wait_all();
       wgmma_fence_operands(o);
@@ -313,10 +323,7 @@ mla_decode_seesaw_kernel(const DecodeKernelParams p, const __grid_constant__ CUt
         for (int kb = 0; kb < 4; ++kb) mbarrier_wait(&full[L::kKBlocks + kb], parity);  // landed (wg1 waited too)
         if constexpr (kLastPair) seesaw_zero_tail_rows(kv_tile(1), 0, 4, tail_rows(tile_a + 1), wg_tid, 0);
         wgmma_fence();
-        const uint64_t desc_p = wgmma_desc_kmajor_sw128(pb_smem), desc_v = values_desc(1);
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-          wgmma_m64n256k16_bf16_tn(o, wgmma_desc_advance(desc_p, kk * 32), wgmma_desc_advance(desc_v, kk * 16 * 128));
+        seesaw_issue_pv(o, pb_smem, values_desc(1));
         wgmma_commit();
       }
       if constexpr (kHasNext) {  // the next A tile's scores behind it; buffer 1's k-blocks 0..3 refilled after P_B·V_B
@@ -376,12 +383,7 @@ mla_decode_seesaw_kernel(const DecodeKernelParams p, const __grid_constant__ CUt
         if constexpr (!kHasNextB) seesaw_zero_tail_rows(kv_tile(1), 4, 8, last_pair ? tail_rows(tile_b) : 64, wg_tid, 1);
         fence_proxy_async_shared();  // P_B (st.shared) -> wg0's wgmma reads
         wgmma_fence();
-        const uint64_t desc_v = values_desc(1);
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          const uint32_t a[4] = {packed[4 * kk], packed[4 * kk + 1], packed[4 * kk + 2], packed[4 * kk + 3]};
-          wgmma_m64n256k16_bf16_rs_tn(o, a, wgmma_desc_advance(desc_v, kk * 16 * 128));
-        }
+        seesaw_issue_pv(o, packed, values_desc(1));
         wgmma_commit();
       }
       // O_R += P_A · V_A[:, 256:512], P_A from wg0 (already relative to m_B)
@@ -389,12 +391,7 @@ mla_decode_seesaw_kernel(const DecodeKernelParams p, const __grid_constant__ CUt
       for (int kb = 4; kb < 8; ++kb) mbarrier_wait(&full[kb], parity);  // landed (wg0 waited too)
       if constexpr (!kHasB) seesaw_zero_tail_rows(kv_tile(0), 4, 8, tail_rows(tile_a), wg_tid, 1);
       wgmma_fence();
-      {
-        const uint64_t desc_p = wgmma_desc_kmajor_sw128(pa_smem), desc_v = values_desc(0);
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-          wgmma_m64n256k16_bf16_tn(o, wgmma_desc_advance(desc_p, kk * 32), wgmma_desc_advance(desc_v, kk * 16 * 128));
-      }
+      seesaw_issue_pv(o, pa_smem, values_desc(0));
       wgmma_commit();
       named_barrier_arrive(kSeesawPBReady, kDecodeThreads);
       // refills: buffer 1's k-blocks 4..7 once P_B·V_B is done, buffer 0's 4..7 once P_A·V_A is
