@@ -45,7 +45,7 @@ BatchLayout CudaModelImpl::static_decode_layout(const DecodeShape& shape) const 
   layout.token_ids = graph_token_ids_.data();
   layout.positions = graph_positions_.data();
   layout.slots = graph_slots_.data();
-  layout.page_table = graph_page_table_.data();
+  layout.page_table = decode_page_size_ > 1 ? nullptr : graph_page_table_.data();  // the decode reads decode_pages
   layout.seq_lens = graph_seq_lens_.data();
   layout.num_tokens = shape.batch;
   layout.num_sequences = shape.batch;
@@ -83,14 +83,12 @@ int32_t CudaModelImpl::upload_padded_decode(const ForwardBatch& batch, const std
   std::vector<int32_t> slots(static_cast<size_t>(shape.batch), padding_slot_), seq_lens(static_cast<size_t>(shape.batch), 1);
   int32_t width = 1;
   for (const SequenceChunk& chunk : batch.sequences) width = std::max<int32_t>(width, static_cast<int32_t>(chunk.num_cached + 1));
-  std::vector<int32_t> pages(static_cast<size_t>(shape.batch) * width, padding_slot_);  // [batch, width]
   for (int32_t s = 0; s < actual; ++s) {
     const SequenceChunk& chunk = batch.sequences[static_cast<size_t>(s)];
     token_ids[s] = batch.token_ids[static_cast<size_t>(chunk.token_begin)];
     positions[s] = batch.positions[static_cast<size_t>(chunk.token_begin)];
     slots[s] = chunk.kv_slots[chunk.num_cached];
     seq_lens[s] = static_cast<int32_t>(chunk.num_cached + 1);
-    std::copy(chunk.kv_slots, chunk.kv_slots + chunk.num_cached + 1, pages.begin() + static_cast<int64_t>(s) * width);
   }
   auto copy = [&](int32_t* device, const std::vector<int32_t>& host) {
     FATHOM_CUDA_CHECK(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
@@ -99,22 +97,20 @@ int32_t CudaModelImpl::upload_padded_decode(const ForwardBatch& batch, const std
   copy(graph_positions_.data(), positions);
   copy(graph_slots_.data(), slots);
   copy(graph_seq_lens_.data(), seq_lens);
-  FATHOM_CUDA_CHECK(cudaMemcpy2DAsync(graph_page_table_.data(), static_cast<size_t>(graph_page_stride_) * sizeof(int32_t),
-                                      pages.data(), static_cast<size_t>(width) * sizeof(int32_t),
-                                      static_cast<size_t>(width) * sizeof(int32_t), static_cast<size_t>(shape.batch),
-                                      cudaMemcpyHostToDevice, stream_));
-  if (decode_page_size_ > 1) {  // the decode's page-granular table: a page's first slot names it
-    const int32_t page = decode_page_size_, page_width = (width + page - 1) / page;
-    std::vector<int32_t> decode_pages(static_cast<size_t>(shape.batch) * page_width, padding_slot_ / page);
-    for (int32_t s = 0; s < actual; ++s)
-      for (int32_t p = 0; p < page_width; ++p)
-        decode_pages[static_cast<size_t>(s) * page_width + p] = pages[static_cast<size_t>(s) * width + p * page] / page;
-    FATHOM_CUDA_CHECK(cudaMemcpy2DAsync(graph_decode_pages_.data(),
-                                        static_cast<size_t>(graph_decode_page_stride_) * sizeof(int32_t),
-                                        decode_pages.data(), static_cast<size_t>(page_width) * sizeof(int32_t),
-                                        static_cast<size_t>(page_width) * sizeof(int32_t),
-                                        static_cast<size_t>(shape.batch), cudaMemcpyHostToDevice, stream_));
+  // The table the decode reads: the slot of every position on pages of one token, else a page's first slot / page.
+  const int32_t page = decode_page_size_, page_width = (width + page - 1) / page;
+  std::vector<int32_t> pages(static_cast<size_t>(shape.batch) * page_width, padding_slot_ / page);  // [batch, page_width]
+  for (int32_t s = 0; s < actual; ++s) {
+    const SequenceChunk& chunk = batch.sequences[static_cast<size_t>(s)];
+    for (int32_t p = 0; p < page_width && p * page <= chunk.num_cached; ++p)
+      pages[static_cast<size_t>(s) * page_width + p] = chunk.kv_slots[static_cast<int64_t>(p) * page] / page;
   }
+  int32_t* table = page > 1 ? graph_decode_pages_.data() : graph_page_table_.data();
+  const int32_t table_stride = page > 1 ? graph_decode_page_stride_ : graph_page_stride_;
+  FATHOM_CUDA_CHECK(cudaMemcpy2DAsync(table, static_cast<size_t>(table_stride) * sizeof(int32_t), pages.data(),
+                                      static_cast<size_t>(page_width) * sizeof(int32_t),
+                                      static_cast<size_t>(page_width) * sizeof(int32_t), static_cast<size_t>(shape.batch),
+                                      cudaMemcpyHostToDevice, stream_));
   return actual;
 }
 
@@ -292,8 +288,10 @@ void CudaModelImpl::prepare_decode_shapes() {
   graph_positions_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_));
   graph_slots_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_));
   graph_seq_lens_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_));
-  graph_page_table_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_) * graph_page_stride_);
-  if (decode_page_size_ > 1) {
+  // One slot table, as the decode reads it: per position on pages of one token, per page on larger ones.
+  if (decode_page_size_ == 1) {
+    graph_page_table_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_) * graph_page_stride_);
+  } else {
     graph_decode_page_stride_ = (graph_page_stride_ + decode_page_size_ - 1) / decode_page_size_;
     graph_decode_pages_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_) * graph_decode_page_stride_);
   }
@@ -319,7 +317,7 @@ void CudaModelImpl::prepare_decode_shapes() {
   graph_slots_.upload(padding);
   graph_seq_lens_.upload(ones);
   graph_hidden_rows_.upload(zeros);
-  graph_page_table_.upload(std::vector<int32_t>(graph_page_table_.size(), padding_slot_));
+  if (decode_page_size_ == 1) graph_page_table_.upload(std::vector<int32_t>(graph_page_table_.size(), padding_slot_));
   if (decode_page_size_ > 1)
     graph_decode_pages_.upload(std::vector<int32_t>(graph_decode_pages_.size(), padding_slot_ / decode_page_size_));
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());  // the uploads above ran on the legacy default stream

@@ -267,16 +267,36 @@ void CudaModelImpl::validate_batch(const ForwardBatch& batch, bool decode) const
     const int64_t kv_len = chunk.num_cached + chunk.num_tokens;
     FATHOM_CHECK(kv_len <= max_context_tokens_, "CUDA backend: a sequence of " << kv_len << " tokens exceeds the context limit "
                                                                                << max_context_tokens_);
-    for (int64_t p = 0; p < kv_len; ++p) {
-      FATHOM_CHECK(chunk.kv_slots[p] >= 0 && chunk.kv_slots[p] < num_kv_slots_,
-                   "CUDA backend: KV slot " << chunk.kv_slots[p] << " outside the cache of " << num_kv_slots_ << " slots");
+    // Every decode step checks the whole context (the caller passes every position's slot): one compare per slot.
+    if (decode && decode_page_size_ > 1) {
+      check_slot_pages(chunk.kv_slots, kv_len);
+    } else {
+      bool in_cache = true;
+      for (int64_t p = 0; p < kv_len; ++p) in_cache &= chunk.kv_slots[p] >= 0 && chunk.kv_slots[p] < num_kv_slots_;
+      for (int64_t p = 0; !in_cache && p < kv_len; ++p) {
+        FATHOM_CHECK(chunk.kv_slots[p] >= 0 && chunk.kv_slots[p] < num_kv_slots_,
+                     "CUDA backend: KV slot " << chunk.kv_slots[p] << " outside the cache of " << num_kv_slots_ << " slots");
+      }
     }
-    // The decode reads pages of decode_page_size_ slots: every page-aligned run of positions in one page, in order.
-    const int64_t page = decode_page_size_;
-    for (int64_t p = 0; decode && page > 1 && p < kv_len; ++p) {
-      const int32_t first = chunk.kv_slots[p - p % page];
-      FATHOM_CHECK(first % page == 0 && chunk.kv_slots[p] == first + p % page,
-                   "CUDA backend: position " << p << " of a sequence is in KV slot " << chunk.kv_slots[p]
+  }
+}
+
+void CudaModelImpl::check_slot_pages(const int32_t* kv_slots, int64_t kv_len) const {
+  // The decode reads pages of decode_page_size_ slots: every page-aligned run of positions in one page of the cache,
+  // in order (a run's first slot page-aligned and the run inside the cache).
+  const int64_t page = decode_page_size_;
+  for (int64_t begin = 0; begin < kv_len; begin += page) {
+    const int64_t count = std::min(page, kv_len - begin);
+    const int32_t* run = kv_slots + begin;
+    const int64_t first = run[0];
+    bool in_page = first >= 0 && first % page == 0 && first + count <= num_kv_slots_;
+    for (int64_t i = 1; i < count; ++i) in_page &= run[i] == first + i;
+    if (in_page) continue;
+    for (int64_t i = 0; i < count; ++i) {
+      FATHOM_CHECK(run[i] >= 0 && run[i] < num_kv_slots_,
+                   "CUDA backend: KV slot " << run[i] << " outside the cache of " << num_kv_slots_ << " slots");
+      FATHOM_CHECK(first % page == 0 && run[i] == first + i,
+                   "CUDA backend: position " << begin + i << " of a sequence is in KV slot " << run[i]
                                              << ", not in the page of " << page << " slots its run began in (slot "
                                              << first << "): the slots must come in whole pages (--page-size)");
     }
@@ -302,20 +322,21 @@ BatchLayout CudaModelImpl::upload_batch(const ForwardBatch& batch) {
     cu_kv.push_back(cu_kv.back() + static_cast<int32_t>(kv_len));
   }
   layout.total_kv = cu_kv.back();
-  std::vector<int32_t> page_table(static_cast<size_t>(layout.num_sequences) * layout.max_pages, 0);
-  std::vector<int32_t> kv_slots_flat;
-  kv_slots_flat.reserve(static_cast<size_t>(layout.total_kv));
-  for (size_t s = 0; s < batch.sequences.size(); ++s) {
-    const SequenceChunk& chunk = batch.sequences[s];
-    const int64_t kv_len = chunk.num_cached + chunk.num_tokens;
-    std::copy(chunk.kv_slots, chunk.kv_slots + kv_len, page_table.begin() + static_cast<int64_t>(s) * layout.max_pages);
-    if (!layout.decode) kv_slots_flat.insert(kv_slots_flat.end(), chunk.kv_slots, chunk.kv_slots + kv_len);
-  }
   layout.token_ids = upload_ints(token_ids_, batch.token_ids);
   layout.positions = upload_ints(positions_, batch.positions);
   layout.slots = upload_ints(slots_, slots);
-  layout.page_table = upload_ints(page_table_, page_table);
   layout.seq_lens = upload_ints(seq_lens_, seq_lens);
+  // The slot of every position ([sequences, longest kv length], rebuilt and uploaded each forward): the prefill reads
+  // it, and a decode on pages of one token; a decode on larger pages reads only the page-granular table.
+  if (!layout.decode || decode_page_size_ == 1) {
+    std::vector<int32_t> page_table(static_cast<size_t>(layout.num_sequences) * layout.max_pages, 0);
+    for (size_t s = 0; s < batch.sequences.size(); ++s) {
+      const SequenceChunk& chunk = batch.sequences[s];
+      std::copy(chunk.kv_slots, chunk.kv_slots + chunk.num_cached + chunk.num_tokens,
+                page_table.begin() + static_cast<int64_t>(s) * layout.max_pages);
+    }
+    layout.page_table = upload_ints(page_table_, page_table);
+  }
   if (layout.decode) {
     std::vector<const int32_t*> sequence_slots;
     for (const SequenceChunk& chunk : batch.sequences) sequence_slots.push_back(chunk.kv_slots);
@@ -324,6 +345,10 @@ BatchLayout CudaModelImpl::upload_batch(const ForwardBatch& batch) {
   } else {
     layout.cu_q_lens = upload_ints(cu_q_lens_, cu_q);
     layout.cu_kv_lens = upload_ints(cu_kv_lens_, cu_kv);
+    std::vector<int32_t> kv_slots_flat;
+    kv_slots_flat.reserve(static_cast<size_t>(layout.total_kv));
+    for (const SequenceChunk& chunk : batch.sequences)
+      kv_slots_flat.insert(kv_slots_flat.end(), chunk.kv_slots, chunk.kv_slots + chunk.num_cached + chunk.num_tokens);
     layout.kv_slots_flat = upload_ints(kv_slots_flat_, kv_slots_flat);
   }
   return layout;

@@ -82,7 +82,8 @@ struct BatchLayout {
   const int32_t* token_ids = nullptr;      // [num_tokens]
   const int32_t* positions = nullptr;      // [num_tokens]
   const int32_t* slots = nullptr;          // [num_tokens] KV slot of each new token
-  const int32_t* page_table = nullptr;     // [num_sequences, max_pages] KV slot of every position (page size 1)
+  // [num_sequences, max_pages] KV slot of every position: prefill, and decode on pages of one token (else null)
+  const int32_t* page_table = nullptr;
   const int32_t* seq_lens = nullptr;       // [num_sequences] kv length
   const int32_t* cu_q_lens = nullptr;      // [num_sequences + 1] (prefill)
   const int32_t* cu_kv_lens = nullptr;     // [num_sequences + 1] (prefill)
@@ -123,6 +124,8 @@ class CudaModelImpl {
  private:
   // Checks ids, slots and sizes on the host (clear errors instead of kernels reading out of range).
   void validate_batch(const ForwardBatch& batch, bool decode) const;
+  // Throws unless kv_slots [kv_len] come in whole pages of decode_page_size_ slots inside the cache.
+  void check_slot_pages(const int32_t* kv_slots, int64_t kv_len) const;
   BatchLayout upload_batch(const ForwardBatch& batch);
   // Copies host ints into a grown device buffer on the stream; returns the device pointer.
   const int32_t* upload_ints(GrowableBuffer<int32_t>& device, const std::vector<int32_t>& host);

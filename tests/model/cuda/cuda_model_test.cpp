@@ -498,9 +498,27 @@ TEST(CudaV3DimsPagedDecode, Pages64MatchPagesOfOneToken) {
   cuda::CudaDeepseekV3Model gpu(loaded.config, loaded.weights, options);
   std::vector<int32_t> broken = iota_slots(100, 0);
   for (size_t i = 64; i < broken.size(); ++i) broken[i] = static_cast<int32_t>(192 + i - 64 + (i >= 80 ? 64 : 0));
-  ForwardBatch bad;
-  bad.add_sequence({5}, 99, broken.data());
-  EXPECT_THROW(gpu.forward(bad, {0}), Error);
+  // A run that starts mid-page, and a last page that runs past the cache of 1024 slots.
+  std::vector<int32_t> misaligned = iota_slots(100, 1), past_end = iota_slots(100, 1024 - 64);
+  struct Case { const std::vector<int32_t>* slots; std::string expected; };
+  for (const Case& c : {Case{&broken, "position 80 of a sequence is in KV slot 272, not in the page of 64 slots its run "
+                                      "began in (slot 192)"},
+                        Case{&misaligned, "position 0 of a sequence is in KV slot 1, not in the page of 64"},
+                        Case{&past_end, "KV slot 1024 outside the cache of 1024 slots"}}) {
+    ForwardBatch bad;
+    bad.add_sequence({5}, 99, c.slots->data());
+    try {
+      gpu.forward(bad, {0});
+      ADD_FAILURE() << "accepted: " << c.expected;
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find(c.expected), std::string::npos) << error.what();
+    }
+  }
+  // The same model then decodes whole pages.
+  const std::vector<int32_t> whole_pages = iota_slots(100, 128);
+  ForwardBatch good;
+  good.add_sequence({5}, 99, whole_pages.data());
+  EXPECT_EQ(gpu.forward(good, {0}).size(), static_cast<size_t>(vocab));
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, CudaV3Dims,
