@@ -83,6 +83,33 @@ TEST_F(Cli, BenchOneBatchReportsPrefillDecodeAndWritesATrace) {
       << cuda.output;
 }
 
+// The hash of the greedy tokens a run printed ("Output. greedy token hash: H").
+std::string greedy_hash(const std::string& output) {
+  const std::string marker = "Output. greedy token hash: ";
+  const size_t at = output.rfind(marker);
+  return at == std::string::npos ? "" : output.substr(at + marker.size(), 16);
+}
+
+TEST_F(Cli, BenchOneBatchChunkedPrefillPicksTheSameTokens) {
+  // Prompts of 6 tokens in forwards of 4: the first cut inside sequence 0, then one forward ending no prompt.
+  for (const std::string mtp : {"", " --mtp"}) {
+    RunResult whole = run("bench-one-batch " + model_flags() + " --batch-size 3 --input-len 6 --output-len 4" + mtp);
+    ASSERT_EQ(whole.exit_code, 0) << whole.output;
+    const std::string expected = greedy_hash(whole.output);
+    ASSERT_EQ(expected.size(), 16u) << whole.output;
+    for (const char* chunk : {"4", "5", "1"}) {
+      RunResult chunked = run("bench-one-batch " + model_flags() + " --batch-size 3 --input-len 6 --output-len 4" +
+                              mtp + " --chunked-prefill-size " + chunk);
+      ASSERT_EQ(chunked.exit_code, 0) << chunked.output;
+      EXPECT_EQ(greedy_hash(chunked.output), expected) << "chunk " << chunk << mtp << "\n" << chunked.output;
+    }
+    // Another prompt draw picks other tokens: the hash covers them.
+    RunResult other = run("bench-one-batch " + model_flags() + " --batch-size 3 --input-len 6 --output-len 4 --seed 7" + mtp);
+    ASSERT_EQ(other.exit_code, 0) << other.output;
+    EXPECT_NE(greedy_hash(other.output), expected) << other.output;
+  }
+}
+
 TEST_F(Cli, BenchOneBatchTimesTheMtpModule) {
   RunResult result = run("bench-one-batch " + model_flags() + " --batch-size 2 --input-len 5 --output-len 3 --mtp" +
                          " --result-filename " + dir_.file("mtp.jsonl"));
