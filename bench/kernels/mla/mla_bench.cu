@@ -6,12 +6,15 @@
 //   absorb_chain: the same products as a decode step runs them (graph us per launch in captured chains of 20,
 //            weights rotated through copies so every launch misses L2) against size-matched read floors
 //   prefill: causal sequences of 256-8192 tokens, with and without a cached prefix, TFLOP/s
-// Every timed run is preceded by an L2 flush (a 256 MiB memset); times are medians of CUDA-event timings.
-// Usage: mla_bench [--reps N] [--only copy|decode|plans|absorb|absorb_chain|prefill] [--batch B] [--context C] [--same-pages]
-//                  [--heads H] [--page-size P] [--decode-kernel plan|seesaw|warpspec]  (decode: query heads per GPU,
-//                  1-128, 16 = V3 under TP8; tokens per cache page, default 64, a divisor of 16384, the server's
-//                  default is 1; the kernel of the time_us column, default the plan's, for A/B runs that alternate
-//                  which kernel is timed first)
+// Every timed run is preceded by an L2 flush (a 256 MiB memset, or with --flush read a read of it that leaves no dirty
+// lines to write back); times are medians of CUDA-event timings.
+// Usage: mla_bench [--reps N] [--only copy|decode|plans|absorb|absorb_chain|prefill] [--batch B] [--context C]
+//                  [--same-pages] [--contiguous] [--heads H] [--page-size P] [--decode-kernel plan|seesaw|warpspec]
+//                  [--flush write|read]
+//   --batch / --context: one row (any batch 1-128, context 1-16384); --contiguous: each sequence's pages in order,
+//   one after another, as a fresh server allocates them (default: scattered); --heads: query heads per GPU (1-128,
+//   16 = V3 under TP8); --page-size: tokens per cache page (default 64, a divisor of 16384); --decode-kernel: the
+//   kernel of the time_us column, default the plan's, for A/B runs that alternate which kernel is timed first.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -70,10 +73,27 @@ void fill_random(__nv_bfloat16* data, size_t count, uint64_t seed, float scale =
   FATHOM_CUDA_CHECK_LAUNCH();
 }
 
+// Evicts L2 by reading `buffer` (clean lines), unlike a memset, whose dirty lines are written back to DRAM while the
+// timed kernel runs (up to the L2's size: ~17 us of an H100's DRAM time).
+__global__ void read_flush_kernel(const uint4* buffer, size_t count, uint4* sink) {
+  uint32_t acc = 0;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const uint4 v = buffer[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9E3779B9u) *sink = make_uint4(acc, 0, 0, 0);  // keeps the loads; never true between memsets of one byte
+}
+
+__global__ void empty_kernel() {}
+
 struct Timer {
   DeviceBuffer<uint8_t> flush_buffer{256ull << 20};
+  DeviceBuffer<uint4> flush_sink{1};
+  bool read_flush = false;  // --flush read: evict L2 with clean lines (see read_flush_kernel)
   cudaEvent_t start{}, stop{};
   Timer() {
+    FATHOM_CUDA_CHECK(cudaMemset(flush_buffer.data(), 0, flush_buffer.bytes()));  // read_flush_kernel's xor stays 0
     FATHOM_CUDA_CHECK(cudaEventCreate(&start));
     FATHOM_CUDA_CHECK(cudaEventCreate(&stop));
   }
@@ -87,7 +107,13 @@ struct Timer {
     fn();
     std::vector<double> times;
     for (int r = 0; r < reps; ++r) {
-      if (flush) FATHOM_CUDA_CHECK(cudaMemsetAsync(flush_buffer.data(), r & 0xff, flush_buffer.bytes()));
+      if (flush && read_flush) {
+        read_flush_kernel<<<1024, 256>>>(reinterpret_cast<const uint4*>(flush_buffer.data()),
+                                         flush_buffer.bytes() / sizeof(uint4), flush_sink.data());
+        FATHOM_CUDA_CHECK_LAUNCH();
+      } else if (flush) {
+        FATHOM_CUDA_CHECK(cudaMemsetAsync(flush_buffer.data(), r & 0xff, flush_buffer.bytes()));
+      }
       FATHOM_CUDA_CHECK(cudaEventRecord(start));
       fn();
       FATHOM_CUDA_CHECK(cudaEventRecord(stop));
@@ -134,7 +160,7 @@ kc::MlaDecodeArgs decode_args(const DeviceBuffer<__nv_bfloat16>& q_latent, const
 // the kernel's compute and synchronization time from its memory traffic.
 // heads: query heads per GPU (128 for V3 without tensor parallelism, 16 under TP8).
 void bench_decode(Timer& timer, int reps, double copy_gbps, int num_sms, int only_batch, int only_ctx,
-                  bool same_pages, int heads, int page_size, const std::string& decode_kernel) {
+                  bool same_pages, bool contiguous, int heads, int page_size, const std::string& decode_kernel) {
   const int max_batch = 128, max_ctx = 16384;
   const int pages_per_seq = max_ctx / page_size;
   const int64_t num_pages = static_cast<int64_t>(max_batch) * pages_per_seq;
@@ -146,7 +172,7 @@ void bench_decode(Timer& timer, int reps, double copy_gbps, int num_sms, int onl
   fill_random(q_pe.data(), q_pe.size(), 13);
   std::vector<int32_t> page_order(static_cast<size_t>(num_pages));
   std::iota(page_order.begin(), page_order.end(), 0);
-  std::shuffle(page_order.begin(), page_order.end(), std::mt19937(5));  // scattered pages, as after churn
+  if (!contiguous) std::shuffle(page_order.begin(), page_order.end(), std::mt19937(5));  // scattered, as after churn
   if (same_pages)
     for (size_t i = static_cast<size_t>(pages_per_seq); i < page_order.size(); ++i)
       page_order[i] = page_order[i % pages_per_seq];
@@ -155,12 +181,21 @@ void bench_decode(Timer& timer, int reps, double copy_gbps, int num_sms, int onl
   const size_t workspace_bytes = kc::mla_decode_max_workspace_bytes(num_sms, max_batch, heads, kLora, max_ctx);
   DeviceBuffer<uint8_t> workspace(std::max<size_t>(workspace_bytes, 16));
   std::printf("\ndecode (absorbed, bf16, page %d, %d heads, kv_lora %d, rope %d)%s; floor = bytes / copy bandwidth\n",
-              page_size, heads, kLora, kRope, same_pages ? ", every sequence on the same pages (L2-resident KV)" : "");
+              page_size, heads, kLora, kRope, same_pages   ? ", every sequence on the same pages (L2-resident KV)"
+              : contiguous ? ", each sequence's pages contiguous"
+                           : "");
+  // What the harness itself adds to a call: an empty kernel timed the same way (flush, events).
+  const double empty_ms = timer.median_ms(reps, [] {
+    empty_kernel<<<1, 32>>>();
+    FATHOM_CUDA_CHECK_LAUNCH();
+  });
+  std::printf("an empty kernel timed the same way: %.1f us\n", empty_ms * 1e3);
   std::printf("%6s %7s %6s %6s %10s %10s %9s %8s %9s %10s %11s %11s %11s\n", "batch", "context", "group", "splits",
               "time_us", "floor_us", "GB/s", "%copy", "TFLOP/s", "seesaw_us", "warpspec_us", "shared_us", "mmasync_us");
-  for (int batch : {1, 16, 64, 128})
-    for (int ctx : {1024, 2048, 4096, 8192, 16384}) {
-      if ((only_batch && batch != only_batch) || (only_ctx && ctx != only_ctx)) continue;
+  const std::vector<int> batches = only_batch ? std::vector<int>{only_batch} : std::vector<int>{1, 16, 64, 128};
+  const std::vector<int> contexts = only_ctx ? std::vector<int>{only_ctx} : std::vector<int>{1024, 2048, 4096, 8192, 16384};
+  for (int batch : batches)
+    for (int ctx : contexts) {
       std::vector<int32_t> lens(static_cast<size_t>(max_batch), ctx);
       seq_lens.upload(lens);
       kc::MlaDecodePlan plan = kc::mla_decode_plan(num_sms, batch, heads, ctx);
@@ -467,17 +502,19 @@ void bench_prefill(Timer& timer, int reps) {
 
 int main(int argc, char** argv) {
   int reps = 30, only_batch = 0, only_ctx = 0, heads = kHeads, page_size = 64;
-  bool same_pages = false;
-  std::string only, decode_kernel = "plan";
+  bool same_pages = false, contiguous = false;
+  std::string only, decode_kernel = "plan", flush = "write";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!std::strcmp(argv[i], "--batch") && i + 1 < argc) only_batch = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--context") && i + 1 < argc) only_ctx = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--same-pages")) same_pages = true;
+    else if (!std::strcmp(argv[i], "--contiguous")) contiguous = true;
     else if (!std::strcmp(argv[i], "--heads") && i + 1 < argc) heads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--page-size") && i + 1 < argc) page_size = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--decode-kernel") && i + 1 < argc) decode_kernel = argv[++i];
+    else if (!std::strcmp(argv[i], "--flush") && i + 1 < argc) flush = argv[++i];
     else {
       std::fprintf(stderr, "mla_bench: unknown or incomplete argument '%s'\n", argv[i]);
       return 2;
@@ -491,6 +528,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mla_bench: --decode-kernel %s (plan, seesaw or warpspec)\n", decode_kernel.c_str());
     return 2;
   }
+  if (flush != "write" && flush != "read") {
+    std::fprintf(stderr, "mla_bench: --flush %s (write or read)\n", flush.c_str());
+    return 2;
+  }
+  if (only_batch < 0 || only_batch > 128 || only_ctx < 0 || only_ctx > 16384) {
+    std::fprintf(stderr, "mla_bench: --batch %d (1-128), --context %d (1-16384)\n", only_batch, only_ctx);
+    return 2;
+  }
   if (page_size < 1 || 16384 % page_size != 0) {
     std::fprintf(stderr, "mla_bench: --page-size %d (a divisor of 16384)\n", page_size);
     return 2;
@@ -501,12 +546,14 @@ int main(int argc, char** argv) {
     FATHOM_CUDA_CHECK(cudaGetDevice(&device));
     FATHOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     FATHOM_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
-    std::printf("device: %s, %d SMs, L2 %d MiB, reps %d (median, L2 flushed before each run)\n", prop.name, num_sms,
-                prop.l2CacheSize >> 20, reps);
+    std::printf("device: %s, %d SMs, L2 %d MiB, reps %d (median, L2 flushed before each run by a %s)\n", prop.name,
+                num_sms, prop.l2CacheSize >> 20, reps, flush == "read" ? "read" : "memset");
     Timer timer;
+    timer.read_flush = flush == "read";
     const double copy_gbps = bench_copy(timer, reps);
     if (only.empty() || only == "decode")
-      bench_decode(timer, reps, copy_gbps, num_sms, only_batch, only_ctx, same_pages, heads, page_size, decode_kernel);
+      bench_decode(timer, reps, copy_gbps, num_sms, only_batch, only_ctx, same_pages, contiguous, heads, page_size,
+                   decode_kernel);
     if (only.empty() || only == "plans") bench_decode_plans(timer, reps, num_sms);
     if (only.empty() || only == "absorb") {
       bench_absorb(timer, reps, copy_gbps);
