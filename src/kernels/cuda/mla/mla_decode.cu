@@ -70,7 +70,9 @@ void dispatch_head_group(const DecodeKernelParams& params, const MlaDecodePlan& 
     case 32: return launch_decode<kLatentPad, kRopePad, 32, false, false>(params, batch, num_splits, stream);
     case 64:
       if constexpr (kLatentPad == 512) {  // wgmma values: two warpgroups x 256 latent columns
-        if (plan.score_wgmma && plan.value_wgmma && plan.warp_specialized && params.vector_loads) {
+        // Their outputs leave by bulk copies of whole rows (mla_decode_output.cuh): 16-byte-aligned rows.
+        if (plan.score_wgmma && plan.value_wgmma && plan.warp_specialized && params.vector_loads &&
+            aligned16(params.out_latent)) {
           if (seesaw_applies(plan, cache)) return launch_decode_seesaw(params, cache, batch, num_splits, stream);
           return launch_decode_warp_specialized(params, batch, num_splits, stream);
         }

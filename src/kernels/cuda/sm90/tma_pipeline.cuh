@@ -83,6 +83,19 @@ __device__ __forceinline__ void tma_prefetch_2d_l2(const CUtensorMap* map, int32
                : "memory");
 }
 
+// Bulk copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) from shared to global memory by one thread,
+// in the thread's bulk group; the source is read asynchronously (the generic writes to it fenced first:
+// fence_proxy_async_shared), so it must stay unchanged until bulk_store_wait_read.
+__device__ __forceinline__ void bulk_store_shared_to_global(void* global_destination, const void* smem_source, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(global_destination),
+               "r"(shared_address(smem_source)), "r"(bytes)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+// Waits until this thread's bulk stores have read their shared-memory sources (before the CTA may exit or reuse them).
+__device__ __forceinline__ void bulk_store_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+
 __device__ __forceinline__ void tma_prefetch_descriptor(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }

@@ -20,7 +20,7 @@
 // Loads: TMA boxes of [64 cache rows][128 bytes] (a page holds whole tiles), one mbarrier per (buffer, k-block),
 // so a tile's scores start on its first k-blocks while the rest land.
 // Shared memory: Q [64 heads][576] (its rope k-block moves into registers; the space then holds P_B), two KV
-// tiles, P_A: 224 KB of the 227.
+// tiles, P_A: 224 KB of the 227. At the end the KV buffers stage O for its bulk stores (mla_decode_output.cuh).
 //
 // Synchronization per pair (named barriers, one side bar.arrive, the other bar.sync, 256 threads each; the chain
 // scale0 -> scale1 -> P_A -> P_B orders them so that no side arrives twice before the other has synced):
@@ -34,6 +34,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/mla/sm90/mla_decode_kernel.cuh"
+#include "kernels/cuda/mla/sm90/mla_decode_output.cuh"
 #include "kernels/cuda/sm90/tma_pipeline.cuh"
 
 namespace fathom::kernels::cuda::mla_detail {
@@ -57,6 +58,7 @@ struct DecodeSeesawLayout {
 
 inline constexpr int kSeesawScale0 = 1, kSeesawScale1 = 2, kSeesawPAReady = 3, kSeesawPBReady = 4;
 inline constexpr int kSeesawZeroBarrier = 5;  // + warpgroup: a warpgroup's own barrier after zeroing tail rows
+inline constexpr int kSeesawStoreBarrier = 7;  // + warpgroup: its output rows staged, before their bulk stores
 
 // S[64 heads, 64 tokens] (+)= Q · Kᵀ over k-blocks [kBegin, kEnd) of the tile at kv_tile, each k-block's four MMAs
 // issued once its TMA landed (full[kb], phase `parity`), so the first k-blocks' MMAs run while later ones land; the
@@ -445,16 +447,12 @@ mla_decode_seesaw_kernel(const DecodeKernelParams p, const __grid_constant__ CUt
             max_sh[row] + log2f(l_total[half]);
     }
   }
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int h = head_base + (half == 0 ? r0 : r1);
-    const float inv_l = 1.0f / l_total[half];
-    if (h >= p.num_heads) continue;
-#pragma unroll
-    for (int j = 0; j < 32; ++j)
-      store_decode_output(p, b, split, h, 256 * warpgroup + 8 * j + 2 * tq, o[4 * j + 2 * half] * inv_l,
-                          o[4 * j + 2 * half + 1] * inv_l);
-  }
+  // Every wgmma and TMA load of the KV buffers is complete (waited for before the __syncthreads above): the
+  // buffers take the output rows.
+  const float inv_l[2] = {1.0f / l_total[0], 1.0f / l_total[1]};
+  static_assert(2 * kOutputStageBytes <= 2 * L::kTileBytes, "both warpgroups' output rows fit the KV buffers");
+  store_decode_output_bulk(p, b, split, o, inv_l, smem + L::kKvOffset + warpgroup * kOutputStageBytes,
+                           kSeesawStoreBarrier + warpgroup, head_base, warpgroup, wg_tid, r0, r1, tq);
 }
 
 }  // namespace fathom::kernels::cuda::mla_detail

@@ -31,6 +31,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/mla/sm90/mla_decode_kernel.cuh"
+#include "kernels/cuda/mla/sm90/mla_decode_output.cuh"
 #include "kernels/cuda/sm90/tma_pipeline.cuh"
 
 namespace fathom::kernels::cuda::mla_detail {
@@ -53,6 +54,7 @@ struct DecodeWarpSpecializedLayout {
 };
 
 inline constexpr int kBarrierPReady = 1, kBarrierPFree = 2, kBarrierFinal = 3, kBarrierQ = 4, kBarrierPWritten = 5;
+inline constexpr int kBarrierOutput = 6;  // + warpgroup: its output rows staged, before their bulk stores
 
 __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized_kernel(const DecodeKernelParams p) {
   begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
@@ -99,17 +101,13 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized
     const uint32_t v_base = kv_smem + stage * L::kTileBytes + (4 * warpgroup) * (kDecodeTileTokens * 128);
     return wgmma_desc_sw128(v_base, kDecodeTileTokens * 128, 1024);
   };
+  // The outputs, staged where nothing is read any more: warpgroup 0 in Q (its scores were Q's only reader), warpgroup 1
+  // in the KV stages once it has passed kBarrierFinal (warpgroup 0's last P·V had finished before it arrived there).
+  static_assert(kOutputStageBytes <= L::kTileBytes && kOutputStageBytes <= 2 * L::kTileBytes, "output rows fit");
   auto store_rows = [&](float inv_l0, float inv_l1) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int h = head_base + (half == 0 ? r0 : r1);
-      const float inv_l = half == 0 ? inv_l0 : inv_l1;
-      if (h >= p.num_heads) continue;
-#pragma unroll
-      for (int j = 0; j < 32; ++j)
-        store_decode_output(p, b, split, h, 256 * warpgroup + 8 * j + 2 * tq, o[4 * j + 2 * half] * inv_l,
-                            o[4 * j + 2 * half + 1] * inv_l);
-    }
+    const float inv_l[2] = {inv_l0, inv_l1};
+    store_decode_output_bulk(p, b, split, o, inv_l, smem + (warpgroup == 0 ? L::kQOffset : L::kKvOffset),
+                             kBarrierOutput + warpgroup, head_base, warpgroup, tid & 127, r0, r1, tq);
   };
 
   // ---- KV loads, by both warpgroups: 8 threads per row (one 16-byte chunk of each k-block it copies), 16 rows per
