@@ -252,7 +252,9 @@ int run_bench_one_batch(const Args& raw_args) {
   backend_config.num_threads = options.num_threads;
   backend_config.num_kv_slots = max_batch * slot_stride;
   backend_config.kv_page_size = page_size;
-  backend_config.max_batch_tokens = chunk_tokens > 0 ? std::min(chunk_tokens, max_batch * input_len) : max_batch * input_len;
+  // A forward's token limit: the prefill's chunks, and never below a decode step's batch (as serve sizes it).
+  backend_config.max_batch_tokens =
+      chunk_tokens > 0 ? std::max(std::min(chunk_tokens, max_batch * input_len), max_batch) : max_batch * input_len;
   backend_config.max_decode_batch = max_batch;
   backend_config.max_context_tokens = input_len + output_len;
   // Decode runs at exactly the benchmarked batch sizes: replayed from CUDA graphs, or eagerly (--disable-cuda-graph).

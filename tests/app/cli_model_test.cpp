@@ -91,7 +91,8 @@ std::string greedy_hash(const std::string& output) {
 }
 
 TEST_F(Cli, BenchOneBatchChunkedPrefillPicksTheSameTokens) {
-  // Prompts of 6 tokens in forwards of 4: the first cut inside sequence 0, then one forward ending no prompt.
+  // Prompts of 6 tokens in forwards of 4: sequence 0 cut after 4 tokens, two of the five forwards end no prompt;
+  // forwards of 1 token, fewer than a decode step's 3.
   for (const std::string mtp : {"", " --mtp"}) {
     RunResult whole = run("bench-one-batch " + model_flags() + " --batch-size 3 --input-len 6 --output-len 4" + mtp);
     ASSERT_EQ(whole.exit_code, 0) << whole.output;

@@ -46,7 +46,7 @@ __device__ __forceinline__ void store_output_rows(const float (&o)[128], const f
 }
 
 // This warpgroup's O columns [256·warpgroup, +256) of heads [head_base, +64) times inv_l (this thread's rows r0, r1),
-// to out_latent (one split) or the split's partial_out rows (kv_lora 512). stage: kOutputStageBytes of shared memory
+// to out_latent (one split) or the split's partial_out rows (kv_lora 512: the only width of the two kernels). stage: kOutputStageBytes of shared memory
 // (16-byte aligned) that nothing reads or writes until the CTA ends; barrier_id: a named barrier of this warpgroup
 // alone. Requires 16-byte-aligned out_latent / partial_out.
 __device__ __forceinline__ void store_decode_output_bulk(const DecodeKernelParams& p, int b, int split,

@@ -103,7 +103,8 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized
   };
   // The outputs, staged where nothing is read any more: warpgroup 0 in Q (its scores were Q's only reader), warpgroup 1
   // in the KV stages once it has passed kBarrierFinal (warpgroup 0's last P·V had finished before it arrived there).
-  static_assert(kOutputStageBytes <= L::kTileBytes && kOutputStageBytes <= 2 * L::kTileBytes, "output rows fit");
+  static_assert(kOutputStageBytes <= L::kKvOffset - L::kQOffset && kOutputStageBytes <= L::kPOffset - L::kKvOffset,
+                "each warpgroup's output rows fit its staging region (Q; the KV stages)");
   auto store_rows = [&](float inv_l0, float inv_l1) {
     const float inv_l[2] = {inv_l0, inv_l1};
     store_decode_output_bulk(p, b, split, o, inv_l, smem + (warpgroup == 0 ? L::kQOffset : L::kKvOffset),
