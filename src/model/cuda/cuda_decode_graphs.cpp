@@ -82,13 +82,15 @@ int32_t CudaModelImpl::upload_padded_decode(const ForwardBatch& batch, const std
   std::vector<int32_t> token_ids(static_cast<size_t>(shape.batch), 0), positions(static_cast<size_t>(shape.batch), 0);
   std::vector<int32_t> slots(static_cast<size_t>(shape.batch), padding_slot_), seq_lens(static_cast<size_t>(shape.batch), 1);
   int32_t width = 1;
-  for (const SequenceChunk& chunk : batch.sequences) width = std::max<int32_t>(width, static_cast<int32_t>(chunk.num_cached + 1));
+  std::vector<const int32_t*> sequence_slots;
   for (int32_t s = 0; s < actual; ++s) {
     const SequenceChunk& chunk = batch.sequences[static_cast<size_t>(s)];
     token_ids[s] = batch.token_ids[static_cast<size_t>(chunk.token_begin)];
     positions[s] = batch.positions[static_cast<size_t>(chunk.token_begin)];
     slots[s] = chunk.kv_slots[chunk.num_cached];
     seq_lens[s] = static_cast<int32_t>(chunk.num_cached + 1);
+    width = std::max(width, seq_lens[s]);
+    sequence_slots.push_back(chunk.kv_slots);
   }
   auto copy = [&](int32_t* device, const std::vector<int32_t>& host) {
     FATHOM_CUDA_CHECK(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
@@ -99,12 +101,8 @@ int32_t CudaModelImpl::upload_padded_decode(const ForwardBatch& batch, const std
   copy(graph_seq_lens_.data(), seq_lens);
   // The table the decode reads: the slot of every position on pages of one token, else a page's first slot / page.
   const int32_t page = decode_page_size_, page_width = (width + page - 1) / page;
-  std::vector<int32_t> pages(static_cast<size_t>(shape.batch) * page_width, padding_slot_ / page);  // [batch, page_width]
-  for (int32_t s = 0; s < actual; ++s) {
-    const SequenceChunk& chunk = batch.sequences[static_cast<size_t>(s)];
-    for (int32_t p = 0; p < page_width && p * page <= chunk.num_cached; ++p)
-      pages[static_cast<size_t>(s) * page_width + p] = chunk.kv_slots[static_cast<int64_t>(p) * page] / page;
-  }
+  const std::vector<int32_t> pages =  // [batch, page_width]
+      decode_table_rows(sequence_slots, seq_lens, static_cast<size_t>(shape.batch), page_width);
   int32_t* table = page > 1 ? graph_decode_pages_.data() : graph_page_table_.data();
   const int32_t table_stride = page > 1 ? graph_decode_page_stride_ : graph_page_stride_;
   FATHOM_CUDA_CHECK(cudaMemcpy2DAsync(table, static_cast<size_t>(table_stride) * sizeof(int32_t), pages.data(),

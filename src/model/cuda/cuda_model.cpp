@@ -241,12 +241,20 @@ void CudaModelImpl::set_decode_pages(BatchLayout& layout, const std::vector<cons
   }
   const int32_t page = decode_page_size_;
   layout.decode_max_pages = std::max<int32_t>(1, (layout.max_pages + page - 1) / page);
-  std::vector<int32_t> pages(sequence_slots.size() * static_cast<size_t>(layout.decode_max_pages), padding_slot_ / page);
+  layout.decode_pages =
+      upload_ints(device, decode_table_rows(sequence_slots, kv_lens, sequence_slots.size(), layout.decode_max_pages));
+}
+
+std::vector<int32_t> CudaModelImpl::decode_table_rows(const std::vector<const int32_t*>& sequence_slots,
+                                                      const std::vector<int32_t>& kv_lens, size_t rows,
+                                                      int32_t width) const {
+  const int32_t page = decode_page_size_;
+  std::vector<int32_t> table(rows * static_cast<size_t>(width), padding_slot_ / page);
   for (size_t s = 0; s < sequence_slots.size(); ++s) {
-    for (int32_t p = 0; p * page < kv_lens[s]; ++p)  // a page's first slot names it (validate_batch checked the runs)
-      pages[s * static_cast<size_t>(layout.decode_max_pages) + p] = sequence_slots[s][p * page] / page;
+    for (int32_t p = 0; p < width && p * page < kv_lens[s]; ++p)  // a page's first slot names it (validated runs)
+      table[s * static_cast<size_t>(width) + p] = sequence_slots[s][static_cast<int64_t>(p) * page] / page;
   }
-  layout.decode_pages = upload_ints(device, pages);
+  return table;
 }
 
 void CudaModelImpl::validate_batch(const ForwardBatch& batch, bool decode) const {

@@ -212,6 +212,10 @@ class CudaModelImpl {
   // Decode: layout.decode_pages from per-sequence slot runs (the page table itself with pages of one token).
   void set_decode_pages(BatchLayout& layout, const std::vector<const int32_t*>& sequence_slots,
                         const std::vector<int32_t>& kv_lens, GrowableBuffer<int32_t>& device);
+  // [rows, width] decode table of sequence_slots (kv_lens positions each): every decode_page_size_ positions' cache
+  // page (its first slot / page; with pages of one token every position's slot), padding_slot_'s page elsewhere.
+  std::vector<int32_t> decode_table_rows(const std::vector<const int32_t*>& sequence_slots,
+                                         const std::vector<int32_t>& kv_lens, size_t rows, int32_t width) const;
   // RoPE parameters with the cos/sin table of positions [0, max_context_tokens_) (built once at load).
   kc::RopeParams rope_params() const;
 
