@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <span>
 
 #include "core/error.h"
 #include "kernels/cuda/embedding/embedding.h"
@@ -11,6 +12,7 @@
 #include "kernels/cuda/mla/mla_decode.h"
 #include "kernels/cuda/norm/rms_norm.h"
 #include "kernels/cuda/sampling/sampling.h"
+#include "kv_cache/slot_checks.h"
 #include "model/cuda/cuda_model_impl.h"
 #include "model/rotary_embedding.h"
 
@@ -271,42 +273,21 @@ void CudaModelImpl::validate_batch(const ForwardBatch& batch, bool decode) const
                  "token id " << batch.token_ids[t] << " (at index " << t << ") is outside the vocabulary [0, "
                              << config_.vocab_size << ")");
   }
-  for (const SequenceChunk& chunk : batch.sequences) {
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceChunk& chunk = batch.sequences[s];
     const int64_t kv_len = chunk.num_cached + chunk.num_tokens;
     FATHOM_CHECK(kv_len <= max_context_tokens_, "CUDA backend: a sequence of " << kv_len << " tokens exceeds the context limit "
                                                                                << max_context_tokens_);
-    // Every decode step checks the whole context (the caller passes every position's slot): one compare per slot.
-    if (decode && decode_page_size_ > 1) {
-      check_slot_pages(chunk.kv_slots, kv_len);
-    } else {
-      bool in_cache = true;
-      for (int64_t p = 0; p < kv_len; ++p) in_cache &= chunk.kv_slots[p] >= 0 && chunk.kv_slots[p] < num_kv_slots_;
-      for (int64_t p = 0; !in_cache && p < kv_len; ++p) {
-        FATHOM_CHECK(chunk.kv_slots[p] >= 0 && chunk.kv_slots[p] < num_kv_slots_,
-                     "CUDA backend: KV slot " << chunk.kv_slots[p] << " outside the cache of " << num_kv_slots_ << " slots");
+    // Every decode step checks the whole context (the caller passes every position's slot): one vectorized pass.
+    const std::span<const int32_t> slots(chunk.kv_slots, static_cast<size_t>(kv_len));
+    try {
+      if (decode && decode_page_size_ > 1) {
+        kv_cache::check_slots_in_pages(slots, decode_page_size_, num_kv_slots_);
+      } else {
+        kv_cache::check_slots_in_cache(slots, num_kv_slots_);
       }
-    }
-  }
-}
-
-void CudaModelImpl::check_slot_pages(const int32_t* kv_slots, int64_t kv_len) const {
-  // The decode reads pages of decode_page_size_ slots: every page-aligned run of positions in one page of the cache,
-  // in order (a run's first slot page-aligned and the run inside the cache).
-  const int64_t page = decode_page_size_;
-  for (int64_t begin = 0; begin < kv_len; begin += page) {
-    const int64_t count = std::min(page, kv_len - begin);
-    const int32_t* run = kv_slots + begin;
-    const int64_t first = run[0];
-    bool in_page = first >= 0 && first % page == 0 && first + count <= num_kv_slots_;
-    for (int64_t i = 1; i < count; ++i) in_page &= run[i] == first + i;
-    if (in_page) continue;
-    for (int64_t i = 0; i < count; ++i) {
-      FATHOM_CHECK(run[i] >= 0 && run[i] < num_kv_slots_,
-                   "CUDA backend: KV slot " << run[i] << " outside the cache of " << num_kv_slots_ << " slots");
-      FATHOM_CHECK(first % page == 0 && run[i] == first + i,
-                   "CUDA backend: position " << begin + i << " of a sequence is in KV slot " << run[i]
-                                             << ", not in the page of " << page << " slots its run began in (slot "
-                                             << first << "): the slots must come in whole pages (--page-size)");
+    } catch (const Error& error) {
+      FATHOM_FAIL("CUDA backend: sequence " << s << " of the batch: " << error.what());
     }
   }
 }
