@@ -248,6 +248,85 @@ TEST(MlaDecode, DeterministicAndGraphReplayMatchesDirectLaunch) {
   }
 }
 
+// Batch-invariant plans fix the tiles per split and take the split count from the batch's longest sequence; the
+// combine's thread groups follow that count. A sequence's output must not change with it: the same stored splits
+// combined by 1, 2 and 4 thread groups give the same bits.
+TEST(MlaDecode, CombineBitsDoNotDependOnTheBatchSplitCount) {
+  FATHOM_REQUIRE_GPU();
+  for (const int32_t kv_lora : {512, 99}) {  // vector and scalar column paths
+    SCOPED_TRACE(kv_lora);
+    DecodeSetup s = make_setup(DecodeCase{"combine_groups", 128, kv_lora, 64, 64, {448, 64, 300}}, 4321);
+    MlaDecodePlan plan = heuristic_plan(s);
+    plan.tiles_per_split = 1;  // 7, 1 and 5 stored splits
+    std::vector<float> reference;
+    for (const int32_t splits : {7, 8, 12, 16, 64}) {  // 1, 2, 2, 4 and 4 thread groups; empty splits past 7
+      plan.num_splits = splits;
+      const std::vector<float> out = run_gpu(s, plan);
+      ASSERT_TRUE(all_finite(out)) << "splits " << splits;
+      if (reference.empty()) {
+        reference = out;
+        EXPECT_LE(relative_l2_error(out, run_cpu(s)), kTolerance);
+      } else {
+        EXPECT_EQ(0, std::memcmp(reference.data(), out.data(), out.size() * sizeof(float))) << "splits " << splits;
+      }
+    }
+  }
+}
+
+// The combine alone on partials where the summation order shows: splits 0 and 4 hold +2^24 and -2^24, split 1 holds 1.
+// Summed in the canonical order (split s into lane s % 4, then the lanes) the result is exactly 1/7 of the weight
+// total; any other order that adds 1 to 2^24 before the cancellation loses it. Every allocated split count (1, 2 and 4
+// thread groups) must give those bits; a sequence of length 0 gives zeros; 40 stored splits use every lane of warp 0.
+TEST(MlaDecode, CombineSumsInTheCanonicalOrderForEveryGroupCount) {
+  FATHOM_REQUIRE_GPU();
+  constexpr int32_t kHeads = 3, kLora = 100;
+  std::vector<int32_t> group_counts;
+  for (const int32_t allocated : {7, 8, 12, 16, 64}) {
+    SCOPED_TRACE(allocated);
+    group_counts.push_back(kernels::cuda::mla_decode_combine_split_groups(allocated));
+    // Sequences: 7 tiles (7 stored splits of 1 tile), empty, and 40 tiles when the allocation holds them (else 7).
+    const std::vector<int32_t> seq_lens = {7 * 64, 0, (allocated >= 40 ? 40 : 7) * 64};
+    const auto batch = static_cast<int32_t>(seq_lens.size());
+    std::vector<float> partial(static_cast<size_t>(batch) * allocated * kHeads * kLora, std::nanf(""));
+    std::vector<float> lse(static_cast<size_t>(batch) * allocated * kHeads, std::nanf(""));
+    auto at = [&](int b, int split, int h) { return (static_cast<size_t>(b) * allocated + split) * kHeads + h; };
+    for (int b = 0; b < batch; ++b) {
+      const int stored = (seq_lens[b] + 63) / 64;
+      for (int split = 0; split < stored; ++split)
+        for (int h = 0; h < kHeads; ++h) {
+          lse[at(b, split, h)] = 3.0f;  // equal weights: each 1 relative to the maximum
+          for (int c = 0; c < kLora; ++c) {
+            float value = 0.0f;
+            if (split == 0) value = 16777216.0f;
+            if (split == 4) value = -16777216.0f;
+            if (split == 1) value = 1.0f;
+            partial[at(b, split, h) * kLora + c] = value;
+          }
+        }
+    }
+    DeviceBuffer<float> partial_device(partial), lse_device(lse);
+    DeviceBuffer<int32_t> lens_device(seq_lens);
+    DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(batch) * kHeads * kLora);
+    out.fill_bytes(0xff);
+    MlaDecodePlan plan;
+    plan.num_splits = allocated;
+    plan.tiles_per_split = 1;
+    kernels::cuda::mla_decode_combine(partial_device.data(), lse_device.data(), out.data(), lens_device.data(), batch,
+                                      kHeads, kLora, plan, nullptr);
+    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> result = bf16_to_float_vector(out.download());
+    for (int b = 0; b < batch; ++b) {
+      const int stored = (seq_lens[b] + 63) / 64;
+      const float expected = stored == 0 ? 0.0f : round_to_bf16({1.0f / static_cast<float>(stored)})[0];
+      for (int h = 0; h < kHeads; ++h)
+        for (int c = 0; c < kLora; ++c)
+          ASSERT_EQ(result[(static_cast<size_t>(b) * kHeads + h) * kLora + c], expected)
+              << "sequence " << b << " (" << stored << " splits), head " << h << ", column " << c;
+    }
+  }
+  EXPECT_EQ(group_counts, (std::vector<int32_t>{1, 2, 2, 4, 4}));
+}
+
 // The decode as the model chains it: programmatic launches after the kernels that write its cache rows, page table
 // and q_pe (two or more launches back) and q_latent (the launch right before), alternating between two setups of
 // the same shape (different rows, page tables and queries), so a read of the other setup's data (before the wait,
@@ -305,6 +384,9 @@ TEST(MlaDecode, PlanAndWorkspace) {  // host code: runs without a GPU (CI)
   using kernels::cuda::mla_decode_plan;
   // Large batches need no split; a single long sequence is split; splits never exceed the tile count.
   EXPECT_EQ(1, mla_decode_plan(132, 128, 128, 4096).num_splits);
+  EXPECT_EQ(1, kernels::cuda::mla_decode_combine_split_groups(2));  // the combine's thread groups by split count
+  EXPECT_EQ(2, kernels::cuda::mla_decode_combine_split_groups(8));
+  EXPECT_EQ(4, kernels::cuda::mla_decode_combine_split_groups(64));
   EXPECT_GT(mla_decode_plan(132, 1, 128, 16384).num_splits, 16);
   EXPECT_EQ(1, mla_decode_plan(132, 1, 128, 64).num_splits);
   // The fp32 partials grow with the split count: batch 1 at 4096 tokens stops short of one tile per split.

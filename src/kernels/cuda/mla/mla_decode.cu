@@ -18,6 +18,8 @@ namespace {
 
 using mla_detail::DecodeKernelParams;
 
+static_assert(kMlaDecodeMaxKvLora <= mla_detail::kCombineMaxLatent, "the combine covers every latent column");
+
 bool aligned16(const void* pointer) { return (reinterpret_cast<uintptr_t>(pointer) & 15u) == 0; }
 
 template <int kLatentPad, int kRopePad, int kHeadGroup, bool kScoreWgmma, bool kValueWgmma>
@@ -145,10 +147,32 @@ void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* work
     dispatch_head_group<512, 64>(params, plan, cache, batch.batch, stream);
   }
   if (plan.num_splits > 1) {
-    const dim3 grid(static_cast<unsigned>(args.num_heads), static_cast<unsigned>(batch.batch));
-    launch_programmatic(mla_detail::mla_decode_combine_kernel, grid, dim3(mla_detail::kCombineThreads), 0, stream,
-                        params.partial_out, params.partial_lse, args.out_latent, batch.seq_lens, args.num_heads,
-                        cache.kv_lora_dim, plan.num_splits, plan.tiles_per_split, plan.min_tiles_per_split);
+    mla_decode_combine(params.partial_out, params.partial_lse, args.out_latent, batch.seq_lens, batch.batch,
+                       args.num_heads, cache.kv_lora_dim, plan, stream);
+  }
+}
+
+void mla_decode_combine(const float* partial_out, const float* partial_lse, __nv_bfloat16* out_latent,
+                        const int32_t* seq_lens, int32_t batch, int32_t num_heads, int32_t kv_lora,
+                        const MlaDecodePlan& plan, cudaStream_t stream) {
+  FATHOM_CHECK(partial_out && partial_lse && out_latent && seq_lens && aligned16(partial_out),
+               "mla_decode_combine: null or unaligned tensor pointer");
+  FATHOM_CHECK(batch >= 0 && num_heads > 0 && kv_lora > 0 && kv_lora <= mla_detail::kCombineMaxLatent &&
+                   plan.num_splits >= 1 && plan.num_splits <= mla_detail::kCombineMaxSplits,
+               "mla_decode_combine: batch " << batch << ", heads " << num_heads << ", kv_lora " << kv_lora
+                                            << ", splits " << plan.num_splits);
+  if (batch == 0) return;
+  const dim3 grid(static_cast<unsigned>(num_heads), static_cast<unsigned>(batch));
+  auto launch = [&](auto kernel, int groups) {
+    launch_programmatic(kernel, grid, dim3(mla_detail::kCombineColumnThreads * groups), 0, stream, partial_out,
+                        partial_lse, out_latent, seq_lens, num_heads, kv_lora, plan.num_splits, plan.tiles_per_split,
+                        plan.min_tiles_per_split);
+  };
+  switch (const int32_t groups = mla_decode_combine_split_groups(plan.num_splits)) {
+    case 1: launch(mla_detail::mla_decode_combine_kernel<1>, groups); break;
+    case 2: launch(mla_detail::mla_decode_combine_kernel<2>, groups); break;
+    case 4: launch(mla_detail::mla_decode_combine_kernel<4>, groups); break;
+    default: FATHOM_FAIL("mla_decode_combine: " << groups << " thread groups");
   }
 }
 

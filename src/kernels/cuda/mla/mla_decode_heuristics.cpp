@@ -48,6 +48,8 @@ constexpr double kShortSplitTileCost = 1.2;
 
 }  // namespace
 
+int32_t mla_decode_combine_split_groups(int32_t num_splits) { return num_splits >= 16 ? 4 : num_splits >= 8 ? 2 : 1; }
+
 int32_t mla_decode_head_group(int32_t num_heads) {
   FATHOM_CHECK(num_heads > 0, "mla decode: num_heads " << num_heads);
   if (num_heads <= 16) return 16;

@@ -1,7 +1,10 @@
 #pragma once
 // Deterministic merge of split-KV decode partials: for each (sequence, head),
 //   out = Σ_s 2^(lse_s − M) · partial_s / Σ_s 2^(lse_s − M),  M = max_s lse_s,
-// summed in split order (no atomics), so the result does not depend on scheduling.
+// in a fixed order (no atomics): split s is summed into lane s mod 4 in split order, then the lanes in their order. The
+// thread groups (1, 2 or 4, each owning whole lanes) change only which threads add, never the order, so the result
+// depends neither on scheduling nor on the group count (mla_decode_combine_split_groups: it follows the batch's split
+// count).
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -11,58 +14,133 @@
 
 namespace fathom::kernels::cuda::mla_detail {
 
-inline constexpr int kCombineThreads = 128;
+inline constexpr int kCombineColumnThreads = 128;  // threads across the latent columns, 4 columns each (kv_lora <= 512)
+inline constexpr int kCombineSumLanes = 4;         // split s is summed in lane s % 4; the lanes then in order
 inline constexpr int kCombineMaxSplits = 128;
+inline constexpr int kCombineMaxLatent = 4 * kCombineColumnThreads;
 
-// grid (num_heads, batch), kCombineThreads threads. Reads only the sequence's non-empty splits (the decode kernel
-// writes nothing for the others), with the decode kernel's split rule.
-__global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(
+// grid (num_heads, batch), kCombineColumnThreads * kGroups threads (kGroups = mla_decode_combine_split_groups of the
+// allocated split count: 1, 2 or 4); kv_lora <= kCombineMaxLatent. Reads only the sequence's non-empty splits (the
+// decode kernel writes nothing for the others), with the decode kernel's split rule. One group (below 8 splits) keeps
+// its lanes in registers, without shared memory for them, in 32 registers: at 40, batch 16 in 4 splits ran 1-4% slower
+// than the single-loop combine before it (34 registers; H100), at 32 0-3% faster (H200; bench/RESULTS.md).
+template <int kGroups>
+__global__ void __launch_bounds__(kCombineColumnThreads * kGroups, kGroups == 1 ? 16 : 1) mla_decode_combine_kernel(
     const float* __restrict__ partial_out,  // [batch, num_splits, num_heads, kv_lora]
     const float* __restrict__ partial_lse,  // [batch, num_splits, num_heads]
     __nv_bfloat16* __restrict__ out_latent,  // [batch, num_heads, kv_lora]
     const int32_t* __restrict__ seq_lens,   // [batch]
     int32_t num_heads, int32_t kv_lora, int32_t num_splits, int32_t tiles_per_split, int32_t min_tiles_per_split) {
+  static_assert(kGroups >= 1 && kCombineSumLanes % kGroups == 0, "each group owns whole lanes");
   begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   __shared__ float weights[kCombineMaxSplits];
+  __shared__ float inv_total_sh;
   const int h = blockIdx.x, b = blockIdx.y;
   const int64_t first_row = static_cast<int64_t>(b) * num_splits * num_heads + h;  // split s: + s * num_heads
   const int total_tiles = (seq_lens[b] + kDecodeTileTokens - 1) / kDecodeTileTokens;
   const int tiles = split_tiles(total_tiles, num_splits, tiles_per_split, min_tiles_per_split);
   const int stored_splits = (total_tiles + tiles - 1) / tiles;
   num_splits = min(num_splits, stored_splits);  // the row stride above stays the allocated split count
-  float max_lse = -INFINITY;
-  for (int s = 0; s < num_splits; ++s) max_lse = fmaxf(max_lse, partial_lse[first_row + s * num_heads]);
-  for (int s = threadIdx.x; s < num_splits; s += kCombineThreads) {
-    const float lse = partial_lse[first_row + s * num_heads];
-    weights[s] = lse == -INFINITY ? 0.0f : exp2f(lse - max_lse);
+
+  // Warp 0: the splits' weights and their inverse total (max and sum over lanes by a fixed butterfly).
+  if (threadIdx.x < 32) {
+    constexpr int kPerLane = kCombineMaxSplits / 32;
+    const int lane = threadIdx.x;
+    float lse[kPerLane];
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {  // independent loads, all in flight at once
+      const int s = lane + 32 * i;
+      lse[i] = s < num_splits ? partial_lse[first_row + static_cast<int64_t>(s) * num_heads] : -INFINITY;
+    }
+    float max_lse = lse[0];
+#pragma unroll
+    for (int i = 1; i < kPerLane; ++i) max_lse = fmaxf(max_lse, lse[i]);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1)
+      max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, offset));
+    float total = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int s = lane + 32 * i;
+      const float w = lse[i] == -INFINITY ? 0.0f : exp2f(lse[i] - max_lse);
+      if (s < num_splits) weights[s] = w;
+      total += w;
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) total += __shfl_xor_sync(0xffffffffu, total, offset);
+    if (lane == 0) inv_total_sh = total > 0.0f ? 1.0f / total : 0.0f;
   }
   __syncthreads();
-  float total = 0.0f;
-  for (int s = 0; s < num_splits; ++s) total += weights[s];
-  const float inv_total = total > 0.0f ? 1.0f / total : 0.0f;
 
-  __nv_bfloat16* out = out_latent + (static_cast<int64_t>(b) * num_heads + h) * kv_lora;
-  if ((kv_lora & 3) == 0) {
-    for (int d = threadIdx.x * 4; d < kv_lora; d += kCombineThreads * 4) {
-      float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 8
-      for (int s = 0; s < num_splits; ++s) {  // stored splits only; no branch, so the loads overlap
+  // This thread's 4 columns (contiguous when kv_lora is a multiple of 4, else strided by 128), summed over the splits
+  // of the sum lanes its group owns (lane v: splits v, v + 4, ..., in order; group g owns the lanes v % kGroups == g).
+  const int group = kGroups == 1 ? 0 : static_cast<int>(threadIdx.x) / kCombineColumnThreads;
+  const int column_thread = static_cast<int>(threadIdx.x) % kCombineColumnThreads;
+  const bool vector = (kv_lora & 3) == 0;
+  const int d = vector ? column_thread * 4 : column_thread;  // first column
+  const int column_stride = vector ? 1 : kCombineColumnThreads;
+  float4 acc[kCombineSumLanes];
+#pragma unroll
+  for (int v = 0; v < kCombineSumLanes; ++v) acc[v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (d < kv_lora) {
+#pragma unroll(kGroups == 1 ? 1 : 4)  // one group fits its 32 registers (the launch bounds) only without unrolling
+    for (int base = 0; base < num_splits; base += kCombineSumLanes) {
+#pragma unroll
+      for (int v = 0; v < kCombineSumLanes; ++v) {  // no dependence between the loads: they overlap
+        const int s = base + v;
+        if (v % kGroups != group || s >= num_splits) continue;
         const float w = weights[s];
-        const float4 v = *reinterpret_cast<const float4*>(partial_out + (first_row + s * num_heads) * kv_lora + d);
-        acc.x += w * v.x;
-        acc.y += w * v.y;
-        acc.z += w * v.z;
-        acc.w += w * v.w;
+        const float* row = partial_out + (first_row + static_cast<int64_t>(s) * num_heads) * kv_lora + d;
+        float4 x;
+        if (vector) {
+          x = *reinterpret_cast<const float4*>(row);
+        } else {
+          x.x = row[0];
+          x.y = d + column_stride < kv_lora ? row[column_stride] : 0.0f;
+          x.z = d + 2 * column_stride < kv_lora ? row[2 * column_stride] : 0.0f;
+          x.w = d + 3 * column_stride < kv_lora ? row[3 * column_stride] : 0.0f;
+        }
+        acc[v].x += w * x.x;
+        acc[v].y += w * x.y;
+        acc[v].z += w * x.z;
+        acc[v].w += w * x.w;
       }
-      *reinterpret_cast<__nv_bfloat162*>(out + d) = __floats2bfloat162_rn(acc.x * inv_total, acc.y * inv_total);
-      *reinterpret_cast<__nv_bfloat162*>(out + d + 2) = __floats2bfloat162_rn(acc.z * inv_total, acc.w * inv_total);
+    }
+  }
+  // Group 0 gathers the other groups' lanes, then adds the lanes in their order, whatever the group count:
+  // ((l0 + l1) + l2) + l3.
+  if constexpr (kGroups > 1) {
+    __shared__ float4 lane_sums[kCombineSumLanes][kCombineColumnThreads];  // the other groups' lanes
+#pragma unroll
+    for (int v = 0; v < kCombineSumLanes; ++v)
+      if (v % kGroups == group && group > 0) lane_sums[v][column_thread] = acc[v];
+    __syncthreads();
+    if (group > 0) return;
+#pragma unroll
+    for (int v = 0; v < kCombineSumLanes; ++v)
+      if (v % kGroups != 0) acc[v] = lane_sums[v][column_thread];
+  }
+  float4 sum = acc[0];
+#pragma unroll
+  for (int v = 1; v < kCombineSumLanes; ++v) {
+    sum.x += acc[v].x;
+    sum.y += acc[v].y;
+    sum.z += acc[v].z;
+    sum.w += acc[v].w;
+  }
+  const float inv_total = inv_total_sh;
+  __nv_bfloat16* out = out_latent + (static_cast<int64_t>(b) * num_heads + h) * kv_lora;
+  if (vector) {
+    if (d < kv_lora) {
+      *reinterpret_cast<__nv_bfloat162*>(out + d) = __floats2bfloat162_rn(sum.x * inv_total, sum.y * inv_total);
+      *reinterpret_cast<__nv_bfloat162*>(out + d + 2) = __floats2bfloat162_rn(sum.z * inv_total, sum.w * inv_total);
     }
   } else {
-    for (int d = threadIdx.x; d < kv_lora; d += kCombineThreads) {
-      float acc = 0.0f;
-#pragma unroll 8
-      for (int s = 0; s < num_splits; ++s) acc += weights[s] * partial_out[(first_row + s * num_heads) * kv_lora + d];
-      out[d] = __float2bfloat16(acc * inv_total);
+    const float values[4] = {sum.x, sum.y, sum.z, sum.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int c = column_thread + i * kCombineColumnThreads;
+      if (c < kv_lora) out[c] = __float2bfloat16(values[i] * inv_total);
     }
   }
 }
