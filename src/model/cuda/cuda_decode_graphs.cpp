@@ -3,8 +3,10 @@
 // give the same bits). Part of CudaModelImpl (cuda_model_impl.h).
 #include <algorithm>
 #include <chrono>
+#include <span>
 
 #include "core/error.h"
+#include "kv_cache/decode_page_table.h"
 #include "model/cuda/cuda_model_impl.h"
 
 namespace fathom::model::cuda {
@@ -100,15 +102,22 @@ int32_t CudaModelImpl::upload_padded_decode(const ForwardBatch& batch, const std
   copy(graph_slots_.data(), slots);
   copy(graph_seq_lens_.data(), seq_lens);
   // The table the decode reads: the slot of every position on pages of one token, else a page's first slot / page.
+  // Built in pinned memory, so the copy is a DMA the host does not wait for (a pageable 2 MB table at 32 x 16384
+  // positions would be staged by the host); the previous step's copy from it completed once its event has (every
+  // forward ends in a stream sync; the wait covers one that threw before it).
   const int32_t page = decode_page_size_, page_width = (width + page - 1) / page;
-  const std::vector<int32_t> pages =  // [batch, page_width]
-      decode_table_rows(sequence_slots, seq_lens, static_cast<size_t>(shape.batch), page_width);
+  const size_t table_entries = static_cast<size_t>(shape.batch) * static_cast<size_t>(page_width);
+  FATHOM_CUDA_CHECK(cudaEventSynchronize(graph_table_copied_));
+  int32_t* staged = graph_table_host_.ensure(table_entries);  // [batch, page_width]
+  kv_cache::fill_decode_page_table(sequence_slots, seq_lens, page, padding_slot_ / page, static_cast<size_t>(shape.batch),
+                                   page_width, std::span<int32_t>(staged, table_entries));
   int32_t* table = page > 1 ? graph_decode_pages_.data() : graph_page_table_.data();
   const int32_t table_stride = page > 1 ? graph_decode_page_stride_ : graph_page_stride_;
-  FATHOM_CUDA_CHECK(cudaMemcpy2DAsync(table, static_cast<size_t>(table_stride) * sizeof(int32_t), pages.data(),
+  FATHOM_CUDA_CHECK(cudaMemcpy2DAsync(table, static_cast<size_t>(table_stride) * sizeof(int32_t), staged,
                                       static_cast<size_t>(page_width) * sizeof(int32_t),
                                       static_cast<size_t>(page_width) * sizeof(int32_t), static_cast<size_t>(shape.batch),
                                       cudaMemcpyHostToDevice, stream_));
+  FATHOM_CUDA_CHECK(cudaEventRecord(graph_table_copied_, stream_));
   return actual;
 }
 

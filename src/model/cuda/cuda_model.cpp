@@ -12,6 +12,7 @@
 #include "kernels/cuda/mla/mla_decode.h"
 #include "kernels/cuda/norm/rms_norm.h"
 #include "kernels/cuda/sampling/sampling.h"
+#include "kv_cache/decode_page_table.h"
 #include "kv_cache/slot_checks.h"
 #include "model/cuda/cuda_model_impl.h"
 #include "model/rotary_embedding.h"
@@ -64,6 +65,7 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
   FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
   FATHOM_CUDA_CHECK(cudaEventCreateWithFlags(&shared_fork_, cudaEventDisableTiming));
   FATHOM_CUDA_CHECK(cudaEventCreateWithFlags(&shared_join_, cudaEventDisableTiming));
+  FATHOM_CUDA_CHECK(cudaEventCreateWithFlags(&graph_table_copied_, cudaEventDisableTiming));
 
   const auto start = std::chrono::steady_clock::now();
   weights_ = upload_model_weights(config, weights);
@@ -165,6 +167,7 @@ CudaModelImpl::~CudaModelImpl() {
   }
   if (shared_fork_) cudaEventDestroy(shared_fork_);
   if (shared_join_) cudaEventDestroy(shared_join_);
+  if (graph_table_copied_) cudaEventDestroy(graph_table_copied_);
   for (GpuSpan& span : spans_) {
     cudaEventDestroy(span.begin);
     cudaEventDestroy(span.end);
@@ -250,12 +253,9 @@ void CudaModelImpl::set_decode_pages(BatchLayout& layout, const std::vector<cons
 std::vector<int32_t> CudaModelImpl::decode_table_rows(const std::vector<const int32_t*>& sequence_slots,
                                                       const std::vector<int32_t>& kv_lens, size_t rows,
                                                       int32_t width) const {
-  const int32_t page = decode_page_size_;
-  std::vector<int32_t> table(rows * static_cast<size_t>(width), padding_slot_ / page);
-  for (size_t s = 0; s < sequence_slots.size(); ++s) {
-    for (int32_t p = 0; p < width && p * page < kv_lens[s]; ++p)  // a page's first slot names it (validated runs)
-      table[s * static_cast<size_t>(width) + p] = sequence_slots[s][static_cast<int64_t>(p) * page] / page;
-  }
+  std::vector<int32_t> table(rows * static_cast<size_t>(width));
+  kv_cache::fill_decode_page_table(sequence_slots, kv_lens, decode_page_size_, padding_slot_ / decode_page_size_, rows,
+                                   width, table);
   return table;
 }
 

@@ -352,6 +352,8 @@ class CudaModelImpl {
   kc::DeviceBuffer<int32_t> graph_token_ids_, graph_positions_, graph_slots_, graph_page_table_, graph_seq_lens_;
   int32_t graph_decode_page_stride_ = 0;   // graph_decode_pages_ width (pages of decode_page_size_ > 1 only)
   kc::DeviceBuffer<int32_t> graph_decode_pages_;  // [graph_max_batch, graph_decode_page_stride_]
+  PinnedHostBuffer<int32_t> graph_table_host_;   // staging of the replay's decode table (graph_page_table_ or _pages_)
+  cudaEvent_t graph_table_copied_ = nullptr;     // recorded after its copy: the host refills the staging after it
   kc::DeviceBuffer<int32_t> graph_hidden_rows_;  // [graph_max_batch] MTP decode: rows of normed_ each entry reads
   kc::DeviceBuffer<bf16> graph_mtp_inputs_;      // [graph_max_batch, 4H] MtpInputs of padded MTP decode steps
   kc::DeviceBuffer<float> graph_logits_;     // [graph_max_batch, V]
