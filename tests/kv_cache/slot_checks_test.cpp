@@ -5,28 +5,19 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "error_message.h"
 #include "kv_cache/kv_slot_pool.h"
 #include "kv_cache/slot_checks.h"
 
 namespace fathom::kv_cache {
 namespace {
 
+using fathom::testing::error_of;
+
 std::vector<int32_t> iota_slots(size_t count, int32_t first) {
   std::vector<int32_t> slots(count);
   std::iota(slots.begin(), slots.end(), first);
   return slots;
-}
-
-// The message of the fathom::Error that fn throws ("" when it throws none).
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
 }
 
 TEST(SlotChecks, SlotsInCache) {

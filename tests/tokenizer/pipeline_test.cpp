@@ -6,12 +6,14 @@
 #include <thread>
 
 #include "core/error.h"
+#include "error_message.h"
 #include "test_support.h"
 #include "tokenizer/byte_level.h"
 
 namespace fathom::tokenizer {
 namespace {
 
+using fathom::testing::error_of;
 using Merges = std::vector<std::pair<std::string, std::string>>;
 
 // Byte-level BPE: ids 0..255 are the byte characters, then one id per merge result.
@@ -41,15 +43,6 @@ std::vector<int32_t> bytes_of(std::string_view text) {
 
 Tokenizer make(const nlohmann::json& tokenizer, const nlohmann::json& config = nullptr) {
   return Tokenizer::from_json(tokenizer.dump(), config.is_null() ? std::string() : config.dump());
-}
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
 }
 
 TEST(Pipeline, NormalizersStripReplacePrepend) {

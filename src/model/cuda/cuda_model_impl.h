@@ -124,7 +124,6 @@ class CudaModelImpl {
  private:
   // Checks ids, slots and sizes on the host (clear errors instead of kernels reading out of range).
   void validate_batch(const ForwardBatch& batch, bool decode) const;
-  // Throws unless kv_slots [kv_len] come in whole pages of decode_page_size_ slots inside the cache.
   BatchLayout upload_batch(const ForwardBatch& batch);
   // Copies host ints into a grown device buffer on the stream; returns the device pointer.
   const int32_t* upload_ints(GrowableBuffer<int32_t>& device, const std::vector<int32_t>& host);

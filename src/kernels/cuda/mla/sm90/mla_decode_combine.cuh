@@ -21,9 +21,9 @@ inline constexpr int kCombineMaxLatent = 4 * kCombineColumnThreads;
 
 // grid (num_heads, batch), kCombineColumnThreads * kGroups threads (kGroups = mla_decode_combine_split_groups of the
 // allocated split count: 1, 2 or 4); kv_lora <= kCombineMaxLatent. Reads only the sequence's non-empty splits (the
-// decode kernel writes nothing for the others), with the decode kernel's split rule. One group (below 8 splits) keeps
-// its lanes in registers, without shared memory for them, in 32 registers: at 40, batch 16 in 4 splits ran 1-4% slower
-// than the single-loop combine before it (34 registers; H100), at 32 0-3% faster (H200; bench/RESULTS.md).
+// decode kernel writes nothing for the others), with the decode kernel's split rule. One group (below 8 splits)
+// keeps its lanes in registers, without shared memory for them, in 32 registers: at 40, batch 16 in 4 splits ran
+// 0.2-4% slower than the single-loop combine before it (34 registers; H100), at 32 0-3% faster (H200; RESULTS.md).
 template <int kGroups>
 __global__ void __launch_bounds__(kCombineColumnThreads * kGroups, kGroups == 1 ? 16 : 1) mla_decode_combine_kernel(
     const float* __restrict__ partial_out,  // [batch, num_splits, num_heads, kv_lora]
