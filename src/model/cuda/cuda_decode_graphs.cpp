@@ -44,11 +44,11 @@ const CudaModelImpl::DecodeShape* CudaModelImpl::find_decode_shape(int32_t batch
 
 BatchLayout CudaModelImpl::static_decode_layout(const DecodeShape& shape) const {
   BatchLayout layout;
-  layout.token_ids = graph_token_ids_.data();
-  layout.positions = graph_positions_.data();
-  layout.slots = graph_slots_.data();
+  layout.token_ids = graph_input(kGraphTokenIds);
+  layout.positions = graph_input(kGraphPositions);
+  layout.slots = graph_input(kGraphSlots);
   layout.page_table = decode_page_size_ > 1 ? nullptr : graph_page_table_.data();  // the decode reads decode_pages
-  layout.seq_lens = graph_seq_lens_.data();
+  layout.seq_lens = graph_input(kGraphSeqLens);
   layout.num_tokens = shape.batch;
   layout.num_sequences = shape.batch;
   layout.decode = true;
@@ -74,15 +74,31 @@ const CudaModelImpl::DecodeShape* CudaModelImpl::padded_decode_shape(const Forwa
 }
 
 int32_t CudaModelImpl::upload_padded_decode(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
-                                            const std::vector<int64_t>& sample_rows, const DecodeShape& shape) {
+                                            const std::vector<int64_t>& sample_rows, const DecodeShape& shape,
+                                            const std::vector<int32_t>* hidden_rows) {
   validate_batch(batch, true);
   const int32_t actual = static_cast<int32_t>(batch.sequences.size());
   for (const std::vector<int64_t>* rows : {&logit_rows, &sample_rows}) {
     for (int64_t row : *rows) FATHOM_CHECK(row >= 0 && row < actual, "CUDA backend: logit row " << row << " of " << actual << " tokens");
   }
-  // Padded entries decode token 0 at position 0 into the padding slot (their results are discarded).
-  std::vector<int32_t> token_ids(static_cast<size_t>(shape.batch), 0), positions(static_cast<size_t>(shape.batch), 0);
-  std::vector<int32_t> slots(static_cast<size_t>(shape.batch), padding_slot_), seq_lens(static_cast<size_t>(shape.batch), 1);
+  // Both stagings are pinned, so their copies are DMAs the host does not wait for (pageable sources would be staged
+  // by the host, and a 2 MB table at 32 x 16384 positions of one-token pages costs it); the previous step's copies
+  // from them completed once the event has (every forward ends in a stream sync; the wait covers one that threw).
+  FATHOM_CUDA_CHECK(cudaEventSynchronize(graph_inputs_copied_));
+  const size_t stride = static_cast<size_t>(graph_max_batch_);
+  int32_t* inputs = graph_inputs_host_.ensure(kGraphInputCount * stride);  // [kGraphInputCount, graph_max_batch]
+  int32_t* token_ids = inputs + kGraphTokenIds * stride;
+  int32_t* positions = inputs + kGraphPositions * stride;
+  int32_t* slots = inputs + kGraphSlots * stride;
+  int32_t* seq_lens = inputs + kGraphSeqLens * stride;
+  int32_t* padded_hidden_rows = inputs + kGraphHiddenRows * stride;
+  // Padded entries decode token 0 at position 0 into the padding slot (their results are discarded; MTP ones read
+  // hidden row 0).
+  std::fill_n(token_ids, shape.batch, 0);
+  std::fill_n(positions, shape.batch, 0);
+  std::fill_n(slots, shape.batch, padding_slot_);
+  std::fill_n(seq_lens, shape.batch, 1);
+  std::fill_n(padded_hidden_rows, shape.batch, 0);
   int32_t width = 1;
   std::vector<const int32_t*> sequence_slots;
   for (int32_t s = 0; s < actual; ++s) {
@@ -91,33 +107,28 @@ int32_t CudaModelImpl::upload_padded_decode(const ForwardBatch& batch, const std
     positions[s] = batch.positions[static_cast<size_t>(chunk.token_begin)];
     slots[s] = chunk.kv_slots[chunk.num_cached];
     seq_lens[s] = static_cast<int32_t>(chunk.num_cached + 1);
+    if (hidden_rows) padded_hidden_rows[s] = (*hidden_rows)[static_cast<size_t>(chunk.token_begin)];
     width = std::max(width, seq_lens[s]);
     sequence_slots.push_back(chunk.kv_slots);
   }
-  auto copy = [&](int32_t* device, const std::vector<int32_t>& host) {
-    FATHOM_CUDA_CHECK(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
-  };
-  copy(graph_token_ids_.data(), token_ids);
-  copy(graph_positions_.data(), positions);
-  copy(graph_slots_.data(), slots);
-  copy(graph_seq_lens_.data(), seq_lens);
+  // Rows of graph_max_batch entries, of which the first shape.batch are this step's.
+  FATHOM_CUDA_CHECK(cudaMemcpy2DAsync(graph_inputs_.data(), stride * sizeof(int32_t), inputs, stride * sizeof(int32_t),
+                                      static_cast<size_t>(shape.batch) * sizeof(int32_t), kGraphInputCount,
+                                      cudaMemcpyHostToDevice, stream_));
   // The table the decode reads: the slot of every position on pages of one token, else a page's first slot / page.
-  // Built in pinned memory, so the copy is a DMA the host does not wait for (a pageable 2 MB table at 32 x 16384
-  // positions would be staged by the host); the previous step's copy from it completed once its event has (every
-  // forward ends in a stream sync; the wait covers one that threw before it).
   const int32_t page = decode_page_size_, page_width = (width + page - 1) / page;
   const size_t table_entries = static_cast<size_t>(shape.batch) * static_cast<size_t>(page_width);
-  FATHOM_CUDA_CHECK(cudaEventSynchronize(graph_table_copied_));
   int32_t* staged = graph_table_host_.ensure(table_entries);  // [batch, page_width]
-  kv_cache::fill_decode_page_table(sequence_slots, seq_lens, page, padding_slot_ / page, static_cast<size_t>(shape.batch),
-                                   page_width, std::span<int32_t>(staged, table_entries));
+  kv_cache::fill_decode_page_table(sequence_slots, std::span<const int32_t>(seq_lens, static_cast<size_t>(shape.batch)),
+                                   page, padding_slot_ / page, static_cast<size_t>(shape.batch), page_width,
+                                   std::span<int32_t>(staged, table_entries));
   int32_t* table = page > 1 ? graph_decode_pages_.data() : graph_page_table_.data();
   const int32_t table_stride = page > 1 ? graph_decode_page_stride_ : graph_page_stride_;
   FATHOM_CUDA_CHECK(cudaMemcpy2DAsync(table, static_cast<size_t>(table_stride) * sizeof(int32_t), staged,
                                       static_cast<size_t>(page_width) * sizeof(int32_t),
                                       static_cast<size_t>(page_width) * sizeof(int32_t), static_cast<size_t>(shape.batch),
                                       cudaMemcpyHostToDevice, stream_));
-  FATHOM_CUDA_CHECK(cudaEventRecord(graph_table_copied_, stream_));
+  FATHOM_CUDA_CHECK(cudaEventRecord(graph_inputs_copied_, stream_));
   return actual;
 }
 
@@ -291,10 +302,7 @@ void CudaModelImpl::prepare_decode_shapes() {
   graph_max_batch_ = sizes.back();
   graph_page_stride_ = buckets.back();
   const int64_t heads = config_.num_attention_heads, vocab = config_.vocab_size;
-  graph_token_ids_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_));
-  graph_positions_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_));
-  graph_slots_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_));
-  graph_seq_lens_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_));
+  graph_inputs_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(kGraphInputCount) * graph_max_batch_);
   // One slot table, as the decode reads it: per position on pages of one token, per page on larger ones.
   if (decode_page_size_ == 1) {
     graph_page_table_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_) * graph_page_stride_);
@@ -303,7 +311,6 @@ void CudaModelImpl::prepare_decode_shapes() {
     graph_decode_pages_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_) * graph_decode_page_stride_);
   }
   graph_logits_ = kc::DeviceBuffer<float>(static_cast<size_t>(graph_max_batch_ * vocab));
-  graph_hidden_rows_ = kc::DeviceBuffer<int32_t>(static_cast<size_t>(graph_max_batch_));
   if (weights_.mtp) graph_mtp_inputs_ = kc::DeviceBuffer<bf16>(static_cast<size_t>(graph_max_batch_ * 4 * config_.hidden_size));
   size_t workspace = 16;
   for (int32_t bucket : buckets) {
@@ -317,13 +324,10 @@ void CudaModelImpl::prepare_decode_shapes() {
   }
   graph_mla_workspace_ = kc::DeviceBuffer<uint8_t>(workspace);
   // Padded contents for the captures (and a valid state for any replay): every entry decodes into the padding slot.
-  std::vector<int32_t> zeros(static_cast<size_t>(graph_max_batch_), 0), ones(static_cast<size_t>(graph_max_batch_), 1);
-  std::vector<int32_t> padding(static_cast<size_t>(graph_max_batch_), padding_slot_);
-  graph_token_ids_.upload(zeros);
-  graph_positions_.upload(zeros);
-  graph_slots_.upload(padding);
-  graph_seq_lens_.upload(ones);
-  graph_hidden_rows_.upload(zeros);
+  std::vector<int32_t> inputs(graph_inputs_.size(), 0);  // tokens, positions and hidden rows 0
+  std::fill_n(inputs.begin() + kGraphSlots * graph_max_batch_, graph_max_batch_, padding_slot_);
+  std::fill_n(inputs.begin() + kGraphSeqLens * graph_max_batch_, graph_max_batch_, 1);
+  graph_inputs_.upload(inputs);
   if (decode_page_size_ == 1) graph_page_table_.upload(std::vector<int32_t>(graph_page_table_.size(), padding_slot_));
   if (decode_page_size_ > 1)
     graph_decode_pages_.upload(std::vector<int32_t>(graph_decode_pages_.size(), padding_slot_ / decode_page_size_));
@@ -339,7 +343,7 @@ void CudaModelImpl::prepare_decode_shapes() {
         cublas_rows_gemm(*lm_head_gemm_, normed_.buffer.data(), graph.batch, weights_.lm_head.data(), graph_logits_.data());
       };
       auto mtp_body = [&] {
-        run_mtp_layers(layout, graph_hidden_rows_.data(), graph_mtp_inputs());
+        run_mtp_layers(layout, graph_input(kGraphHiddenRows), graph_mtp_inputs());
         cublas_rows_gemm(*lm_head_gemm_, normed_.buffer.data(), graph.batch, weights_.lm_head.data(), graph_logits_.data());
       };
       graph.exec = capture_graph(body);

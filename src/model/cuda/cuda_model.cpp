@@ -65,7 +65,7 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
   FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
   FATHOM_CUDA_CHECK(cudaEventCreateWithFlags(&shared_fork_, cudaEventDisableTiming));
   FATHOM_CUDA_CHECK(cudaEventCreateWithFlags(&shared_join_, cudaEventDisableTiming));
-  FATHOM_CUDA_CHECK(cudaEventCreateWithFlags(&graph_table_copied_, cudaEventDisableTiming));
+  FATHOM_CUDA_CHECK(cudaEventCreateWithFlags(&graph_inputs_copied_, cudaEventDisableTiming));
 
   const auto start = std::chrono::steady_clock::now();
   weights_ = upload_model_weights(config, weights);
@@ -167,7 +167,7 @@ CudaModelImpl::~CudaModelImpl() {
   }
   if (shared_fork_) cudaEventDestroy(shared_fork_);
   if (shared_join_) cudaEventDestroy(shared_join_);
-  if (graph_table_copied_) cudaEventDestroy(graph_table_copied_);
+  if (graph_inputs_copied_) cudaEventDestroy(graph_inputs_copied_);
   for (GpuSpan& span : spans_) {
     cudaEventDestroy(span.begin);
     cudaEventDestroy(span.end);

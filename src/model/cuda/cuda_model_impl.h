@@ -167,10 +167,12 @@ class CudaModelImpl {
   ForwardResult forward_padded_decode(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
                                       const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling,
                                       const DecodeShape& shape);
-  // A pure-decode batch into the static decode inputs (graph_*), padded to shape.batch; checks its rows. Returns the
+  // A pure-decode batch into the static decode inputs (graph_*), padded to shape.batch; checks its rows. With
+  // hidden_rows (an MTP step: [batch.num_tokens()] rows of normed_ per token) their padded rows go up too. Returns the
   // number of real sequences.
   int32_t upload_padded_decode(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
-                               const std::vector<int64_t>& sample_rows, const DecodeShape& shape);
+                               const std::vector<int64_t>& sample_rows, const DecodeShape& shape,
+                               const std::vector<int32_t>* hidden_rows = nullptr);
   // The MTP module's kernels over `layout` (cuda_mtp.cpp): hidden_rows [layout.num_tokens] index the rows of normed_
   // (the previous forward's final hidden states); leaves shared_head.norm's rows in normed_. Graph-capturable.
   struct MtpInputs {
@@ -348,12 +350,16 @@ class CudaModelImpl {
   int32_t graph_max_batch_ = 0;
   int32_t graph_page_stride_ = 0;  // page-table width of graph replays = the largest context bucket
   int32_t padding_slot_ = 0;       // KV slot written by padded batch entries (the padding page past num_kv_slots_)
-  kc::DeviceBuffer<int32_t> graph_token_ids_, graph_positions_, graph_slots_, graph_page_table_, graph_seq_lens_;
+  // The per-entry inputs of a replay, one array of graph_max_batch_ per GraphInput, uploaded in one copy per step.
+  enum GraphInput { kGraphTokenIds, kGraphPositions, kGraphSlots, kGraphSeqLens, kGraphHiddenRows, kGraphInputCount };
+  kc::DeviceBuffer<int32_t> graph_inputs_;  // [kGraphInputCount, graph_max_batch]
+  int32_t* graph_input(GraphInput input) const { return graph_inputs_.data() + static_cast<size_t>(input) * graph_max_batch_; }
+  kc::DeviceBuffer<int32_t> graph_page_table_;  // [graph_max_batch, graph_page_stride_] (pages of one token only)
   int32_t graph_decode_page_stride_ = 0;   // graph_decode_pages_ width (pages of decode_page_size_ > 1 only)
   kc::DeviceBuffer<int32_t> graph_decode_pages_;  // [graph_max_batch, graph_decode_page_stride_]
   PinnedHostBuffer<int32_t> graph_table_host_;   // staging of the replay's decode table (graph_page_table_ or _pages_)
-  cudaEvent_t graph_table_copied_ = nullptr;     // recorded after its copy: the host refills the staging after it
-  kc::DeviceBuffer<int32_t> graph_hidden_rows_;  // [graph_max_batch] MTP decode: rows of normed_ each entry reads
+  PinnedHostBuffer<int32_t> graph_inputs_host_;  // staging of graph_inputs_
+  cudaEvent_t graph_inputs_copied_ = nullptr;    // recorded after both stagings' copies: the host refills them after it
   kc::DeviceBuffer<bf16> graph_mtp_inputs_;      // [graph_max_batch, 4H] MtpInputs of padded MTP decode steps
   kc::DeviceBuffer<float> graph_logits_;     // [graph_max_batch, V]
   kc::DeviceBuffer<uint8_t> graph_mla_workspace_;

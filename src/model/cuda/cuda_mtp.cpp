@@ -87,16 +87,10 @@ ForwardResult CudaModelImpl::forward_padded_mtp_decode(const ForwardBatch& batch
                                                        const std::vector<int64_t>& sample_rows,
                                                        const std::vector<sampling::DeviceSamplingRow>& sampling,
                                                        const DecodeShape& shape) {
-  const int32_t actual = upload_padded_decode(batch, logit_rows, sample_rows, shape);
-  std::vector<int32_t> padded_rows(static_cast<size_t>(shape.batch), 0);  // padded entries read row 0 (discarded)
-  for (int32_t s = 0; s < actual; ++s) {
-    padded_rows[static_cast<size_t>(s)] = hidden_rows[static_cast<size_t>(batch.sequences[static_cast<size_t>(s)].token_begin)];
-  }
-  FATHOM_CUDA_CHECK(cudaMemcpyAsync(graph_hidden_rows_.data(), padded_rows.data(), padded_rows.size() * sizeof(int32_t),
-                                    cudaMemcpyHostToDevice, stream_));
+  const int32_t actual = upload_padded_decode(batch, logit_rows, sample_rows, shape, &hidden_rows);
   return finish_padded_decode(
       shape, shape.mtp_exec,
-      [&] { run_mtp_layers(static_decode_layout(shape), graph_hidden_rows_.data(), graph_mtp_inputs()); }, actual,
+      [&] { run_mtp_layers(static_decode_layout(shape), graph_input(kGraphHiddenRows), graph_mtp_inputs()); }, actual,
       logit_rows, sample_rows, sampling);
 }
 
