@@ -22,6 +22,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/embedding/embedding.h"
+#include "kernels/cuda/fp8_gemm/act_quant.h"
 #include "kernels/cuda/mla/mla_kv_cache_write.h"
 #include "kernels/cuda/mla/mla_prepare.h"
 #include "kernels/cuda/moe/moe_combine.h"
@@ -275,6 +276,19 @@ void run(int64_t tokens, const DeviceBuffer<__nv_bfloat16>& table, Timer& timer,
   };
   print_row({"embedding_gather", tokens, timer.cold(embed), timer.warm(embed), double(2 * tokens * kHidden * 2)},
             bandwidth);
+
+  // Activation quantization (bf16 -> e4m3 + per-128 scales in both layouts) of a hidden row and of the attention
+  // output (128 heads x 128): what every prefill linear reads.
+  for (int64_t cols : {kHidden, int64_t{16384}}) {
+    DeviceBuffer<__nv_bfloat16> act(random_bf16(static_cast<size_t>(tokens * cols), 2.0f, 14));
+    DeviceBuffer<uint8_t> act_fp8(static_cast<size_t>(tokens * cols));
+    DeviceBuffer<float> act_scales(static_cast<size_t>(tokens * cols / 128)), act_scales_bm(act_scales.size());
+    auto quantize = [&] {
+      quantize_activations_fp8(act.data(), tokens, cols, act_fp8.data(), act_scales.data(), act_scales_bm.data(), stream);
+    };
+    print_row({cols == kHidden ? "act_quant_fp8_7168" : "act_quant_fp8_16384", tokens, timer.cold(quantize),
+               timer.warm(quantize), double(tokens * cols * 3 + 2 * (tokens * cols / 128) * 4)}, bandwidth);
+  }
 
   // Sampling (batch = tokens, capped at 256 rows): temperature + top-k + top-p + min-p, and greedy.
   const int64_t batch = std::min<int64_t>(tokens, 256);

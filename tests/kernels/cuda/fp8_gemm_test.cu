@@ -14,6 +14,7 @@
 #include "kernels/cuda/fp8_gemm/act_quant.h"
 #include "kernels/cuda/fp8_gemm/cublaslt_fp8_gemm.h"
 #include "kernels/cuda/fp8_gemm/fp8_gemm.h"
+#include "kernels/cuda/fp8_gemm/fp8_gemm_heuristics.h"
 #include "test_util.h"
 
 namespace fathom::kernels::cuda {
@@ -24,7 +25,12 @@ using fathom::testing::relative_l2_error;
 TEST(ActQuant, BitIdenticalToCpu) {
   FATHOM_REQUIRE_GPU();
   std::mt19937 rng(11);
-  for (auto [tokens, cols] : {std::pair<int64_t, int64_t>{1, 128}, {3, 7168}, {17, 96}, {64, 1536}, {5, 20}}) {
+  // Rows of whole 16-byte vectors take the vector kernel (a partial last group: 96, 136; a warp's last units
+  // missing: 17 x 96, 7 x 136, 16385 x 136), with four units per warp from kActQuantFourUnitsMinUnits (600 x 7168,
+  // 16385 x 136); 20 and 132 channels (not multiples of 8) the general one.
+  static_assert(600 * 56 >= kActQuantFourUnitsMinUnits && 3 * 56 < kActQuantFourUnitsMinUnits);
+  for (auto [tokens, cols] : {std::pair<int64_t, int64_t>{1, 128}, {3, 7168}, {17, 96}, {64, 1536}, {5, 20}, {2, 16384},
+                              {7, 136}, {3, 132}, {600, 7168}, {16385, 136}}) {
     TestActivations a = make_activations(rng, tokens, cols);
     const int64_t groups = ceil_div(cols, 128);
     std::vector<float> cpu_values(a.host.size()), cpu_scales(static_cast<size_t>(tokens * groups));

@@ -159,4 +159,12 @@ inline int wgmma_tokens_per_tile(int64_t x_rows, int32_t num_experts) {
   return x_rows >= kMediumTileMinAverageRows * experts ? 128 : 64;
 }
 
+// Activation quantization (act_quant.cu, bf16 rows of whole 16-byte vectors): four (token, 128-channel) units per
+// warp, so each lane has two 16-byte loads in flight, from this many units (the warps of two-unit launches would
+// then exceed the ~8.4k an H100 / H200 holds at once); two below it (more, shorter warps). H100, warm us against the
+// scalar kernel (bench_small_ops, bench/RESULTS.md thirty-first session): 4096 tokens x 7168 / 16384 channels
+// 56.6 -> 34.5 / 127.2 -> 76.3 (four units), 256 tokens 5.0 -> 3.3 / 9.0 -> 5.6, 1-32 tokens even or faster (two
+// units; four there were 0.3-0.4 us slower than the scalar kernel).
+constexpr int64_t kActQuantFourUnitsMinUnits = 32768;
+
 }  // namespace fathom::kernels::cuda
