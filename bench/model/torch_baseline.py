@@ -3,6 +3,7 @@ dimensions (random init on the GPU), timed with CUDA events (median). Also measu
 device-to-device copy bandwidth and dense FP8 (torch._scaled_mm) throughput.
 
 usage: python3 torch_baseline.py CONFIG_JSON OVERRIDES_JSON OUT_JSON
+       python3 torch_baseline.py --ceilings-only OUT_JSON   (the ceilings alone, for moe_layer_table.py)
 """
 import json
 import statistics
@@ -46,9 +47,12 @@ def fp8_tflops():
 
 
 def main():
-    config_path, overrides_json, out_path = sys.argv[1:4]
     result = {"copy_bandwidth_gbs": copy_bandwidth_gbs(), "fp8_dense_tflops": fp8_tflops(),
               "device": torch.cuda.get_device_name(), "torch": torch.__version__}
+    if sys.argv[1] == "--ceilings-only":
+        json.dump(result, open(sys.argv[2], "w"), indent=1)
+        return
+    config_path, overrides_json, out_path = sys.argv[1:4]
     import transformers
     from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
     result["transformers"] = transformers.__version__
