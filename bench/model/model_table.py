@@ -55,14 +55,17 @@ def prefill_bytes(s, length):
     return weights
 
 
-def main():
-    config_path, overrides_json, fathom_path, torch_path, commit = sys.argv[1:6]
+def load_slice_and_ceilings(config_path, overrides_json, ceilings_path):
+    """(slice costs of the config with its overrides, the ceilings JSON, bytes/s, FLOP/s)."""
     config = json.load(open(config_path))
     config.update(json.loads(overrides_json))
-    s = slice_costs(config)
-    baseline = json.load(open(torch_path))
-    bandwidth = baseline["copy_bandwidth_gbs"] * 1e9
-    fp8_rate = baseline["fp8_dense_tflops"] * 1e12
+    ceilings = json.load(open(ceilings_path))
+    return slice_costs(config), ceilings, ceilings["copy_bandwidth_gbs"] * 1e9, ceilings["fp8_dense_tflops"] * 1e12
+
+
+def main():
+    config_path, overrides_json, fathom_path, torch_path, commit = sys.argv[1:6]
+    s, baseline, bandwidth, fp8_rate = load_slice_and_ceilings(config_path, overrides_json, torch_path)
     runs = [json.loads(line) for line in open(fathom_path) if line.strip()]
     print(f"Device {baseline['device']}, commit {commit}; ceilings measured in the same script: copy bandwidth "
           f"{baseline['copy_bandwidth_gbs']:.0f} GB/s (read+write, 1 GiB), dense FP8 {baseline['fp8_dense_tflops']:.0f} "

@@ -13,7 +13,7 @@ import json
 import statistics
 import sys
 
-from model_table import expected_distinct_experts, slice_costs
+from model_table import expected_distinct_experts, load_slice_and_ceilings
 
 
 def moe_layer_floors(s, tokens):
@@ -42,13 +42,7 @@ def moe_spans_us(path, moe_layers, prefill_tokens):
 def main():
     if len(sys.argv) < 5:
         raise SystemExit(__doc__)
-    config_path, overrides_json, ceilings_path = sys.argv[1:4]
-    config = json.load(open(config_path))
-    config.update(json.loads(overrides_json))
-    s = slice_costs(config)
-    ceilings = json.load(open(ceilings_path))
-    bandwidth = ceilings["copy_bandwidth_gbs"] * 1e9
-    fp8_rate = ceilings["fp8_dense_tflops"] * 1e12
+    s, ceilings, bandwidth, fp8_rate = load_slice_and_ceilings(*sys.argv[1:4])
     rows = {}  # tokens -> (median us, spans, form)
     for spec in sys.argv[4:]:
         path, prefill_tokens, decode_tokens = spec.rsplit(":", 2)
