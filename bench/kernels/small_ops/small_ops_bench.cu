@@ -29,6 +29,8 @@
 #include "kernels/cuda/moe/moe_gather.h"
 #include "kernels/cuda/moe/moe_permutation.h"
 #include "kernels/cuda/moe/moe_router_gemm.h"
+#include "kernels/cuda/moe/moe_router_planes.h"
+#include "kernels/cuda/norm/bf16x3_split.cuh"
 #include "kernels/cuda/moe/moe_routing.h"
 #include "kernels/cuda/moe/swiglu.h"
 #include "kernels/cuda/norm/bf16_gemm.h"
@@ -236,6 +238,14 @@ void run(int64_t tokens, const DeviceBuffer<__nv_bfloat16>& table, Timer& timer,
   };
   print_row({"add_rms_norm+f32+fp8", tokens, timer.cold(add_norm_f32_fp8), timer.warm(add_norm_f32_fp8),
              double(4 * tokens * kHidden * 2 + kHidden * 2 + tokens * kHidden * 4) + fp8_bytes}, bandwidth);
+  // The MoE layers' post-attention norm in the router's tensor-core form: three bf16 planes instead of the fp32 copy.
+  DeviceBuffer<__nv_bfloat16> normed_planes(static_cast<size_t>(kBf16SplitPlanes * tokens * kHidden));
+  auto add_norm_planes_fp8 = [&] {
+    add_rms_norm_bf16(hidden.data(), SplitKPartials{}, residual.data(), tokens, kHidden, norm_weight.data(), 1e-6f,
+                      normed.data(), UnroundedRowsOut{nullptr, normed_planes.data()}, &fp8, stream);
+  };
+  print_row({"add_rms_norm+planes+fp8", tokens, timer.cold(add_norm_planes_fp8), timer.warm(add_norm_planes_fp8),
+             double(4 * tokens * kHidden * 2 + kHidden * 2 + tokens * kHidden * 6) + fp8_bytes}, bandwidth);
   constexpr int64_t kQLora = 1536;
   auto q_norm = [&] {
     rms_norm_bf16(normed.data(), kQLora, tokens, kQLora, norm_weight.data(), 1e-6f, normed.data(), kQLora, stream);
@@ -375,11 +385,16 @@ void run_mla_prepare(int64_t tokens, Timer& timer, double bandwidth, cudaStream_
 // cuBLASLt fp32 (Bf16Gemm as the model builds it). % of copy bandwidth = the fp32 weight's bytes (the floor: it is read
 // once; rows and logits are small) at the measured copy bandwidth, over the time.
 void run_moe_router_gemm(Timer& timer, double bandwidth, cudaStream_t stream) {
-  constexpr int64_t kRouterTokens[] = {1, 8, 32, 64};
+  constexpr int64_t kRouterTokens[] = {1, 2, 4, 8, 16, 32, 64};
   constexpr int64_t kMaxRouterTokens = 64;
   const DeviceBuffer<float> weight(random_floats(static_cast<size_t>(kExperts * kHidden), 0.02f, 40));  // [E, H]
   const DeviceBuffer<float> x(random_floats(static_cast<size_t>(kMaxRouterTokens * kHidden), 1.0f, 41));  // [T, H]
   DeviceBuffer<float> logits(static_cast<size_t>(kMaxRouterTokens * kExperts));                          // [T, E]
+  const DeviceBuffer<__nv_bfloat16> weight_bf16(random_bf16(static_cast<size_t>(kExperts * kHidden), 0.02f, 40));
+  const DeviceBuffer<__nv_bfloat16> planes(
+      random_bf16(static_cast<size_t>(kBf16SplitPlanes * kMaxRouterTokens * kHidden), 1.0f, 43));  // [T, 3, H]
+  DeviceBuffer<float> plane_logits(static_cast<size_t>(kBf16SplitPlanes * kMaxRouterTokens * kExperts));  // [T, 3, E]
+  Bf16Gemm planes_gemm(kExperts, kHidden, Bf16GemmOutput::kFloat32);
   Bf16Gemm cublas(kExperts, kHidden, Bf16GemmOutput::kFloat32, size_t{32} << 20, Bf16GemmInput::kFloat32);
   const double floor_us = double(kExperts * kHidden * sizeof(float)) / bandwidth;
   auto percent = [&](float us) { return us > 0 ? 100.0 * floor_us / us : 0.0; };
@@ -396,6 +411,62 @@ void run_moe_router_gemm(Timer& timer, double bandwidth, cudaStream_t stream) {
                   name, static_cast<long long>(tokens), cold, warm, floor_us, percent(cold), percent(warm));
       std::fflush(stdout);
     }
+    // The same kernel on the checkpoint's bf16 gate: half the bytes, the same bits.
+    const double bf16_floor_us = floor_us / 2;
+    auto ours_bf16 = [&] {
+      moe_router_logits_fp32(x.data(), tokens, kHidden, weight_bf16.data(), kExperts, logits.data(), stream);
+    };
+    const float cold = timer.cold(ours_bf16), warm = timer.warm(ours_bf16);
+    std::printf("%-22s %6lld %10.2f %10.2f   floor %.2f us: %5.1f%% / %5.1f%% of copy bandwidth (cold / warm)\n",
+                "router_gemm_bf16w", static_cast<long long>(tokens), cold, warm, bf16_floor_us,
+                cold > 0 ? 100.0 * bf16_floor_us / cold : 0.0, warm > 0 ? 100.0 * bf16_floor_us / warm : 0.0);
+    std::fflush(stdout);
+    // The tensor-core form at decode sizes (where it overtakes the kernel sets kRouterKernelMaxTokens).
+    planes_gemm.prepare(kBf16SplitPlanes * tokens);
+    auto planes_form = [&] {
+      planes_gemm.run(planes.data(), kBf16SplitPlanes * tokens, weight_bf16.data(), plane_logits.data(), stream);
+      moe_router_sum_planes(plane_logits.data(), tokens, kExperts, logits.data(), stream);
+    };
+    const float planes_cold = timer.cold(planes_form), planes_warm = timer.warm(planes_form);
+    std::printf("%-22s %6lld %10.2f %10.2f   floor %.2f us: %5.1f%% / %5.1f%% of copy bandwidth (cold / warm)\n",
+                "router_planes_bf16w", static_cast<long long>(tokens), planes_cold, planes_warm, bf16_floor_us,
+                planes_cold > 0 ? 100.0 * bf16_floor_us / planes_cold : 0.0,
+                planes_warm > 0 ? 100.0 * bf16_floor_us / planes_warm : 0.0);
+    std::fflush(stdout);
+  }
+}
+
+// The router's prefill forms at V3 dims: cuBLASLt's fp32 SGEMM (SIMT) on fp32 rows and weight, against the
+// tensor-core form (the rows as three bf16 planes, one bf16 GEMM of 3T rows against the bf16 gate, the plane sum).
+// Both form every product exactly in fp32; the FLOP count shown is the SGEMM's (2 T E H).
+void run_moe_router_prefill(Timer& timer, cudaStream_t stream) {
+  constexpr int64_t kPrefillTokens[] = {64, 256, 1024, 4096, 8192};
+  constexpr int64_t kMaxTokens = 8192;
+  const DeviceBuffer<float> weight(random_floats(static_cast<size_t>(kExperts * kHidden), 0.02f, 40));  // [E, H]
+  const DeviceBuffer<__nv_bfloat16> weight_bf16(random_bf16(static_cast<size_t>(kExperts * kHidden), 0.02f, 40));
+  const DeviceBuffer<float> x(random_floats(static_cast<size_t>(kMaxTokens * kHidden), 1.0f, 42));  // [T, H]
+  const DeviceBuffer<__nv_bfloat16> planes(
+      random_bf16(static_cast<size_t>(kBf16SplitPlanes * kMaxTokens * kHidden), 1.0f, 43));          // [T, 3, H]
+  DeviceBuffer<float> plane_logits(static_cast<size_t>(kBf16SplitPlanes * kMaxTokens * kExperts));  // [T, 3, E]
+  DeviceBuffer<float> logits(static_cast<size_t>(kMaxTokens * kExperts));                           // [T, E]
+  Bf16Gemm sgemm(kExperts, kHidden, Bf16GemmOutput::kFloat32, size_t{32} << 20, Bf16GemmInput::kFloat32);
+  Bf16Gemm planes_gemm(kExperts, kHidden, Bf16GemmOutput::kFloat32);
+  for (int64_t tokens : kPrefillTokens) {
+    sgemm.prepare(tokens);
+    planes_gemm.prepare(kBf16SplitPlanes * tokens);
+    auto fp32_form = [&] { sgemm.run(x.data(), tokens, weight.data(), logits.data(), stream); };
+    auto planes_form = [&] {
+      planes_gemm.run(planes.data(), kBf16SplitPlanes * tokens, weight_bf16.data(), plane_logits.data(), stream);
+      moe_router_sum_planes(plane_logits.data(), tokens, kExperts, logits.data(), stream);
+    };
+    const double flop = 2.0 * double(tokens) * kExperts * kHidden;
+    const float fp32_cold = timer.cold(fp32_form), fp32_warm = timer.warm(fp32_form);
+    const float planes_cold = timer.cold(planes_form), planes_warm = timer.warm(planes_form);
+    std::printf("%-22s %6lld %10.2f %10.2f   %.1f TFLOP/s (warm)\n", "router_prefill_sgemm", static_cast<long long>(tokens),
+                fp32_cold, fp32_warm, fp32_warm > 0 ? flop / fp32_warm / 1e6 : 0.0);
+    std::printf("%-22s %6lld %10.2f %10.2f   %.2fx faster (warm)\n", "router_prefill_planes",
+                static_cast<long long>(tokens), planes_cold, planes_warm, planes_warm > 0 ? fp32_warm / planes_warm : 0.0);
+    std::fflush(stdout);
   }
 }
 
@@ -427,6 +498,7 @@ int main(int argc, char** argv) {
       run_mla_prepare(tokens, timer, bandwidth, stream);
     }
     run_moe_router_gemm(timer, bandwidth, stream);
+    if (!profile) run_moe_router_prefill(timer, stream);
     FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
     FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
   } catch (const std::exception& e) {

@@ -175,6 +175,10 @@ void CudaModelImpl::warm_up_buffers() {
     split_bytes = std::max(split_bytes, fp8_gemm_->small_m_workspace_bytes(linear->rows, linear->cols));
   }
   if (split_bytes) split_partials_.ensure(split_bytes / sizeof(float), stream_);
+  // The router kernel's fp32 rows serve decode sizes; the warm-up's batches may all take the bf16-plane form.
+  if (config_.n_routed_experts > 0) {
+    normed_f32_.ensure(static_cast<size_t>(options_.max_decode_batch * config_.hidden_size), stream_);
+  }
   std::vector<int32_t> padding_slots(static_cast<size_t>(context), padding_slot_);
   ForwardBatch prefill;
   prefill.attention_form = AttentionForm::kExpanded;
@@ -234,11 +238,11 @@ void CudaModelImpl::freeze_graph_buffers() {
   // Every buffer a decode graph body touches (run_layers or run_mtp_layers, + lm_head); prefill-only and eager-only
   // ones stay growable.
   for (GrowableBuffer<bf16>* buffer : {&residual_, &normed_, &delta_, &q_a_, &q_, &qkv_a_, &attn_, &q_latent_, &out_latent_,
-                                       &gate_up_, &mlp_act_, &expert_gate_up_, &expert_out_, &shared_out_}) {
+                                       &gate_up_, &mlp_act_, &expert_gate_up_, &expert_out_, &shared_out_, &normed_planes_}) {
     buffer->frozen = true;
   }
-  for (GrowableBuffer<float>* buffer : {&normed_f32_, &split_partials_, &router_logits_, &expert_weights_,
-                                        &permuted_scales_, &expert_act_scales_}) {
+  for (GrowableBuffer<float>* buffer : {&normed_f32_, &split_partials_, &router_logits_, &router_plane_logits_,
+                                        &expert_weights_, &permuted_scales_, &expert_act_scales_}) {
     buffer->frozen = true;
   }
   for (GrowableBuffer<int32_t>* buffer : {&expert_ids_, &expert_offsets_, &expert_counts_, &row_token_slot_, &row_expert_,

@@ -8,7 +8,9 @@
 #include "kernels/cuda/moe/moe_gather.h"
 #include "kernels/cuda/moe/moe_route_permute.h"
 #include "kernels/cuda/moe/moe_router_gemm.h"
+#include "kernels/cuda/moe/moe_router_planes.h"
 #include "kernels/cuda/moe/swiglu.h"
+#include "kernels/cuda/norm/bf16x3_split.cuh"
 #include "model/cuda/cuda_model_impl.h"
 
 namespace fathom::model::cuda {
@@ -21,6 +23,35 @@ kc::SplitKPartials CudaModelImpl::feed_forward(int64_t layer, const BatchLayout&
     return {};
   }
   return mlp(*weights.dense_mlp, x, delta_.buffer.data());
+}
+
+void CudaModelImpl::compute_router_logits(const DeviceMoe& moe, int64_t n, float* logits) {
+  const int64_t hidden = config_.hidden_size, experts = moe.num_experts;
+  // Up to 32 rows our fp32 kernel beats cuBLASLt (H200, warm: 3.8 vs 6.7 us at 1 row, 14.8 vs 16.9 at 32); at 64 it
+  // was slower (27 vs 18 us). A logit's bits depend on its own row only, so calls of at most 64 rows.
+  if (router_on_kernel(n)) {
+    const float* rows = normed_f32_.buffer.data();  // [n, H]
+    for (int64_t begin = 0; begin < n; begin += kRouterKernelCallTokens) {
+      const int64_t count = std::min(kRouterKernelCallTokens, n - begin);
+      if (moe.router_bf16.size() == 0) {
+        kc::moe_router_logits_fp32(rows + begin * hidden, count, hidden, moe.router.data(), experts, logits + begin * experts,
+                                   stream_);
+      } else {
+        kc::moe_router_logits_fp32(rows + begin * hidden, count, hidden, moe.router_bf16.data(), experts, logits + begin * experts,
+                                   stream_);
+      }
+    }
+    return;
+  }
+  if (moe.router_bf16.size() == 0) {
+    cublas_rows_gemm(*router_gemm_, normed_f32_.buffer.data(), n, moe.router.data(), logits);
+    return;
+  }
+  // [3n, H] plane rows . [E, H]^T -> [3n, E] partial logits (every product exact), summed per token.
+  const int64_t plane_rows = kc::kBf16SplitPlanes * n;
+  float* plane_logits = router_plane_logits_.ensure(static_cast<size_t>(plane_rows * experts), stream_);
+  cublas_rows_gemm(*router_planes_gemm_, normed_planes_.buffer.data(), plane_rows, moe.router_bf16.data(), plane_logits);
+  kc::moe_router_sum_planes(plane_logits, n, experts, logits, stream_);
 }
 
 kc::SplitKPartials CudaModelImpl::mlp(const DeviceMlp& weights, const Quantized& x, bf16* out) {
@@ -68,19 +99,7 @@ void CudaModelImpl::moe(const DeviceMoe& weights, const Quantized& x, bf16* out)
   }
   // Routing: fp32 router logits [n, E] -> expert ids / weights [n, k].
   float* router_logits = router_logits_.ensure(static_cast<size_t>(n * experts), stream_);
-  // Up to 32 rows our fp32 kernel beats cuBLASLt (H200, warm: 3.8 vs 6.7 us at 1 row, 14.8 vs 16.9 at 32); at 64 it
-  // was slower (27 vs 18 us). Deterministic inference needs one arithmetic per form for every row count: decode-form
-  // layers run our kernel in calls of at most 64 rows (a logit's bits depend on its own row only), prefill-form layers
-  // cuBLASLt's fixed 64-row calls.
-  constexpr int64_t kRouterKernelMaxTokens = 32, kRouterKernelCallTokens = 64;
-  if (options_.deterministic ? !layer_prefill_form_ : n <= kRouterKernelMaxTokens) {
-    for (int64_t begin = 0; begin < n; begin += kRouterKernelCallTokens) {
-      kc::moe_router_logits_fp32(normed_f32_.buffer.data() + begin * hidden, std::min(kRouterKernelCallTokens, n - begin),
-                                 hidden, weights.router.data(), experts, router_logits + begin * experts, stream_);
-    }
-  } else {
-    cublas_rows_gemm(*router_gemm_, normed_f32_.buffer.data(), n, weights.router.data(), router_logits);
-  }
+  compute_router_logits(weights, n, router_logits);
   int32_t* expert_ids = expert_ids_.ensure(static_cast<size_t>(n * top_k), stream_);
   float* expert_weights = expert_weights_.ensure(static_cast<size_t>(n * top_k), stream_);
   // Routing, then the rows grouped by expert (one launch for decode-sized batches).

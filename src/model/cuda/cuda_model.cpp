@@ -10,6 +10,7 @@
 #include "kernels/cuda/fp8_gemm/act_quant.h"
 #include "kernels/cuda/fp8_gemm/fp8_grouped_gemm.h"
 #include "kernels/cuda/mla/mla_decode.h"
+#include "kernels/cuda/norm/bf16x3_split.cuh"
 #include "kernels/cuda/norm/rms_norm.h"
 #include "kernels/cuda/sampling/sampling.h"
 #include "kv_cache/decode_page_table.h"
@@ -33,6 +34,7 @@ size_t activation_bytes_per_token(const ModelConfig& c, bool with_mtp) {
                                                                                    // 2x: a cached prefix adds keys
   bytes += (2 * intermediate + 256) * 2 + hidden * 2;                               // gate_up, quantized inputs
   bytes += top_k * (hidden * 3 + 2 * moe_i * 2 + moe_i + 64);                        // MoE permuted rows
+  bytes += hidden * 3 * 2 + 3 * static_cast<size_t>(c.n_routed_experts) * 4;        // router planes, plane logits
   if (with_mtp) bytes += hidden * 4 * 2;                                             // MTP inputs [H] + [H] + [2H]
   return bytes;
 }
@@ -92,8 +94,24 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
     eh_proj_gemm_ = std::make_unique<kc::Bf16Gemm>(config.hidden_size, 2 * config.hidden_size, kc::Bf16GemmOutput::kBfloat16);
   }
   if (config.n_routed_experts > 0) {
-    router_gemm_ = std::make_unique<kc::Bf16Gemm>(config.n_routed_experts, config.hidden_size, kc::Bf16GemmOutput::kFloat32,
-                                                  size_t{32} << 20, kc::Bf16GemmInput::kFloat32);
+    bool bf16_router = false, fp32_router = false;
+    for (const DeviceLayer& layer : weights_.layers) {
+      if (!layer.moe) continue;
+      bf16_router = bf16_router || layer.moe->router_bf16.size() > 0;
+      fp32_router = fp32_router || layer.moe->router.size() > 0;
+    }
+    if (weights_.mtp && weights_.mtp->layer.moe) {
+      bf16_router = bf16_router || weights_.mtp->layer.moe->router_bf16.size() > 0;
+      fp32_router = fp32_router || weights_.mtp->layer.moe->router.size() > 0;
+    }
+    if (fp32_router) {
+      router_gemm_ = std::make_unique<kc::Bf16Gemm>(config.n_routed_experts, config.hidden_size, kc::Bf16GemmOutput::kFloat32,
+                                                    size_t{32} << 20, kc::Bf16GemmInput::kFloat32);
+    }
+    if (bf16_router) {
+      router_planes_gemm_ = std::make_unique<kc::Bf16Gemm>(config.n_routed_experts, config.hidden_size,
+                                                           kc::Bf16GemmOutput::kFloat32);
+    }
     routing_.num_experts = static_cast<int32_t>(config.n_routed_experts);
     routing_.num_groups = static_cast<int32_t>(config.n_group);
     routing_.top_groups = static_cast<int32_t>(config.topk_group);
@@ -516,9 +534,14 @@ void CudaModelImpl::run_decoder_layer(int64_t layer, const BatchLayout& layout, 
   const size_t layer_span = begin_span(span_name, 0);
   const size_t attention_span = begin_span("self_attn", 1);
   const kc::SplitKPartials attention_partials = attention(layer, layout);  // normed -> delta (or its partials)
-  float* normed_f32 = weights.moe ? normed_f32_.ensure(static_cast<size_t>(n * hidden), stream_) : nullptr;
+  kc::UnroundedRowsOut router_input;  // MoE layers: the normed rows unrounded, in the form the router reads
+  if (weights.moe && router_reads_planes(*weights.moe, n)) {
+    router_input.bf16_planes = normed_planes_.ensure(static_cast<size_t>(kc::kBf16SplitPlanes * n * hidden), stream_);
+  } else if (weights.moe) {
+    router_input.f32 = normed_f32_.ensure(static_cast<size_t>(n * hidden), stream_);
+  }
   kc::add_rms_norm_bf16(delta, attention_partials, residual, n, hidden, weights.post_attention_layernorm.data(), eps,
-                        normed, normed_f32, fused_input_fp8(n, hidden, fp8_storage), stream_);
+                        normed, router_input, fused_input_fp8(n, hidden, fp8_storage), stream_);
   end_span(attention_span);
   const size_t ffn_span = begin_span(weights.moe ? "moe" : "mlp", 1);
   const kc::SplitKPartials ffn_partials = feed_forward(layer, layout);  // normed -> delta (or its partials)

@@ -223,6 +223,20 @@ class CudaModelImpl {
   // still in its last GEMM's split-K partials, which the next add+RMSNorm sums (no reduce launch).
   kc::SplitKPartials attention(int64_t layer, const BatchLayout& layout);
   kc::SplitKPartials feed_forward(int64_t layer, const BatchLayout& layout);
+  // The router's two arithmetic forms, both with exact fp32 products: our fp32 kernel on fp32 rows (decode sizes,
+  // moe_router_gemm.h), or one bf16 tensor-core GEMM over the rows split into three bf16 planes (moe_router_planes.h;
+  // needs the bf16 gate). Deterministic inference: one form per layer form (the kernel in decode-form layers, in calls
+  // of at most 64 rows; the other in prefill-form layers, in cuBLASLt calls of kFixedGemmRows plane rows).
+  static constexpr int64_t kRouterKernelMaxTokens = 32, kRouterKernelCallTokens = 64;
+  bool router_on_kernel(int64_t tokens) const {
+    return options_.deterministic ? !layer_prefill_form_ : tokens <= kRouterKernelMaxTokens;
+  }
+  // Whether the post-attention norm of this MoE layer writes the router's input as bf16 planes (else fp32 rows).
+  bool router_reads_planes(const DeviceMoe& moe, int64_t tokens) const {
+    return moe.router_bf16.size() > 0 && !router_on_kernel(tokens);
+  }
+  // router_logits [tokens, E] fp32 of an MoE layer whose post-attention norm has run.
+  void compute_router_logits(const DeviceMoe& moe, int64_t tokens, float* logits);
   // x [tokens, cols] bf16 -> e4m3 + scales in `into` (token-major always; block-major too when cuBLASLt will run).
   struct Quantized {
     kc::DeviceFp8Activations activations;
@@ -306,7 +320,8 @@ class CudaModelImpl {
   kc::DeviceBuffer<float> rope_cos_sin_;  // [max_context_tokens_, rope_dim]: cos then sin of each position
   std::unique_ptr<kc::Fp8Gemm> fp8_gemm_;
   std::unique_ptr<kc::Bf16Gemm> lm_head_gemm_;   // [V, H] -> fp32 logits
-  std::unique_ptr<kc::Bf16Gemm> router_gemm_;    // [E, H] -> fp32 router logits (MoE models)
+  std::unique_ptr<kc::Bf16Gemm> router_gemm_;    // [E, H] fp32 -> fp32 router logits (MoE layers with an fp32 gate)
+  std::unique_ptr<kc::Bf16Gemm> router_planes_gemm_;  // [E, H] bf16 -> fp32 plane logits (MoE layers with a bf16 gate)
   kc::MoeRoutingConfig routing_;
   std::unique_ptr<kc::Bf16Gemm> eh_proj_gemm_;   // [H, 2H] -> bf16 (the MTP module's input projection)
 
@@ -341,6 +356,8 @@ class CudaModelImpl {
   GrowableBuffer<float> sampled_logprobs_;
   PinnedHostBuffer<uint8_t> host_sampling_;
   GrowableBuffer<float> normed_f32_;  // [n, H] unrounded post-attention norm of MoE layers (router input)
+  GrowableBuffer<bf16> normed_planes_;  // [n, 3, H] the same as bf16 planes (the router's tensor-core form)
+  GrowableBuffer<float> router_plane_logits_;  // [n, 3, E] the planes' partial logits
   QuantizedActivations input_q_;   // the normed layer input, shared by the projections that read it
   QuantizedActivations scratch_q_;  // any other linear input of at most max_batch_tokens rows
   QuantizedActivations expand_q_;   // the kv_b expansion's input (rows = keys of a prefill, unbounded)

@@ -36,6 +36,17 @@ kc::DeviceBuffer<float> upload_f32(const Tensor& tensor, size_t& total_bytes) {
   return device;
 }
 
+// Whether every value of a float tensor survives a round trip through bf16 (bf16 tensors trivially do).
+bool bf16_exact(const Tensor& tensor) {
+  if (tensor.dtype() == DType::BF16) return true;
+  std::vector<float> values(static_cast<size_t>(tensor.numel()));
+  kernels::cpu::to_float(tensor, values.data());
+  for (float value : values) {
+    if (bf16_to_float(float_to_bf16(value)) != value) return false;
+  }
+  return true;
+}
+
 void require_fp8(const WeightMatrix& weight) {
   FATHOM_CHECK(weight.is_fp8(), "CUDA backend: " << weight.name << ".weight is " << dtype_name(weight.weight.dtype())
                                                  << "; the CUDA backend runs FP8 block-quantized linear weights "
@@ -154,7 +165,11 @@ DeviceLayer upload_layer(const DecoderLayerWeights& layer, const std::string& pr
   if (layer.moe) {
     DeviceMoe moe;
     moe.num_experts = static_cast<int64_t>(layer.moe->experts.size());
-    moe.router = upload_f32(layer.moe->gate, total);
+    if (bf16_exact(layer.moe->gate)) {
+      moe.router_bf16 = upload_bf16(layer.moe->gate, total);
+    } else {
+      moe.router = upload_f32(layer.moe->gate, total);
+    }
     if (!layer.moe->e_score_correction_bias.empty()) moe.correction_bias = upload_f32(layer.moe->e_score_correction_bias, total);
     std::vector<const MlpWeights*> experts;
     for (const MlpWeights& expert : layer.moe->experts) experts.push_back(&expert);

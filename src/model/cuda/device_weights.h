@@ -43,7 +43,11 @@ struct DeviceMlp {
 
 struct DeviceMoe {
   int64_t num_experts = 0;
-  kc::DeviceBuffer<float> router;            // [E, H] fp32 (the router runs in fp32 on fp32 normed rows)
+  // The router runs on fp32 normed rows with exact fp32 products. Its [E, H] weight is held in bf16 when every value
+  // is bf16-exact (checkpoints store the gate in bf16; the prefill form then runs on tensor cores, moe_router_planes.h),
+  // else in fp32: exactly one of the two is non-empty.
+  kc::DeviceBuffer<__nv_bfloat16> router_bf16;
+  kc::DeviceBuffer<float> router;
   kc::DeviceBuffer<float> correction_bias;   // [E], empty when the checkpoint has none
   DeviceMlp experts;                         // gate_up / down stacked over E
   std::optional<DeviceMlp> shared;

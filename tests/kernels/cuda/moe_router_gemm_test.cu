@@ -1,5 +1,6 @@
 // moe_router_logits_fp32 vs a double-precision CPU reference; bitwise batch invariance (each token's logits do not
-// depend on the batch size or on the other rows); every logit written and nothing past the end; argument checks.
+// depend on the batch size or on the other rows); every logit written and nothing past the end; the bf16-weight
+// overload's bits equal the fp32 one's on the same (bf16-exact) values; argument checks.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -47,7 +48,8 @@ RouterData make_data(const RouterShape& shape, uint32_t seed) {
 }
 
 // Runs the kernel into a 0xff-poisoned buffer with a poisoned tail; checks the tail and returns [tokens, experts].
-std::vector<float> router_logits(const float* d_x, int64_t tokens, const RouterShape& shape, const float* d_weight) {
+template <typename Weight>
+std::vector<float> router_logits(const float* d_x, int64_t tokens, const RouterShape& shape, const Weight* d_weight) {
   const size_t count = static_cast<size_t>(tokens * shape.experts);
   DeviceBuffer<float> out(count + kGuardFloats);
   out.fill_bytes(0xff);
@@ -164,6 +166,28 @@ TEST(CudaMoeRouterGemm, BatchInvariantBitForBit) {
   }
 }
 
+// A bf16 weight gives every logit the bits of the fp32 weight holding the same values (same products, same order),
+// for every kernel variant (token count) and shape.
+TEST(CudaMoeRouterGemm, Bf16WeightGivesTheFp32WeightsBits) {
+  FATHOM_REQUIRE_GPU();
+  uint32_t seed = 300;
+  for (const RouterShape& shape : kShapes) {
+    SCOPED_TRACE(shape_name(shape));
+    RouterData data = make_data(shape, seed++);
+    data.weight = testing::round_to_bf16(data.weight);
+    data.d_weight.upload(data.weight);
+    const DeviceBuffer<__nv_bfloat16> d_weight_bf16(testing::float_to_bf16_vector(data.weight));
+    for (int64_t tokens : kTokenCounts) {
+      const std::vector<float> fp32_weight = router_logits(data.d_x.data(), tokens, shape, data.d_weight.data());
+      const std::vector<float> bf16_weight = router_logits(data.d_x.data(), tokens, shape, d_weight_bf16.data());
+      int64_t unwritten = 0;
+      for (float logit : bf16_weight) unwritten += !std::isfinite(logit);
+      EXPECT_EQ(unwritten, 0) << tokens << " tokens: logits left poisoned";
+      EXPECT_EQ(bit_mismatches(bf16_weight.data(), fp32_weight.data(), fp32_weight.size()), 0) << tokens << " tokens";
+    }
+  }
+}
+
 TEST(CudaMoeRouterGemm, CapturesIntoGraph) {
   FATHOM_REQUIRE_GPU();
   const RouterShape shape{256, 7168};
@@ -207,7 +231,17 @@ TEST(CudaMoeRouterGemm, RejectsBadArguments) {
   EXPECT_THROW(moe_router_logits_fp32(x.data(), 1, 0, weight.data(), kExperts, out.data(), nullptr), Error);
   EXPECT_THROW(moe_router_logits_fp32(x.data(), 1, kHidden, weight.data(), 0, out.data(), nullptr), Error);
   EXPECT_THROW(moe_router_logits_fp32(nullptr, 1, kHidden, weight.data(), kExperts, out.data(), nullptr), Error);
-  EXPECT_THROW(moe_router_logits_fp32(x.data(), 1, kHidden, nullptr, kExperts, out.data(), nullptr), Error);
+  EXPECT_THROW(moe_router_logits_fp32(x.data(), 1, kHidden, static_cast<const float*>(nullptr), kExperts, out.data(), nullptr),
+               Error);
+  // The bf16 weight: 8-byte columns (4 bf16), so a 2-element offset is misaligned and a 4-element one is not.
+  DeviceBuffer<__nv_bfloat16> weight_bf16(static_cast<size_t>(kExperts * kHidden + 8));
+  weight_bf16.fill_bytes(0);
+  EXPECT_NO_THROW(moe_router_logits_fp32(x.data(), 1, kHidden, weight_bf16.data() + 4, kExperts, out.data(), nullptr));
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_THROW(moe_router_logits_fp32(x.data(), 1, kHidden, weight_bf16.data() + 2, kExperts, out.data(), nullptr), Error);
+  EXPECT_THROW(moe_router_logits_fp32(x.data(), 1, kHidden, static_cast<const __nv_bfloat16*>(nullptr), kExperts,
+                                      out.data(), nullptr),
+               Error);
   EXPECT_THROW(moe_router_logits_fp32(x.data(), 1, kHidden, weight.data(), kExperts, nullptr, nullptr), Error);
   EXPECT_THROW(moe_router_logits_fp32(x.data() + 1, 1, kHidden, weight.data(), kExperts, out.data(), nullptr), Error);
   EXPECT_THROW(moe_router_logits_fp32(x.data(), 1, kHidden, weight.data() + 2, kExperts, out.data(), nullptr), Error);

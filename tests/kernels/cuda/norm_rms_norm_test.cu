@@ -1,11 +1,15 @@
-// GPU RMSNorm (plain, strided, in place, fused residual add) vs kernels::cpu::rms_norm.
+// GPU RMSNorm (plain, strided, in place, fused residual add, the router's unrounded outputs) vs kernels::cpu::rms_norm;
+// the exact three-plane bf16 split (host, no GPU needed).
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
 #include "core/tensor.h"
 #include "cuda_test_util.h"
 #include "kernels/cpu/rms_norm.h"
+#include "kernels/cuda/norm/bf16x3_split.cuh"
 #include "kernels/cuda/norm/rms_norm.h"
 
 namespace fathom::kernels::cuda {
@@ -110,13 +114,86 @@ void check_add_rms_norm(int64_t rows, int64_t dim, uint32_t seed) {
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
   EXPECT_EQ(testing::bf16_to_float_vector(d_out.download()), testing::bf16_to_float_vector(bf16_before));
   EXPECT_LT(testing::relative_l2_error(d_out_f32.download(), expected), 1e-5);
+
+  // With the bf16 planes (the router's tensor-core form), alone and beside the fp32 copy: the same bf16 output and
+  // fp32 bits, and each value's planes are split_bf16x3 of its fp32 value, summing to it exactly.
+  const std::vector<float> f32 = d_out_f32.download();
+  for (bool with_f32 : {false, true}) {
+    SCOPED_TRACE(with_f32 ? "planes and fp32" : "planes only");
+    d_residual.upload(testing::float_to_bf16_vector(residual));
+    d_out_f32.fill_bytes(0xff);
+    DeviceBuffer<__nv_bfloat16> d_planes(static_cast<size_t>(kBf16SplitPlanes * rows * dim));
+    d_planes.fill_bytes(0xff);
+    const UnroundedRowsOut unrounded{with_f32 ? d_out_f32.data() : nullptr, d_planes.data()};
+    add_rms_norm_bf16(d_x.data(), SplitKPartials{}, d_residual.data(), rows, dim, d_weight.data(), kEps, d_out.data(),
+                      unrounded, nullptr, nullptr);
+    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_EQ(testing::bf16_to_float_vector(d_out.download()), testing::bf16_to_float_vector(bf16_before));
+    if (with_f32) EXPECT_EQ(std::memcmp(d_out_f32.download().data(), f32.data(), f32.size() * sizeof(float)), 0);
+    const std::vector<__nv_bfloat16> planes = d_planes.download();
+    int64_t split_mismatches = 0, inexact = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < dim; ++c) {
+        const float value = f32[static_cast<size_t>(r * dim + c)];
+        const Bf16x3 expected_split = split_bf16x3(value);
+        const __nv_bfloat16 want[kBf16SplitPlanes] = {expected_split.hi, expected_split.mid, expected_split.lo};
+        double total = 0;
+        for (int p = 0; p < kBf16SplitPlanes; ++p) {
+          const __nv_bfloat16 got = planes[static_cast<size_t>((r * kBf16SplitPlanes + p) * dim + c)];
+          split_mismatches += std::memcmp(&got, &want[p], sizeof(got)) != 0;
+          total += static_cast<double>(__bfloat162float(got));
+        }
+        inexact += total != static_cast<double>(value);
+      }
+    }
+    EXPECT_EQ(split_mismatches, 0);
+    EXPECT_EQ(inexact, 0);
+  }
 }
 
 TEST(CudaRmsNorm, FusedResidualAddMatchesCpu) {
   FATHOM_REQUIRE_GPU();
   uint32_t seed = 100;
   for (int64_t rows : {1, 32, 256}) check_add_rms_norm(rows, 7168, seed++);
-  for (int64_t dim : {1, 100, 1536}) check_add_rms_norm(9, dim, seed++);
+  for (int64_t dim : {1, 100, 1536, 20000}) check_add_rms_norm(9, dim, seed++);
+}
+
+// split_bf16x3 sums exactly to x over the range its header promises (|x| >= 2^-100, every mantissa pattern class),
+// hi is bf16(x), and non-finite values keep hi with zero remainders. Host only.
+TEST(Bf16x3Split, SumsExactlyToTheFp32Value) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<uint32_t> mantissa(0, (1u << 23) - 1);
+  std::vector<float> values = {0.0f, -0.0f, 1.0f, -1.0f, std::numeric_limits<float>::max() / 2, 0x1p-100f,
+                               -0x1p-100f, 1.00390625f, 1.99999988f, -1.99609375f, 3.0000002f};
+  for (int exponent = -100; exponent <= 126; ++exponent) {
+    for (int i = 0; i < 200; ++i) {
+      uint32_t m = mantissa(rng);
+      if (i < 8) m = (1u << 23) - 1 - static_cast<uint32_t>(i);  // rounds hi up into the next binade
+      if (i >= 8 && i < 16) m = (0x80u << 8) | static_cast<uint32_t>(i);  // ties and near-ties of the first rounding
+      const uint32_t bits = (static_cast<uint32_t>(i % 2) << 31) | (static_cast<uint32_t>(exponent + 127) << 23) | m;
+      float value;
+      std::memcpy(&value, &bits, sizeof(value));
+      values.push_back(value);
+    }
+  }
+  int64_t inexact = 0, bad_hi = 0;
+  for (float value : values) {
+    const Bf16x3 split = split_bf16x3(value);
+    const double total = static_cast<double>(__bfloat162float(split.hi)) + __bfloat162float(split.mid) +
+                         __bfloat162float(split.lo);
+    if (total != static_cast<double>(value) && inexact++ < 5) ADD_FAILURE() << "split of " << value << " sums to " << total;
+    const __nv_bfloat16 rounded = __float2bfloat16_rn(value);
+    bad_hi += std::memcmp(&rounded, &split.hi, sizeof(rounded)) != 0;
+  }
+  EXPECT_EQ(inexact, 0);
+  EXPECT_EQ(bad_hi, 0);
+  for (float special : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                        std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::max()}) {
+    const Bf16x3 split = split_bf16x3(special);
+    EXPECT_FALSE(std::isfinite(__bfloat162float(split.hi))) << special;  // float max rounds to bf16 infinity
+    EXPECT_EQ(__bfloat162float(split.mid), 0.0f) << special;
+    EXPECT_EQ(__bfloat162float(split.lo), 0.0f) << special;
+  }
 }
 
 TEST(CudaRmsNorm, RejectsBadShapes) {

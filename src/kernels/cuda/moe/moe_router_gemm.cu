@@ -27,21 +27,40 @@ constexpr int kExpertLanes = kLaneGroups * (kThreads / kWarpSize / 2);  // 16 pe
 
 constexpr int at_least_one(int n) { return n > 1 ? n : 1; }
 
+// One column (4 consecutive k) of a weight row, as fp32 (kBf16Weight: stored as 4 bf16, widened exactly).
 // W is streamed once: no L1 allocation. Volatile so the compiler neither sinks the load below the x staging barrier to
 // its (conditional) use nor reorders the batch: all of a thread's loads are in flight while its CTA waits for x.
 // Predicated off (returns zeros) past the end of the thread's slice.
-__device__ __forceinline__ float4 load_weight(const float4* pointer, bool predicate) {
-  float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  asm volatile(
-      "{\n"
-      "  .reg .pred p;\n"
-      "  setp.ne.b32 p, %5, 0;\n"
-      "  @p ld.global.nc.L1::no_allocate.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-      "}\n"
-      : "+f"(v.x), "+f"(v.y), "+f"(v.z), "+f"(v.w)
-      : "l"(pointer), "r"(static_cast<int>(predicate)));
-  return v;
+template <bool kBf16Weight>
+__device__ __forceinline__ float4 load_weight(const char* pointer, bool predicate) {
+  if constexpr (kBf16Weight) {
+    uint32_t low = 0u, high = 0u;  // bf16 pairs (k, k + 1), (k + 2, k + 3), k in the low half
+    asm volatile(
+        "{\n"
+        "  .reg .pred p;\n"
+        "  setp.ne.b32 p, %3, 0;\n"
+        "  @p ld.global.nc.L1::no_allocate.v2.b32 {%0, %1}, [%2];\n"
+        "}\n"
+        : "+r"(low), "+r"(high)
+        : "l"(pointer), "r"(static_cast<int>(predicate)));
+    return make_float4(__uint_as_float(low << 16), __uint_as_float(low & 0xffff0000u), __uint_as_float(high << 16),
+                       __uint_as_float(high & 0xffff0000u));
+  } else {
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    asm volatile(
+        "{\n"
+        "  .reg .pred p;\n"
+        "  setp.ne.b32 p, %5, 0;\n"
+        "  @p ld.global.nc.L1::no_allocate.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+        "}\n"
+        : "+f"(v.x), "+f"(v.y), "+f"(v.z), "+f"(v.w)
+        : "l"(pointer), "r"(static_cast<int>(predicate)));
+    return v;
+  }
 }
+
+template <bool kBf16Weight>
+constexpr int kWeightColumnBytes = kBf16Weight ? 8 : 16;
 
 // One tree level across lanes `offset` apart. With several values per lane it is a reduce-scatter: each lane keeps
 // half of them and adds its partner's copies (half the shuffles of an all-reduce). fp32 addition is commutative, so
@@ -73,13 +92,14 @@ __device__ __forceinline__ void slice_tree_level(float (&v)[kSize], int lane, in
 // (cp.async), then FMAs. The slice sums go up the tree: lane shuffles (levels 0..2), shared memory (level 3),
 // distributed shared memory across the cluster (levels 4..6); each rank finishes 1/8 of the cluster's logits.
 // kStageColumns: float4 columns per slice per pipeline stage (kStageColumns * kExpertsPerLane W loads in flight per
-// thread); kMinBlocks: CTAs per SM the register budget must allow.
-template <int kTokens, int kExpertsPerLane, int kStageColumns, int kMinBlocks>
+// thread); kMinBlocks: CTAs per SM the register budget must allow. kBf16Weight: W in bf16 (same products, half the
+// bytes), else fp32.
+template <int kTokens, int kExpertsPerLane, int kStageColumns, int kMinBlocks, bool kBf16Weight>
 __global__ void __cluster_dims__(kClusterSize, 1, 1) __launch_bounds__(kThreads, kMinBlocks)
     moe_router_gemm_kernel(const float4* __restrict__ x,       // [tokens, columns]
                            int tokens,
                            int columns,                        // hidden / 4
-                           const float4* __restrict__ weight,  // [experts, columns]
+                           const char* __restrict__ weight,    // [experts, columns] of kWeightColumnBytes each
                            int experts,
                            float* __restrict__ logits) {       // [tokens, experts]
   constexpr int kCtaExperts = kExpertLanes * kExpertsPerLane;
@@ -106,11 +126,12 @@ __global__ void __cluster_dims__(kClusterSize, 1, 1) __launch_bounds__(kThreads,
   const int token_base = static_cast<int>(blockIdx.y) * kTokens;
 
   // Experts past the end read the last row (valid memory); their logits are never stored.
-  const float4* rows[kExpertsPerLane];  // this thread's slice of each expert row: [slice_columns] at stride kSlices
+  constexpr int kColumnBytes = kWeightColumnBytes<kBf16Weight>;
+  const char* rows[kExpertsPerLane];  // this thread's slice of each expert row: [slice_columns] at stride kSlices
 #pragma unroll
   for (int j = 0; j < kExpertsPerLane; ++j) {
     const int64_t expert = expert_base + lane_expert0 + j;
-    rows[j] = weight + (expert < experts ? expert : experts - 1) * columns + slice;
+    rows[j] = weight + ((expert < experts ? expert : experts - 1) * columns + slice) * kColumnBytes;
   }
   // Launched programmatically: the first two stages of this thread's weights are requested into L2 before waiting
   // for the previous kernel (whose output is x).
@@ -118,7 +139,9 @@ __global__ void __cluster_dims__(kClusterSize, 1, 1) __launch_bounds__(kThreads,
     const int prefetch_columns = min(2 * kStageColumns, slice < columns ? (columns - slice + kSlices - 1) / kSlices : 0);
     for (int i = 0; i < prefetch_columns; ++i) {
 #pragma unroll
-      for (int j = 0; j < kExpertsPerLane; ++j) asm volatile("prefetch.global.L2 [%0];" ::"l"(rows[j] + i * kSlices));
+      for (int j = 0; j < kExpertsPerLane; ++j) {
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(rows[j] + i * kSlices * kColumnBytes));
+      }
     }
   }
   begin_dependent_kernel();
@@ -141,7 +164,7 @@ __global__ void __cluster_dims__(kClusterSize, 1, 1) __launch_bounds__(kThreads,
     for (int i = 0; i < kStageColumns; ++i) {
 #pragma unroll
       for (int j = 0; j < kExpertsPerLane; ++j) {
-        w[j][i] = load_weight(rows[j] + (stage + i) * kSlices, i < valid);
+        w[j][i] = load_weight<kBf16Weight>(rows[j] + (stage + i) * kSlices * kColumnBytes, i < valid);
       }
     }
 
@@ -210,23 +233,23 @@ __global__ void __cluster_dims__(kClusterSize, 1, 1) __launch_bounds__(kThreads,
   cluster.sync();  // no CTA leaves while another rank may still read its cta_sums
 }
 
-template <int kTokens, int kExpertsPerLane, int kStageColumns, int kMinBlocks>
-void launch(const float* x, int tokens, int64_t hidden, const float* weight, int experts, float* logits,
+template <int kTokens, int kExpertsPerLane, int kStageColumns, int kMinBlocks, bool kBf16Weight>
+void launch(const float* x, int tokens, int64_t hidden, const char* weight, int experts, float* logits,
             cudaStream_t stream) {
   constexpr int64_t kCtaExperts = kExpertLanes * kExpertsPerLane;
   const dim3 grid(static_cast<unsigned>(kClusterSize * ((experts + kCtaExperts - 1) / kCtaExperts)),
                   static_cast<unsigned>((tokens + kTokens - 1) / kTokens));
-  launch_programmatic(moe_router_gemm_kernel<kTokens, kExpertsPerLane, kStageColumns, kMinBlocks>, grid, dim3(kThreads), 0,
-                      stream, reinterpret_cast<const float4*>(x), tokens, static_cast<int>(hidden / 4),
-                      reinterpret_cast<const float4*>(weight), experts, logits);
+  launch_programmatic(moe_router_gemm_kernel<kTokens, kExpertsPerLane, kStageColumns, kMinBlocks, kBf16Weight>, grid,
+                      dim3(kThreads), 0, stream, reinterpret_cast<const float4*>(x), tokens,
+                      static_cast<int>(hidden / 4), weight, experts, logits);
 }
 
 bool aligned(const void* pointer, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(pointer) % bytes == 0; }
 
-}  // namespace
-
-void moe_router_logits_fp32(const float* x, int64_t tokens, int64_t hidden, const float* weight, int64_t experts,
-                            float* logits, cudaStream_t stream) {
+template <bool kBf16Weight>
+void router_logits(const float* x, int64_t tokens, int64_t hidden, const void* weight_pointer, int64_t experts,
+                   float* logits, cudaStream_t stream) {
+  const char* weight = static_cast<const char*>(weight_pointer);
   FATHOM_CHECK(tokens >= 1 && tokens <= kMaxTokens,
                "moe_router_logits_fp32: tokens " << tokens << " outside [1, " << kMaxTokens << "] (hidden " << hidden
                                                  << ", experts " << experts << ")");
@@ -238,11 +261,12 @@ void moe_router_logits_fp32(const float* x, int64_t tokens, int64_t hidden, cons
                "moe_router_logits_fp32: experts " << experts << " outside [1, " << INT_MAX << "] (tokens " << tokens
                                                   << ", hidden " << hidden << ")");
   FATHOM_CHECK(x != nullptr && weight != nullptr && logits != nullptr,
-               "moe_router_logits_fp32: null pointer (x " << x << ", weight " << weight << ", logits " << logits
-                                                          << ")");
-  FATHOM_CHECK(aligned(x, 16) && aligned(weight, 16),
+               "moe_router_logits_fp32: null pointer (x " << x << ", weight " << static_cast<const void*>(weight)
+                                                          << ", logits " << logits << ")");
+  FATHOM_CHECK(aligned(x, 16) && aligned(weight, kWeightColumnBytes<kBf16Weight>),
                "moe_router_logits_fp32: x [" << tokens << ", " << hidden << "] at " << x << " and weight [" << experts
-                                             << ", " << hidden << "] at " << weight << " must be 16-byte aligned");
+                                             << ", " << hidden << "] at " << static_cast<const void*>(weight)
+                                             << " must be 16-byte (x) and column-aligned (weight)");
   FATHOM_CHECK(aligned(logits, sizeof(float)),
                "moe_router_logits_fp32: logits [" << tokens << ", " << experts << "] at " << logits
                                                   << " is not float-aligned");
@@ -253,18 +277,30 @@ void moe_router_logits_fp32(const float* x, int64_t tokens, int64_t hidden, cons
   // per SM. Past 16 tokens: 2 experts per lane double the FMAs per shared-memory x read and halve how often x is
   // re-read from L2; 4-column stages keep it within 128 registers so two CTAs share an SM (V3 at 64 tokens: 256 CTAs).
   if (n == 1) {
-    launch<1, 1, 16, 1>(x, n, hidden, weight, e, logits, stream);
+    launch<1, 1, 16, 1, kBf16Weight>(x, n, hidden, weight, e, logits, stream);
   } else if (n <= 2) {
-    launch<2, 1, 16, 1>(x, n, hidden, weight, e, logits, stream);
+    launch<2, 1, 16, 1, kBf16Weight>(x, n, hidden, weight, e, logits, stream);
   } else if (n <= 4) {
-    launch<4, 1, 16, 1>(x, n, hidden, weight, e, logits, stream);
+    launch<4, 1, 16, 1, kBf16Weight>(x, n, hidden, weight, e, logits, stream);
   } else if (n <= 8) {
-    launch<8, 1, 16, 1>(x, n, hidden, weight, e, logits, stream);
+    launch<8, 1, 16, 1, kBf16Weight>(x, n, hidden, weight, e, logits, stream);
   } else if (n <= 16) {
-    launch<16, 1, 8, 1>(x, n, hidden, weight, e, logits, stream);
+    launch<16, 1, 8, 1, kBf16Weight>(x, n, hidden, weight, e, logits, stream);
   } else {
-    launch<16, 2, 4, 2>(x, n, hidden, weight, e, logits, stream);
+    launch<16, 2, 4, 2, kBf16Weight>(x, n, hidden, weight, e, logits, stream);
   }
+}
+
+}  // namespace
+
+void moe_router_logits_fp32(const float* x, int64_t tokens, int64_t hidden, const float* weight, int64_t experts,
+                            float* logits, cudaStream_t stream) {
+  router_logits<false>(x, tokens, hidden, weight, experts, logits, stream);
+}
+
+void moe_router_logits_fp32(const float* x, int64_t tokens, int64_t hidden, const __nv_bfloat16* weight,
+                            int64_t experts, float* logits, cudaStream_t stream) {
+  router_logits<true>(x, tokens, hidden, weight, experts, logits, stream);
 }
 
 }  // namespace fathom::kernels::cuda

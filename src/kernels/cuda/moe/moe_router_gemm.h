@@ -3,6 +3,7 @@
 // cuBLASLt's fp32 GEMM takes ~4x the weight-streaming floor here; this kernel streams W once from many CTAs and keeps
 // the few x rows on chip (sm_90: thread-block clusters). Batch invariant: a logit's bits depend only on its x row, its
 // weight row and hidden.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -22,5 +23,9 @@ namespace fathom::kernels::cuda {
 // No allocation and no host synchronization (graph-capturable). Throws fathom::Error naming the sizes on bad arguments.
 void moe_router_logits_fp32(const float* x, int64_t tokens, int64_t hidden, const float* weight, int64_t experts,
                             float* logits, cudaStream_t stream);
+// Same with the weight in bf16 (8-byte aligned; a checkpoint's bf16 gate): every product, hence every logit's bits,
+// equal the fp32 overload's on the same values widened to fp32; half the weight bytes streamed.
+void moe_router_logits_fp32(const float* x, int64_t tokens, int64_t hidden, const __nv_bfloat16* weight,
+                            int64_t experts, float* logits, cudaStream_t stream);
 
 }  // namespace fathom::kernels::cuda

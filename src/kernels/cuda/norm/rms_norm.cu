@@ -7,6 +7,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/fp8_gemm/fp8_types.h"
 #include "kernels/cuda/fp8_gemm/split_k_sum.cuh"
+#include "kernels/cuda/norm/bf16x3_split.cuh"
 #include "kernels/cuda/norm/bf16x8.cuh"
 #include "kernels/cuda/programmatic_launch.cuh"
 
@@ -63,6 +64,24 @@ __device__ __forceinline__ void store_f32x8_partial(float* dst, int count, bool 
   }
 }
 
+// y split into its three exact bf16 planes (bf16x3_split.cuh), each plane's 8 values stored at plane_row[p * dim].
+__device__ __forceinline__ void store_bf16x3_planes(__nv_bfloat16* plane_row, int64_t dim, int count, bool aligned,
+                                                    const float (&y)[8]) {
+  uint32_t words[kBf16SplitPlanes][4] = {};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const Bf16x3 split = split_bf16x3(y[i]);
+    const unsigned short bits[kBf16SplitPlanes] = {__bfloat16_as_ushort(split.hi), __bfloat16_as_ushort(split.mid),
+                                                   __bfloat16_as_ushort(split.lo)};
+#pragma unroll
+    for (int p = 0; p < kBf16SplitPlanes; ++p) words[p][i / 2] |= static_cast<uint32_t>(bits[p]) << (16 * (i % 2));
+  }
+#pragma unroll
+  for (int p = 0; p < kBf16SplitPlanes; ++p) {
+    store_bf16x8_bits(plane_row + p * dim, count, aligned, make_uint4(words[p][0], words[p][1], words[p][2], words[p][3]));
+  }
+}
+
 __device__ __forceinline__ float e4m3_scale(float amax) { return fmaxf(amax, kMinAmax) / kE4m3Max; }
 
 __device__ __forceinline__ uint32_t e4m3_bits(float value, float scale) {
@@ -84,6 +103,7 @@ __global__ void __launch_bounds__(kMaxThreads)
                     float eps, bool aligned,
                     __nv_bfloat16* out, int64_t out_row_stride,                 // [rows, dim]
                     float* __restrict__ out_f32, bool f32_aligned,              // [rows, dim] or null
+                    __nv_bfloat16* __restrict__ out_planes, bool planes_aligned,  // [rows, 3, dim] or null
                     uint8_t* __restrict__ fp8_values,                           // [rows, dim] e4m3 (kFp8)
                     float* __restrict__ fp8_scales,                             // [rows, dim / 128] (kFp8)
                     SplitKPartials x_partials, bool partials_aligned) {
@@ -145,6 +165,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 
   __nv_bfloat16* out_row = out + row * out_row_stride;
   float* out_f32_row = out_f32 ? out_f32 + row * dim : nullptr;
+  __nv_bfloat16* out_planes_row = out_planes ? out_planes + row * kBf16SplitPlanes * dim : nullptr;
   uint8_t* fp8_values_row = kFp8 ? fp8_values + row * dim : nullptr;
   float* fp8_scales_row = kFp8 ? fp8_scales + row * (dim / kFp8ScaleBlock) : nullptr;
 #pragma unroll
@@ -158,6 +179,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     if (count > 0) {
       store_bf16x8_partial(out_row + column, count, aligned, y);
       if (out_f32) store_f32x8_partial(out_f32_row + column, count, f32_aligned, y);
+      if (out_planes) store_bf16x3_planes(out_planes_row + column, dim, count, planes_aligned, y);
     }
     if constexpr (kFp8) {
       // The quantizer reads the bf16 tensor, so the group's amax and values come from the rounded y.
@@ -234,6 +256,8 @@ struct NormLaunch {
   int64_t out_row_stride = 0;
   float* out_f32 = nullptr;  // [rows, dim] or null
   bool f32_aligned = false;
+  __nv_bfloat16* out_planes = nullptr;  // [rows, 3, dim] or null
+  bool planes_aligned = false;
   uint8_t* fp8_values = nullptr;  // [rows, dim] (fused quantization only)
   float* fp8_scales = nullptr;    // [rows, dim / 128]
   SplitKPartials x_partials;      // non-empty: x is still in split-K partials [splits, rows, dim] (x unused)
@@ -246,7 +270,7 @@ void launch_norm_kernel(const NormLaunch& p, cudaStream_t stream) {
   const int block = static_cast<int>((threads + 31) / 32 * 32);  // a multiple of 32: the fp8 groups rely on it
   launch_programmatic(rms_norm_kernel<kVectors, kMaxThreads, kAddResidual, kFp8>, dim3(static_cast<unsigned>(p.rows)),
                       dim3(block), 0, stream, p.x, p.x_row_stride, p.residual, p.dim, p.weight, p.eps, p.aligned, p.out,
-                      p.out_row_stride, p.out_f32, p.f32_aligned, p.fp8_values, p.fp8_scales, p.x_partials,
+                      p.out_row_stride, p.out_f32, p.f32_aligned, p.out_planes, p.planes_aligned, p.fp8_values, p.fp8_scales, p.x_partials,
                       p.aligned && !p.x_partials.empty() && split_k_partials_aligned(p.x_partials));
 }
 
@@ -276,6 +300,7 @@ inline bool is_aligned_8(const void* p) { return (reinterpret_cast<uintptr_t>(p)
 template <bool kAddResidual>
 void launch_rms_norm(NormLaunch p, const Fp8RowsOut* fp8, cudaStream_t stream) {
   p.f32_aligned = p.aligned && p.out_f32 && is_aligned_16(p.out_f32);
+  p.planes_aligned = p.aligned && p.out_planes && is_aligned_16(p.out_planes);
   if (!fp8) {
     launch_sized<kAddResidual, false>(p, stream);
     return;
@@ -346,6 +371,12 @@ void add_rms_norm_bf16(const __nv_bfloat16* x, __nv_bfloat16* residual, int64_t 
 void add_rms_norm_bf16(const __nv_bfloat16* x, const SplitKPartials& x_partials, __nv_bfloat16* residual, int64_t rows,
                        int64_t dim, const __nv_bfloat16* weight, float eps, __nv_bfloat16* out, float* out_f32,
                        const Fp8RowsOut* fp8, cudaStream_t stream) {
+  add_rms_norm_bf16(x, x_partials, residual, rows, dim, weight, eps, out, UnroundedRowsOut{out_f32, nullptr}, fp8, stream);
+}
+
+void add_rms_norm_bf16(const __nv_bfloat16* x, const SplitKPartials& x_partials, __nv_bfloat16* residual, int64_t rows,
+                       int64_t dim, const __nv_bfloat16* weight, float eps, __nv_bfloat16* out,
+                       const UnroundedRowsOut& unrounded, const Fp8RowsOut* fp8, cudaStream_t stream) {
   validate(rows, dim);
   if (rows == 0) return;
   if (!x_partials.empty()) {
@@ -366,7 +397,8 @@ void add_rms_norm_bf16(const __nv_bfloat16* x, const SplitKPartials& x_partials,
               is_aligned_16(out) && is_aligned_16(weight);
   p.out = out;
   p.out_row_stride = dim;
-  p.out_f32 = out_f32;
+  p.out_f32 = unrounded.f32;
+  p.out_planes = unrounded.bf16_planes;
   p.x_partials = x_partials;
   launch_rms_norm<true>(p, fp8, stream);
 }

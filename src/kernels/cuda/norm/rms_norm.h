@@ -31,6 +31,14 @@ void rms_norm_bf16(const __nv_bfloat16* x, int64_t x_row_stride, int64_t rows, i
                    const __nv_bfloat16* weight, float eps, __nv_bfloat16* out, int64_t out_row_stride,
                    const Fp8RowsOut* fp8, cudaStream_t stream);
 
+// The normalised rows before their bf16 rounding, for the MoE router (bf16 rounding of its input flips near-tied
+// expert choices, measured on the fixtures): in fp32, and/or split exactly into three bf16 planes (bf16x3_split.cuh)
+// for the router's tensor-core GEMM. Either pointer may be null.
+struct UnroundedRowsOut {
+  float* f32 = nullptr;                  // [rows, dim] fp32 (device)
+  __nv_bfloat16* bf16_planes = nullptr;  // [rows, 3, dim] bf16 (device): row r's hi, mid, lo at (3 r + p) * dim
+};
+
 // Fused residual add + norm (contiguous rows):
 //   residual = bf16(residual + x)          (updated in place)
 //   out      = rms_norm(residual)          (computed from the stored bf16 residual, as the unfused pair would)
@@ -50,5 +58,9 @@ void add_rms_norm_bf16(const __nv_bfloat16* x, __nv_bfloat16* residual, int64_t 
 void add_rms_norm_bf16(const __nv_bfloat16* x, const SplitKPartials& x_partials, __nv_bfloat16* residual, int64_t rows,
                        int64_t dim, const __nv_bfloat16* weight, float eps, __nv_bfloat16* out, float* out_f32,
                        const Fp8RowsOut* fp8, cudaStream_t stream);
+// Same, with the unrounded rows in either or both of UnroundedRowsOut's forms.
+void add_rms_norm_bf16(const __nv_bfloat16* x, const SplitKPartials& x_partials, __nv_bfloat16* residual, int64_t rows,
+                       int64_t dim, const __nv_bfloat16* weight, float eps, __nv_bfloat16* out,
+                       const UnroundedRowsOut& unrounded, const Fp8RowsOut* fp8, cudaStream_t stream);
 
 }  // namespace fathom::kernels::cuda
