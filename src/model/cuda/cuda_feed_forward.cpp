@@ -27,8 +27,10 @@ kc::SplitKPartials CudaModelImpl::feed_forward(int64_t layer, const BatchLayout&
 
 void CudaModelImpl::compute_router_logits(const DeviceMoe& moe, int64_t n, float* logits) {
   const int64_t hidden = config_.hidden_size, experts = moe.num_experts;
-  // Up to 32 rows our fp32 kernel beats cuBLASLt (H200, warm: 3.8 vs 6.7 us at 1 row, 14.8 vs 16.9 at 32); at 64 it
-  // was slower (27 vs 18 us). A logit's bits depend on its own row only, so calls of at most 64 rows.
+  // Up to 32 rows our kernel beats cuBLASLt's fp32 SGEMM (H200, warm: 3.8 vs 6.7 us at 1 row, 14.8 vs 16.9 at 32; at
+  // 64 27 vs 18 us). The tensor-core form takes one call from 8 rows (H100 warm: 6.8 vs 10.9 us at 8, 7.1 vs 14.3 at
+  // 32, 6.7 vs 4.0 at 1), but decode steps at batch 4-32 did not move with the switch at 2, 8 or 32 rows, so decode
+  // sizes keep the kernel. A logit's bits depend on its own row only, so calls of at most 64 rows.
   if (router_on_kernel(n)) {
     const float* rows = normed_f32_.buffer.data();  // [n, H]
     for (int64_t begin = 0; begin < n; begin += kRouterKernelCallTokens) {
