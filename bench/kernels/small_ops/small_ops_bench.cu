@@ -142,7 +142,9 @@ void print_row(const Row& r, double bandwidth) {
   std::fflush(stdout);
 }
 
-void run(int64_t tokens, const DeviceBuffer<__nv_bfloat16>& table, Timer& timer, double bandwidth, cudaStream_t stream) {
+// moe_only: stop after the MoE ops (route, permutation, gather, combine, swiglu_quant_fp8).
+void run(int64_t tokens, const DeviceBuffer<__nv_bfloat16>& table, Timer& timer, double bandwidth, cudaStream_t stream,
+         bool moe_only) {
   const int64_t entries = tokens * kTopK;
   // Routing.
   DeviceBuffer<float> logits(random_floats(static_cast<size_t>(tokens * kExperts), 2.0f, 1));
@@ -198,6 +200,7 @@ void run(int64_t tokens, const DeviceBuffer<__nv_bfloat16>& table, Timer& timer,
   print_row({"swiglu_quant_fp8", tokens, timer.cold(swiglu), timer.warm(swiglu),
              double(max_rows * 4 + entries * (2 * kMoeIntermediate * 2 + kMoeIntermediate + kMoeIntermediate / 128 * 4))},
             bandwidth);
+  if (moe_only) return;
 
   // RMSNorm and fused residual add + RMSNorm.
   DeviceBuffer<__nv_bfloat16> norm_weight(random_bf16(kHidden, 0.2f, 7));
@@ -474,11 +477,13 @@ void run_moe_router_prefill(Timer& timer, cudaStream_t stream) {
 }  // namespace fathom::kernels::cuda
 
 // Usage: bench_small_ops              time every op at 1, 32, 256 and 4096 tokens
+//        bench_small_ops moe          only the MoE ops (routing, permutation, gather, combine, SwiGLU + quantization)
 //        bench_small_ops profile T    launch every op once at T tokens, untimed (run under ncu)
 int main(int argc, char** argv) {
   using namespace fathom::kernels::cuda;
   try {
     const bool profile = argc >= 3 && std::string(argv[1]) == "profile";
+    const bool moe_only = argc >= 2 && std::string(argv[1]) == "moe";
     cudaDeviceProp prop{};
     FATHOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     cudaStream_t stream;
@@ -490,15 +495,16 @@ int main(int argc, char** argv) {
                 prop.multiProcessorCount, prop.l2CacheSize >> 20, bandwidth / 1e3);
     std::printf("%-22s %6s %10s %10s %12s %9s %7s %7s\n", "op", "tokens", "cold_us", "warm_us", "bytes", "floor_us",
                 "cold/fl", "warm/fl");
-    const DeviceBuffer<__nv_bfloat16> table(random_bf16(static_cast<size_t>(kVocab * kHidden), 1.0f, 11));
+    const DeviceBuffer<__nv_bfloat16> table(moe_only ? std::vector<__nv_bfloat16>(1)
+                                                     : random_bf16(static_cast<size_t>(kVocab * kHidden), 1.0f, 11));
     const std::vector<int64_t> sizes = profile ? std::vector<int64_t>{std::stoll(argv[2])}
                                                : std::vector<int64_t>{1, 32, 256, 4096};
     for (int64_t tokens : sizes) {
-      run(tokens, table, timer, bandwidth, stream);
-      run_mla_prepare(tokens, timer, bandwidth, stream);
+      run(tokens, table, timer, bandwidth, stream, moe_only);
+      if (!moe_only) run_mla_prepare(tokens, timer, bandwidth, stream);
     }
-    run_moe_router_gemm(timer, bandwidth, stream);
-    if (!profile) run_moe_router_prefill(timer, stream);
+    if (!moe_only) run_moe_router_gemm(timer, bandwidth, stream);
+    if (!profile && !moe_only) run_moe_router_prefill(timer, stream);
     FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
     FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
   } catch (const std::exception& e) {

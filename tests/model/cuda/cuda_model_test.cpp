@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "kernels/cpu/rms_norm.h"
 #include "model/cuda/cuda_model.h"
 #include "model/deepseek_v3_model.h"
 #include "model/generation.h"
@@ -359,9 +360,8 @@ TEST_P(CudaGoldenFixture, DeterministicInferenceIsBatchInvariant) {
 // kernels): all dense layers, or MoE layers that select all of their experts.
 class CudaV3Dims : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(CudaV3Dims, MatchesTheCpuW8A8Forward) {
-  REQUIRE_GPU();
-  LoadedModel loaded = load_v3_dims("fathom-cuda-v3-dims", GetParam(), /*load_mtp=*/false);
+// A 150-token prefill and one decode token on the GPU against the CPU w8a8 forward (label: the printed variant).
+void expect_matches_cpu_w8a8(const LoadedModel& loaded, const std::string& label) {
   const int64_t vocab = loaded.config.vocab_size;
   cuda::CudaDeepseekV3Model gpu(loaded.config, loaded.weights, small_options(256));
   DeepseekV3Model cpu(loaded.config, loaded.weights);
@@ -398,7 +398,34 @@ TEST_P(CudaV3Dims, MatchesTheCpuW8A8Forward) {
   }
   // Top-1 is reported, not required: random weights leave near-ties that bf16 activations flip (~80% agree).
   std::printf("[cuda v3 dims %s] rel L2 vs CPU w8a8: prefill %.2e, decode %.2e, top-1 agreement %lld/%zu\n",
-              GetParam().c_str(), prefill_error, decode_error, static_cast<long long>(agree), prompt.size() + 1);
+              label.c_str(), prefill_error, decode_error, static_cast<long long>(agree), prompt.size() + 1);
+}
+
+TEST_P(CudaV3Dims, MatchesTheCpuW8A8Forward) {
+  REQUIRE_GPU();
+  const LoadedModel loaded = load_v3_dims("fathom-cuda-v3-dims", GetParam(), /*load_mtp=*/false);
+  expect_matches_cpu_w8a8(loaded, GetParam());
+}
+
+// A gate whose values bf16 cannot hold (checkpoints store it in bf16; an fp32 one is legal) keeps the router on fp32
+// weights: the decode kernel's fp32 overload and cuBLASLt's fp32 GEMM for prefill instead of the bf16-plane form.
+TEST(CudaV3DimsFp32Gate, MatchesTheCpuW8A8Forward) {
+  REQUIRE_GPU();
+  LoadedModel loaded = load_v3_dims("fathom-cuda-v3-dims-fp32-gate",
+                                     R"({"n_routed_experts": 8, "n_group": 1, "topk_group": 1})", /*load_mtp=*/false);
+  int64_t converted = 0;
+  for (DecoderLayerWeights& layer : loaded.weights.layers) {
+    if (!layer.moe) continue;
+    const Tensor& gate = layer.moe->gate;
+    Tensor fp32_gate = Tensor::allocate(DType::F32, gate.shape());
+    kernels::cpu::to_float(gate, fp32_gate.data<float>());
+    // Nudge every value off the bf16 grid (relative 2^-12, far below the gate's spread).
+    for (int64_t i = 0; i < fp32_gate.numel(); ++i) fp32_gate.data<float>()[i] *= 1.0f + 0x1p-12f * ((i % 7) + 1);
+    layer.moe->gate = std::move(fp32_gate);
+    ++converted;
+  }
+  ASSERT_GT(converted, 0);
+  expect_matches_cpu_w8a8(loaded, "fp32 gate");
 }
 
 // Deterministic inference at V3 dimensions. Prefill form: a token's logits are the same bits in a forward of 150 rows
