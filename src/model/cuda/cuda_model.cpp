@@ -94,15 +94,11 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
     eh_proj_gemm_ = std::make_unique<kc::Bf16Gemm>(config.hidden_size, 2 * config.hidden_size, kc::Bf16GemmOutput::kBfloat16);
   }
   if (config.n_routed_experts > 0) {
-    bool bf16_router = false, fp32_router = false;
-    for (const DeviceLayer& layer : weights_.layers) {
-      if (!layer.moe) continue;
-      bf16_router = bf16_router || layer.moe->router_bf16.size() > 0;
-      fp32_router = fp32_router || layer.moe->router.size() > 0;
-    }
-    if (weights_.mtp && weights_.mtp->layer.moe) {
-      bf16_router = bf16_router || weights_.mtp->layer.moe->router_bf16.size() > 0;
-      fp32_router = fp32_router || weights_.mtp->layer.moe->router.size() > 0;
+    bool bf16_router = false, fp32_router = false;  // which router forms the layers (MTP's included) need
+    for (int64_t layer = 0; layer < num_cache_layers(); ++layer) {
+      const std::optional<DeviceMoe>& moe = layer_weights(layer).moe;
+      bf16_router = bf16_router || (moe && moe->router_bf16.size() > 0);
+      fp32_router = fp32_router || (moe && moe->router.size() > 0);
     }
     if (fp32_router) {
       router_gemm_ = std::make_unique<kc::Bf16Gemm>(config.n_routed_experts, config.hidden_size, kc::Bf16GemmOutput::kFloat32,

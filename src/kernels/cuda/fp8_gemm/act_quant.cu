@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/fp8_gemm/e4m3_quant.cuh"
 #include "kernels/cuda/fp8_gemm/fp8_gemm_heuristics.h"
 #include "kernels/cuda/fp8_gemm/fp8_types.h"
 #include "kernels/cuda/programmatic_launch.cuh"
@@ -43,11 +44,11 @@ __global__ void quantize_activations_kernel(const Input* __restrict__ x,        
   }
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-  const float scale = fmaxf(amax, 1e-4f) / 448.0f;
+  const float scale = e4m3_group_scale(amax);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     if (channel + i < cols) {
-      values[base + i] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(v[i] / scale, __NV_SATFINITE, __NV_E4M3));
+      values[base + i] = static_cast<uint8_t>(e4m3_code(v[i], scale));
     }
   }
   if (lane == 0) {
@@ -99,12 +100,11 @@ __global__ void quantize_activations_bf16x8_kernel(const __nv_bfloat16* __restri
 #pragma unroll
     for (int offset = 8; offset > 0; offset >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
     if (!active[j]) continue;
-    const float scale = fmaxf(amax, 1e-4f) / 448.0f;
+    const float scale = e4m3_group_scale(amax);
     uint32_t packed[2] = {0, 0};
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const uint32_t code = __nv_cvt_float_to_fp8(v[i] / scale, __NV_SATFINITE, __NV_E4M3);
-      packed[i / 4] |= code << (8 * (i % 4));
+      packed[i / 4] |= e4m3_code(v[i], scale) << (8 * (i % 4));
     }
     const int64_t token = unit[j] / groups, group = unit[j] % groups;
     *reinterpret_cast<uint2*>(values + token * cols + channel[j]) = make_uint2(packed[0], packed[1]);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/fp8_gemm/e4m3_quant.cuh"
 #include "kernels/cuda/fp8_gemm/split_k_sum.cuh"
 #include "kernels/cuda/norm/bf16x8.cuh"
 #include "kernels/cuda/programmatic_launch.cuh"
@@ -12,8 +13,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr unsigned kFullMask = 0xffffffffu;
-constexpr float kE4M3Max = 448.0f;
-constexpr float kMinAmax = 1e-4f;
 
 // silu(g) * u as the CPU computes it (g / (1 + expf(-g)), IEEE division), rounded to bf16.
 __device__ __forceinline__ float swiglu_bf16_value(float gate, float up) {
@@ -90,12 +89,12 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(values[i]));
 #pragma unroll
   for (int offset = 8; offset > 0; offset >>= 1) amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, offset));
-  const float scale = __fdiv_rn(fmaxf(amax, kMinAmax), kE4M3Max);
+  const float scale = e4m3_group_scale(amax);
   if (count == 0) return;
   uint8_t codes[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    codes[i] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fdiv_rn(values[i], scale), __NV_SATFINITE, __NV_E4M3));
+    codes[i] = static_cast<uint8_t>(e4m3_code(values[i], scale));
   }
   uint8_t* out_bytes = reinterpret_cast<uint8_t*>(out) + row * intermediate + column;
   if (aligned && count == 8) {

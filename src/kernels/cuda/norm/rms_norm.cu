@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/fp8_gemm/e4m3_quant.cuh"
 #include "kernels/cuda/fp8_gemm/fp8_types.h"
 #include "kernels/cuda/fp8_gemm/split_k_sum.cuh"
 #include "kernels/cuda/norm/bf16x3_split.cuh"
@@ -18,9 +19,6 @@ namespace {
 constexpr int kSmallVectors = 4, kSmallMaxThreads = 512;
 constexpr int kLargeVectors = 16, kLargeMaxThreads = 256;
 
-// The e4m3 quantization's constants, as in kernels/cuda/fp8_gemm/act_quant.cu (whose bits the fp8 output matches).
-constexpr float kE4m3Max = 448.0f;
-constexpr float kMinAmax = 1e-4f;
 // A 128-column scale group is 16 consecutive 8-wide vectors; with thread t owning vectors t, t + blockDim, ... and
 // blockDim a multiple of 32, those are 16 consecutive lanes of one warp, so a 16-lane xor shuffle gives its amax.
 constexpr int kVectorsPerGroup = static_cast<int>(kFp8ScaleBlock) / kBf16PerVector;
@@ -80,12 +78,6 @@ __device__ __forceinline__ void store_bf16x3_planes(__nv_bfloat16* plane_row, in
   for (int p = 0; p < kBf16SplitPlanes; ++p) {
     store_bf16x8_bits(plane_row + p * dim, count, aligned, make_uint4(words[p][0], words[p][1], words[p][2], words[p][3]));
   }
-}
-
-__device__ __forceinline__ float e4m3_scale(float amax) { return fmaxf(amax, kMinAmax) / kE4m3Max; }
-
-__device__ __forceinline__ uint32_t e4m3_bits(float value, float scale) {
-  return static_cast<uint32_t>(__nv_cvt_float_to_fp8(value / scale, __NV_SATFINITE, __NV_E4M3));
 }
 
 // One block per row; thread t owns the 8-column vectors t, t + blockDim, ... (at most kVectors), kept in registers.
@@ -196,12 +188,12 @@ __global__ void __launch_bounds__(kMaxThreads)
         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
       }
       if (count > 0) {
-        const float scale = e4m3_scale(amax);
+        const float scale = e4m3_group_scale(amax);
         uint32_t low = 0u, high = 0u;
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          low |= e4m3_bits(rounded[i], scale) << (8 * i);
-          high |= e4m3_bits(rounded[4 + i], scale) << (8 * i);
+          low |= e4m3_code(rounded[i], scale) << (8 * i);
+          high |= e4m3_code(rounded[4 + i], scale) << (8 * i);
         }
         *reinterpret_cast<uint2*>(fp8_values_row + column) = make_uint2(low, high);
         if (column % kFp8ScaleBlock == 0) fp8_scales_row[column / kFp8ScaleBlock] = scale;
@@ -234,11 +226,11 @@ __global__ void quantize_rows_kernel(const __nv_bfloat16* __restrict__ y, int64_
   }
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-  const float scale = e4m3_scale(amax);
+  const float scale = e4m3_group_scale(amax);
 #pragma unroll
   for (int k = 0; k < kPerLane; ++k) {
     const int64_t column = first_column + 32 * k;
-    if (column < dim) values[row * dim + column] = static_cast<uint8_t>(e4m3_bits(v[k], scale));
+    if (column < dim) values[row * dim + column] = static_cast<uint8_t>(e4m3_code(v[k], scale));
   }
   if (lane == 0) scales[warp] = scale;  // warp == row * groups + group
 }
