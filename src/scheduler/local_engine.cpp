@@ -96,9 +96,7 @@ LocalEngine::LocalEngine(const EngineConfig& config) {
   runner_config.cuda_graph_batch_sizes = config.cuda_graph_batch_sizes;
   runner_config.capture_cuda_graphs = config.capture_cuda_graphs;
   runner_config.deterministic = config.deterministic;
-  // The model runner forwards a step's decode tokens and its prefill chunks separately: the larger of the two bounds.
-  runner_config.max_batch_tokens =
-      std::max<int64_t>(config.chunked_prefill_size > 0 ? config.chunked_prefill_size : 32768, config.max_running_requests);
+  runner_config.max_batch_tokens = runner_max_batch_tokens(config);
   runner_ = std::make_unique<executor::ModelRunner>(runner_config);
   const int64_t num_kv_slots = runner_->num_kv_slots() / config.page_size * config.page_size;
   FATHOM_CHECK(num_kv_slots >= config.page_size, "engine: the KV cache holds " << runner_->num_kv_slots() << " tokens, less than a page");
@@ -114,7 +112,12 @@ LocalEngine::LocalEngine(const EngineConfig& config) {
   SchedulerConfig scheduler_config;
   scheduler_config.max_total_tokens = num_kv_slots;
   scheduler_config.page_size = config.page_size;
-  scheduler_config.chunked_prefill_size = config.chunked_prefill_size;
+  scheduler_config.chunked_prefill_size = scheduler_chunked_prefill_size(config);
+  if (scheduler_config.chunked_prefill_size != config.chunked_prefill_size) {
+    std::fprintf(stderr, "fathom: --chunked-prefill-size %lld (unlimited): prefill chunked to %lld tokens per step, the "
+                 "most one CUDA forward carries\n", static_cast<long long>(config.chunked_prefill_size),
+                 static_cast<long long>(scheduler_config.chunked_prefill_size));
+  }
   scheduler_config.max_running_requests = config.max_running_requests;
   scheduler_config.schedule_policy = config.schedule_policy;
   scheduler_config.disable_radix_cache = config.disable_radix_cache;
@@ -253,6 +256,18 @@ void LocalEngine::run() {
 }
 
 }  // namespace
+
+int64_t runner_max_batch_tokens(const EngineConfig& config) {
+  constexpr int64_t kUnlimitedPrefillForwardTokens = 32768;
+  // The runner forwards a step's decode tokens and its prefill chunks separately: the larger of the two bounds.
+  return std::max<int64_t>(config.chunked_prefill_size > 0 ? config.chunked_prefill_size : kUnlimitedPrefillForwardTokens,
+                           config.max_running_requests);
+}
+
+int64_t scheduler_chunked_prefill_size(const EngineConfig& config) {
+  if (config.chunked_prefill_size > 0 || config.device != executor::Device::kCuda) return config.chunked_prefill_size;
+  return runner_max_batch_tokens(config);
+}
 
 std::unique_ptr<Engine> make_local_engine(const EngineConfig& config) { return std::make_unique<LocalEngine>(config); }
 

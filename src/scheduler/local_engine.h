@@ -36,6 +36,14 @@ struct EngineConfig {
   bool check_invariants_every_step = false;  // tests; the invariant is always checked when the engine goes idle
 };
 
+// The most new tokens one forward of the model runner carries (CUDA sizes its activation workspace for them): the
+// step's prefill budget or the decode batch, whichever is larger; an unlimited budget (<= 0) counts as 32768.
+int64_t runner_max_batch_tokens(const EngineConfig& config);
+
+// The scheduler's prefill budget per step: the configured one, except that an unlimited one (<= 0) on CUDA becomes
+// the runner's bound, so no step asks the runner for a forward it rejects (which would fail every request in it).
+int64_t scheduler_chunked_prefill_size(const EngineConfig& config);
+
 // Loads the model (and tokenizer) and starts the engine thread; throws fathom::Error on a bad config or checkpoint.
 std::unique_ptr<Engine> make_local_engine(const EngineConfig& config);
 

@@ -1,6 +1,7 @@
 // The local engine end to end on the tiny dummy model: greedy output equals model::greedy_generate under every
 // scheduling variant (prefix cache, chunked prefill, overlap, concurrency), aborts free all KV, seeds reproduce,
-// bad requests get one error event, shutdown drains, text and stop strings with a tokenizer.
+// bad requests get one error event, shutdown drains, text and stop strings with a tokenizer; the step budgets the
+// engine derives from its config.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -345,6 +346,34 @@ TEST_F(EngineTest, TextDeltasAndStopStringsWithATokenizer) {
     }
   }
   EXPECT_TRUE(stop_checked) << "no printable token pair to use as a stop string";
+}
+
+// An unlimited --chunked-prefill-size (<= 0) becomes the runner's forward bound on CUDA, whose activation workspace
+// is sized for that many tokens (a larger step would be rejected and fail every request in it); the CPU runner has
+// no bound, and a set budget is kept on both.
+TEST(EngineBudgets, UnlimitedPrefillOnCudaStopsAtTheForwardBound) {
+  EngineConfig config;
+  config.max_running_requests = 64;
+  for (executor::Device device : {executor::Device::kCpu, executor::Device::kCuda}) {
+    config.device = device;
+    config.chunked_prefill_size = 2048;
+    EXPECT_EQ(runner_max_batch_tokens(config), 2048);
+    EXPECT_EQ(scheduler_chunked_prefill_size(config), 2048);
+    config.chunked_prefill_size = 16;  // below the decode batch: forwards still carry a whole decode batch
+    EXPECT_EQ(runner_max_batch_tokens(config), 64);
+    EXPECT_EQ(scheduler_chunked_prefill_size(config), 16);
+  }
+  for (int64_t unlimited : {int64_t{0}, int64_t{-1}}) {
+    config.chunked_prefill_size = unlimited;
+    config.device = executor::Device::kCpu;
+    EXPECT_EQ(scheduler_chunked_prefill_size(config), unlimited);
+    config.device = executor::Device::kCuda;
+    EXPECT_EQ(runner_max_batch_tokens(config), 32768);
+    EXPECT_EQ(scheduler_chunked_prefill_size(config), 32768);
+    config.max_running_requests = 40000;  // a decode batch past the default bound raises both
+    EXPECT_EQ(scheduler_chunked_prefill_size(config), 40000);
+    config.max_running_requests = 64;
+  }
 }
 
 }  // namespace

@@ -151,8 +151,12 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
   FATHOM_CHECK(num_kv_slots_ > 0, "CUDA backend: the KV cache holds less than one page of " << decode_page_size_);
   FATHOM_CHECK(static_cast<size_t>(num_kv_slots_ + decode_page_size_) * slot_bytes + workspace_estimate / 2 < free_bytes,
                "CUDA backend: a KV cache of " << num_kv_slots_ << " tokens (" << num_kv_slots_ * slot_bytes / (1 << 20)
-                                              << " MiB) does not fit in the " << free_bytes / (1 << 20)
-                                              << " MiB left after the weights");
+                                              << " MiB) and the activations of " << options.max_batch_tokens
+                                              << "-token forwards (about " << workspace_estimate / 2 / (1 << 20)
+                                              << " to " << workspace_estimate / (1 << 20)
+                                              << " MiB) do not fit in the " << free_bytes / (1 << 20)
+                                              << " MiB left after the weights; fewer tokens per forward "
+                                                 "(--chunked-prefill-size, the batch) or a smaller KV cache fit");
   // One extra page past the caller's slots: where padded / warm-up entries write (its first slot) and read.
   padding_slot_ = static_cast<int32_t>(num_kv_slots_);
   cache_rows_ = num_kv_slots_ + decode_page_size_;
@@ -277,7 +281,7 @@ void CudaModelImpl::validate_batch(const ForwardBatch& batch, bool decode) const
   const int64_t num_tokens = batch.num_tokens();
   FATHOM_CHECK(num_tokens > 0 && num_tokens <= options_.max_batch_tokens,
                "CUDA backend: a forward of " << num_tokens << " tokens (the limit is " << options_.max_batch_tokens
-                                             << ", --max-batch-tokens)");
+                                             << ": the larger of --chunked-prefill-size and --max-running-requests)");
   FATHOM_CHECK(!decode || batch.is_pure_decode(), "CUDA backend: absorbed attention needs one new token per sequence");
   FATHOM_CHECK(!decode || static_cast<int64_t>(batch.sequences.size()) <= options_.max_decode_batch,
                "CUDA backend: a decode batch of " << batch.sequences.size() << " sequences (the limit is "

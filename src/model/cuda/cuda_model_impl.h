@@ -28,9 +28,9 @@ namespace fathom::model::cuda {
 
 using bf16 = __nv_bfloat16;
 
-// A device buffer that grows (never shrinks) to what a forward needs; growth synchronizes the stream first.
-// Once CUDA graphs hold its address it is frozen: growing it then is a bug (the graphs would keep the freed
-// pointer), reported as an error instead of a corrupted replay.
+// A device buffer that grows (never shrinks) to what a forward needs; growth synchronizes the stream first and
+// drops the contents. Once CUDA graphs hold its address it is frozen: growing it then is a bug (the graphs would keep
+// the freed pointer), reported as an error instead of a corrupted replay.
 template <typename T>
 struct GrowableBuffer {
   kc::DeviceBuffer<T> buffer;
@@ -41,7 +41,16 @@ struct GrowableBuffer {
                                                                                     << buffer.size()
                                                                                     << " (warm-up sizing missed it)");
       FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
-      buffer = kc::DeviceBuffer<T>(count + count / 4);
+      const size_t grown = count + count / 4;
+      buffer = kc::DeviceBuffer<T>();  // the old allocation goes first: the peak is the new size, not both
+      try {
+        buffer = kc::DeviceBuffer<T>(grown);
+      } catch (const Error& e) {
+        FATHOM_FAIL("CUDA backend: growing an activation buffer to " << grown * sizeof(T) / (1 << 20)
+                                                                      << " MiB for this forward failed (fewer tokens "
+                                                                         "per forward need less): "
+                                                                      << e.what());
+      }
     }
     return buffer.data();
   }
@@ -59,6 +68,7 @@ class PinnedHostBuffer {
     if (count > count_) {
       if (data_) FATHOM_CUDA_CHECK(cudaFreeHost(data_));
       data_ = nullptr;
+      count_ = 0;  // a failed allocation below leaves an empty buffer, never a stale size over a null pointer
       FATHOM_CUDA_CHECK(cudaMallocHost(&data_, count * sizeof(T)));
       count_ = count;
     }
