@@ -59,6 +59,10 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
   num_sms_ = properties.multiProcessorCount;
   FATHOM_CHECK(options.max_batch_tokens > 0 && options.max_decode_batch > 0,
                "CUDA backend: max_batch_tokens and max_decode_batch must be positive");
+  FATHOM_CHECK(options.max_decode_batch <= 65535, "CUDA backend: a decode batch of " << options.max_decode_batch
+                                                                                     << " sequences; the attention "
+                                                                                        "kernels take at most 65535 "
+                                                                                        "(--max-running-requests)");
   FATHOM_CHECK(config.kv_lora_rank <= kc::kMlaDecodeMaxKvLora && config.qk_rope_head_dim <= kc::kMlaDecodeMaxRope,
                "CUDA backend: kv_lora_rank " << config.kv_lora_rank << " / qk_rope_head_dim " << config.qk_rope_head_dim
                                              << " exceed the MLA kernels' limits (512 / 64)");

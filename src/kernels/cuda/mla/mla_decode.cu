@@ -95,7 +95,9 @@ void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* work
   const PagedBatchView& batch = args.batch;
   FATHOM_CHECK(args.q_latent && args.q_pe && args.out_latent && cache.pool && batch.page_table && batch.seq_lens,
                "mla_decode: null tensor pointer");
-  FATHOM_CHECK(batch.batch >= 0 && args.num_heads > 0, "mla_decode: batch " << batch.batch << ", heads " << args.num_heads);
+  FATHOM_CHECK(batch.batch >= 0 && batch.batch <= 65535 && args.num_heads > 0,
+               "mla_decode: batch " << batch.batch << " (at most 65535 sequences, a grid dimension), heads "
+                                    << args.num_heads);
   FATHOM_CHECK(cache.kv_lora_dim > 0 && cache.kv_lora_dim <= kMlaDecodeMaxKvLora && cache.rope_dim >= 0 &&
                    cache.rope_dim <= kMlaDecodeMaxRope,
                "mla_decode: kv_lora " << cache.kv_lora_dim << ", rope " << cache.rope_dim << " (max 512, 64)");
