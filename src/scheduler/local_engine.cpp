@@ -119,6 +119,7 @@ LocalEngine::LocalEngine(const EngineConfig& config) {
                  static_cast<long long>(scheduler_config.chunked_prefill_size));
   }
   scheduler_config.max_running_requests = config.max_running_requests;
+  scheduler_config.max_prefill_keys = scheduler_max_prefill_keys(config, model_config);
   scheduler_config.schedule_policy = config.schedule_policy;
   scheduler_config.disable_radix_cache = config.disable_radix_cache;
   scheduler_config.deterministic = config.deterministic;
@@ -267,6 +268,14 @@ int64_t runner_max_batch_tokens(const EngineConfig& config) {
 int64_t scheduler_chunked_prefill_size(const EngineConfig& config) {
   if (config.chunked_prefill_size > 0 || config.device != executor::Device::kCuda) return config.chunked_prefill_size;
   return runner_max_batch_tokens(config);
+}
+
+int64_t scheduler_max_prefill_keys(const EngineConfig& config, const model::ModelConfig& model_config) {
+  if (config.device != executor::Device::kCuda) return 0;
+  constexpr int64_t kExpandedKeyBytes = int64_t{2} << 30;
+  const int64_t bytes_per_key = std::max<int64_t>(
+      1, model_config.num_attention_heads * (model_config.qk_nope_head_dim + model_config.v_head_dim) * 2);
+  return std::max(kExpandedKeyBytes / bytes_per_key, runner_max_batch_tokens(config));
 }
 
 std::unique_ptr<Engine> make_local_engine(const EngineConfig& config) { return std::make_unique<LocalEngine>(config); }

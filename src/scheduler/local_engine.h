@@ -7,6 +7,7 @@
 
 #include "executor/model_backend.h"
 #include "kernels/weight_matrix.h"
+#include "model/config.h"
 #include "model/weight_loader.h"
 #include "scheduler/engine.h"
 #include "scheduler/scheduler_config.h"
@@ -43,6 +44,11 @@ int64_t runner_max_batch_tokens(const EngineConfig& config);
 // The scheduler's prefill budget per step: the configured one, except that an unlimited one (<= 0) on CUDA becomes
 // the runner's bound, so no step asks the runner for a forward it rejects (which would fail every request in it).
 int64_t scheduler_chunked_prefill_size(const EngineConfig& config);
+
+// The scheduler's key budget per step (SchedulerConfig::max_prefill_keys): on CUDA, where every prefill key (cached
+// prefix or new) is expanded through kv_b into [heads, nope + v] bf16 for the forward, as many keys as 2 GiB of those
+// rows hold, and at least a whole forward of new tokens; elsewhere unlimited (0).
+int64_t scheduler_max_prefill_keys(const EngineConfig& config, const model::ModelConfig& model_config);
 
 // Loads the model (and tokenizer) and starts the engine thread; throws fathom::Error on a bad config or checkpoint.
 std::unique_ptr<Engine> make_local_engine(const EngineConfig& config);

@@ -212,21 +212,32 @@ std::vector<Scheduler::RequestPtr> Scheduler::admission_order() const {
   return order;
 }
 
-void Scheduler::admit_waiting(ScheduledStep& step, int64_t* prefill_budget) {
+int64_t Scheduler::PrefillBudget::key_limited_chunk(int64_t prefix, int64_t wanted) const {
+  return has_prefill ? std::max<int64_t>(0, std::min(wanted, keys - prefix)) : wanted;
+}
+
+void Scheduler::PrefillBudget::take(int64_t prefix, int64_t chunk) {
+  tokens -= chunk;
+  keys -= prefix + chunk;
+  has_prefill = true;
+}
+
+void Scheduler::admit_waiting(ScheduledStep& step, PrefillBudget* budget) {
   int64_t reserved = 0;
   for (const RequestPtr& request : running_) reserved += reserved_decode_slots(*request);
   for (const RequestPtr& request : admission_order()) {
-    if (static_cast<int64_t>(running_.size()) >= config_.max_running_requests || *prefill_budget <= 0) break;
+    if (static_cast<int64_t>(running_.size()) >= config_.max_running_requests || budget->tokens <= 0) break;
     const int64_t total = static_cast<int64_t>(request->tokens.size());
     // Match at most total - 1 tokens (the last one must run to produce logits), within what the policy shares.
     const int64_t matchable = sharing_.matchable_len(*request);
     const int64_t cached =
         kv_.acquire_prefix(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(matchable)), request->kv);
-    const int64_t chunk = std::min({total - cached, *prefill_budget, sharing_.max_chunk(*request, cached)});
+    const int64_t chunk = budget->key_limited_chunk(
+        cached, std::min({total - cached, budget->tokens, sharing_.max_chunk(*request, cached)}));
     // Reservations protect running requests; with none running the first admission only needs its own KV (so a
     // request that fits the pool is always admitted eventually).
     const int64_t own_reserve = running_.empty() ? 0 : reserved_decode_slots(*request);
-    if (kv_.slots_needed(request->kv, cached + chunk) + reserved + own_reserve > kv_.available_slots() ||
+    if (chunk <= 0 || kv_.slots_needed(request->kv, cached + chunk) + reserved + own_reserve > kv_.available_slots() ||
         !kv_.reserve(request->kv, cached + chunk)) {
       kv_.release({}, request->kv, false);
       break;
@@ -240,7 +251,7 @@ void Scheduler::admit_waiting(ScheduledStep& step, int64_t* prefill_budget) {
       request->cached_prompt_tokens = std::min(cached, request->prompt_len);
       cached_prompt_tokens_total_ += request->cached_prompt_tokens;
     }
-    *prefill_budget -= chunk;
+    budget->take(cached, chunk);
     add_to_step(step, request, chunk, /*samples=*/chunk == total - cached);
   }
 }
@@ -249,7 +260,9 @@ std::optional<ScheduledStep> Scheduler::prepare_step() {
   last_step_.clear();
   if (!has_requests()) return std::nullopt;
   ScheduledStep step;
-  int64_t prefill_budget = config_.chunked_prefill_size > 0 ? config_.chunked_prefill_size : std::numeric_limits<int64_t>::max();
+  constexpr int64_t kUnlimited = std::numeric_limits<int64_t>::max();
+  PrefillBudget budget{config_.chunked_prefill_size > 0 ? config_.chunked_prefill_size : kUnlimited,
+                       config_.max_prefill_keys > 0 ? config_.max_prefill_keys : kUnlimited};
   bool retracted = false;
   // Running requests first, oldest first: a decode token each, or the next chunk of their prefill.
   for (size_t index = 0; index < running_.size(); ++index) {
@@ -259,18 +272,21 @@ std::optional<ScheduledStep> Scheduler::prepare_step() {
       if (!ensure_kv(request, request->kv_len + 1, &retracted)) break;  // it was the newest: nothing after it
       add_to_step(step, request, 1, /*samples=*/true);
     } else {
-      if (prefill_budget <= 0) continue;
+      if (budget.tokens <= 0) continue;
       // Shrink the chunk to the KV at hand rather than retract others for it; retract only to move at all.
       const int64_t coverable = request->kv.reserved_positions() + kv_.available_slots() / kv_.page_size() * kv_.page_size();
-      const int64_t chunk = std::max<int64_t>(1, std::min({request->uncomputed(), prefill_budget, coverable - request->kv_len,
-                                                           sharing_.max_chunk(*request, request->kv_len)}));
+      const int64_t chunk = budget.key_limited_chunk(
+          request->kv_len, std::max<int64_t>(1, std::min({request->uncomputed(), budget.tokens,
+                                                          coverable - request->kv_len,
+                                                          sharing_.max_chunk(*request, request->kv_len)})));
+      if (chunk <= 0) continue;  // its keys wait for a step with room
       if (!ensure_kv(request, request->kv_len + chunk, &retracted)) break;
-      prefill_budget -= chunk;
+      budget.take(request->kv_len, chunk);
       add_to_step(step, request, chunk, /*samples=*/chunk == request->uncomputed());
     }
   }
   // New admissions, unless memory just ran short.
-  if (!retracted) admit_waiting(step, &prefill_budget);
+  if (!retracted) admit_waiting(step, &budget);
   if (step.entries.empty()) return std::nullopt;
   step.index = next_step_index_++;
   new_token_ratio_ = std::max(config_.min_new_token_ratio, new_token_ratio_ - config_.new_token_ratio_decay);

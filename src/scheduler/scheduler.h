@@ -73,7 +73,18 @@ class Scheduler {
   std::string validate(const GenerateRequest& request) const;
   bool ensure_kv(const RequestPtr& request, int64_t num_positions, bool* retracted);
   void retract(const RequestPtr& request);
-  void admit_waiting(ScheduledStep& step, int64_t* prefill_budget);
+  // What one step's prefill may still take: new tokens (chunked_prefill_size) and keys (max_prefill_keys, binding
+  // from its second prefill sequence on).
+  struct PrefillBudget {
+    int64_t tokens;
+    int64_t keys;
+    bool has_prefill = false;
+    // The chunk a prefill with `prefix` keys already in its cache may take of `wanted` new tokens under the key
+    // budget: all of it for the step's first prefill, else what the keys left allow (0: none).
+    int64_t key_limited_chunk(int64_t prefix, int64_t wanted) const;
+    void take(int64_t prefix, int64_t chunk);
+  };
+  void admit_waiting(ScheduledStep& step, PrefillBudget* budget);
   std::vector<RequestPtr> admission_order() const;
   int64_t reserved_decode_slots(const RequestState& request) const;
   void add_to_step(ScheduledStep& step, const RequestPtr& request, int64_t num_new_tokens, bool samples);

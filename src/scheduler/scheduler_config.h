@@ -14,6 +14,9 @@ struct SchedulerConfig {
   int64_t max_total_tokens = 8192;      // KV pool capacity in tokens
   int64_t page_size = 1;                // KV allocation granularity in tokens
   int64_t chunked_prefill_size = 2048;  // prefill tokens per step (all sequences together); <= 0: unlimited
+  // Keys the prefill sequences of one step attend to together (each its cached prefix plus its new tokens; CUDA
+  // expands them all through kv_b); <= 0: unlimited. A step's first prefill is always taken, alone if need be.
+  int64_t max_prefill_keys = 0;
   int64_t max_running_requests = 64;    // requests holding KV (prefilling or decoding) at once
   SchedulePolicy schedule_policy = SchedulePolicy::kFcfs;
   bool disable_radix_cache = false;

@@ -376,5 +376,23 @@ TEST(EngineBudgets, UnlimitedPrefillOnCudaStopsAtTheForwardBound) {
   }
 }
 
+// The key budget follows the expanded key rows' bytes on CUDA (2 GiB of [heads, nope + v] bf16 rows, at least a
+// forward of new tokens) and is unlimited on the CPU.
+TEST(EngineBudgets, PrefillKeysFollowTheExpandedRowsOnCuda) {
+  EngineConfig config;
+  model::ModelConfig v3;
+  v3.num_attention_heads = 128;
+  v3.qk_nope_head_dim = 128;
+  v3.v_head_dim = 128;
+  EXPECT_EQ(scheduler_max_prefill_keys(config, v3), 0);  // CPU
+  config.device = executor::Device::kCuda;
+  EXPECT_EQ(scheduler_max_prefill_keys(config, v3), 32768);  // 64 KiB per key
+  v3.num_attention_heads = 16;
+  EXPECT_EQ(scheduler_max_prefill_keys(config, v3), 262144);
+  v3.num_attention_heads = 128;
+  config.chunked_prefill_size = 65536;
+  EXPECT_EQ(scheduler_max_prefill_keys(config, v3), 65536);  // never below one forward of new tokens
+}
+
 }  // namespace
 }  // namespace fathom::scheduler

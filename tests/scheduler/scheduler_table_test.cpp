@@ -110,6 +110,38 @@ TEST(SchedulerTable, BatchAdmissionUnderMaxRunningAndPrefillBudget) {
   }
 }
 
+// The key budget (max_prefill_keys): from a step's second prefill on, its prefill sequences together attend to at
+// most that many keys (each its cached prefix plus its new tokens); the first always runs, alone when its own keys
+// exceed it; a prefill the keys left cannot fully take gets a shorter chunk; decode tokens do not count.
+TEST(SchedulerTable, PrefillKeyBudgetSpreadsLongCachedPrefixesOverSteps) {
+  scheduler::SchedulerConfig config = table_config();
+  config.max_prefill_keys = 10;
+  SchedulerHarness harness(config);
+  using Steps = std::vector<StepRecord>;
+  auto next_step = [&] {
+    EXPECT_TRUE(harness.step());
+    return harness.scheduler().snapshot().last_step;
+  };
+  const std::vector<int32_t> history = iota_tokens(40, 8);
+  harness.submit("a", history, 1);
+  EXPECT_EQ(next_step(), (Steps{{"a", 8, 0, true}}));
+  std::vector<int32_t> b = history, c = history;
+  b.insert(b.end(), {90, 91, 92});
+  c.insert(c.end(), {93, 94});
+  harness.submit("b", b, 2);
+  harness.submit("c", c, 1);
+  EXPECT_EQ(next_step(), (Steps{{"b", 3, 8, true}}));                      // 11 keys: alone, over the budget
+  EXPECT_EQ(next_step(), (Steps{{"b", 1, 11, true}, {"c", 2, 8, true}}));  // a decode token, then c's 10 keys
+  harness.submit("f", iota_tokens(200, 6), 1);
+  harness.submit("g", iota_tokens(210, 6), 1);
+  EXPECT_EQ(next_step(), (Steps{{"f", 6, 0, true}, {"g", 4, 0, false}}));  // g gets the 4 keys left
+  EXPECT_EQ(next_step(), (Steps{{"g", 2, 4, true}}));
+  harness.run_until_idle();
+  EXPECT_EQ(harness.log("b").tokens(), reference_greedy(harness.model(), b, 2));
+  EXPECT_EQ(harness.log("c").tokens(), reference_greedy(harness.model(), c, 1));
+  EXPECT_EQ(harness.log("g").tokens(), reference_greedy(harness.model(), iota_tokens(210, 6), 1));
+}
+
 TEST(SchedulerTable, KvExhaustionRetractsAndLaterCompletes) {
   SchedulerHarness harness(table_config(16));
   harness.submit("a", {30, 31, 32, 33}, 8);
