@@ -29,6 +29,7 @@ class CudaModelBackend final : public ModelBackend {
     options.kv_page_size = config.kv_page_size;
     options.mem_fraction_static = config.mem_fraction_static;
     options.max_batch_tokens = config.max_batch_tokens;
+    options.max_prefill_keys = config.max_prefill_keys;
     options.max_decode_batch = config.max_decode_batch;
     options.max_context_tokens = config.max_context_tokens;
     options.cuda_graph_batch_sizes = config.cuda_graph_batch_sizes;

@@ -30,6 +30,8 @@ struct BackendConfig {
   int64_t kv_page_size = 1;            // the scheduler's KV page (tokens): every page's slots hold one sequence's run
   double mem_fraction_static = 0.9;    // CUDA: share of GPU memory for weights + workspaces + KV cache
   int64_t max_batch_tokens = 8192;     // CUDA: most tokens of one forward
+  int64_t max_prefill_keys = 0;        // CUDA: most keys one prefill forward attends to (the scheduler's key budget),
+                                       // kept free beside the KV cache; 0 = only what max_batch_tokens implies
   int64_t max_decode_batch = 256;      // CUDA: most sequences of one decode forward
   int64_t max_context_tokens = 0;      // CUDA: longest sequence; 0 = max_position_embeddings
   // CUDA: padded decode batch sizes (captured as graphs when capture_cuda_graphs); empty = unpadded eager decode.

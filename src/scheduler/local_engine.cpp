@@ -97,6 +97,14 @@ LocalEngine::LocalEngine(const EngineConfig& config) {
   runner_config.capture_cuda_graphs = config.capture_cuda_graphs;
   runner_config.deterministic = config.deterministic;
   runner_config.max_batch_tokens = runner_max_batch_tokens(config);
+  // CUDA: the scheduler's key budget, kept free beside the KV cache; it follows the model's attention shape (its
+  // config.json, read here before the runner loads the model).
+  const int64_t max_prefill_keys =
+      config.device == executor::Device::kCuda
+          ? scheduler_max_prefill_keys(config,
+                                       model::load_model_config(config.load.model_dir, config.load.override_config))
+          : 0;
+  runner_config.max_prefill_keys = max_prefill_keys;
   runner_ = std::make_unique<executor::ModelRunner>(runner_config);
   const int64_t num_kv_slots = runner_->num_kv_slots() / config.page_size * config.page_size;
   FATHOM_CHECK(num_kv_slots >= config.page_size, "engine: the KV cache holds " << runner_->num_kv_slots() << " tokens, less than a page");
@@ -119,7 +127,7 @@ LocalEngine::LocalEngine(const EngineConfig& config) {
                  static_cast<long long>(scheduler_config.chunked_prefill_size));
   }
   scheduler_config.max_running_requests = config.max_running_requests;
-  scheduler_config.max_prefill_keys = scheduler_max_prefill_keys(config, model_config);
+  scheduler_config.max_prefill_keys = max_prefill_keys;
   scheduler_config.schedule_policy = config.schedule_policy;
   scheduler_config.disable_radix_cache = config.disable_radix_cache;
   scheduler_config.deterministic = config.deterministic;

@@ -47,7 +47,8 @@ int64_t scheduler_chunked_prefill_size(const EngineConfig& config);
 
 // The scheduler's key budget per step (SchedulerConfig::max_prefill_keys): on CUDA, where every prefill key (cached
 // prefix or new) is expanded through kv_b into [heads, nope + v] bf16 for the forward, as many keys as 2 GiB of those
-// rows hold, and at least a whole forward of new tokens; elsewhere unlimited (0).
+// rows hold, and at least a whole forward of new tokens (the runner keeps their memory free beside the KV cache);
+// elsewhere unlimited (0).
 int64_t scheduler_max_prefill_keys(const EngineConfig& config, const model::ModelConfig& model_config);
 
 // Loads the model (and tokenizer) and starts the engine thread; throws fathom::Error on a bad config or checkpoint.

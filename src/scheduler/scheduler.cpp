@@ -212,14 +212,19 @@ std::vector<Scheduler::RequestPtr> Scheduler::admission_order() const {
   return order;
 }
 
-int64_t Scheduler::PrefillBudget::key_limited_chunk(int64_t prefix, int64_t wanted) const {
-  return has_prefill ? std::max<int64_t>(0, std::min(wanted, keys - prefix)) : wanted;
+int64_t Scheduler::PrefillBudget::key_limited_chunk(int64_t prefix, int64_t wanted, bool expanded) const {
+  return expanded && has_expanded ? std::max<int64_t>(0, std::min(wanted, keys - prefix)) : wanted;
 }
 
-void Scheduler::PrefillBudget::take(int64_t prefix, int64_t chunk) {
+void Scheduler::PrefillBudget::take(int64_t prefix, int64_t chunk, bool expanded) {
   tokens -= chunk;
+  if (!expanded) return;
   keys -= prefix + chunk;
-  has_prefill = true;
+  has_expanded = true;
+}
+
+bool Scheduler::runs_expanded(const RequestState& request, int64_t prefix, int64_t chunk) const {
+  return chunk > 1 || (config_.deterministic && prefix + chunk <= request.prompt_len);
 }
 
 void Scheduler::admit_waiting(ScheduledStep& step, PrefillBudget* budget) {
@@ -232,8 +237,8 @@ void Scheduler::admit_waiting(ScheduledStep& step, PrefillBudget* budget) {
     const int64_t matchable = sharing_.matchable_len(*request);
     const int64_t cached =
         kv_.acquire_prefix(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(matchable)), request->kv);
-    const int64_t chunk = budget->key_limited_chunk(
-        cached, std::min({total - cached, budget->tokens, sharing_.max_chunk(*request, cached)}));
+    const int64_t wanted = std::min({total - cached, budget->tokens, sharing_.max_chunk(*request, cached)});
+    const int64_t chunk = budget->key_limited_chunk(cached, wanted, runs_expanded(*request, cached, wanted));
     // Reservations protect running requests; with none running the first admission only needs its own KV (so a
     // request that fits the pool is always admitted eventually).
     const int64_t own_reserve = running_.empty() ? 0 : reserved_decode_slots(*request);
@@ -251,7 +256,7 @@ void Scheduler::admit_waiting(ScheduledStep& step, PrefillBudget* budget) {
       request->cached_prompt_tokens = std::min(cached, request->prompt_len);
       cached_prompt_tokens_total_ += request->cached_prompt_tokens;
     }
-    budget->take(cached, chunk);
+    budget->take(cached, chunk, runs_expanded(*request, cached, chunk));
     add_to_step(step, request, chunk, /*samples=*/chunk == total - cached);
   }
 }
@@ -269,19 +274,24 @@ std::optional<ScheduledStep> Scheduler::prepare_step() {
     const RequestPtr request = running_[index];
     if (request->in_decode()) {
       if (!request->may_generate_more()) continue;  // its last token is still in flight
+      // A prompt's last token under deterministic inference runs in the prefill form: it takes the prefill budgets.
+      const bool expanded = runs_expanded(*request, request->kv_len, 1);
+      if (expanded && (budget.tokens <= 0 || budget.key_limited_chunk(request->kv_len, 1, true) <= 0)) continue;
       if (!ensure_kv(request, request->kv_len + 1, &retracted)) break;  // it was the newest: nothing after it
+      if (expanded) budget.take(request->kv_len, 1, true);
       add_to_step(step, request, 1, /*samples=*/true);
     } else {
       if (budget.tokens <= 0) continue;
       // Shrink the chunk to the KV at hand rather than retract others for it; retract only to move at all.
       const int64_t coverable = request->kv.reserved_positions() + kv_.available_slots() / kv_.page_size() * kv_.page_size();
-      const int64_t chunk = budget.key_limited_chunk(
-          request->kv_len, std::max<int64_t>(1, std::min({request->uncomputed(), budget.tokens,
-                                                          coverable - request->kv_len,
-                                                          sharing_.max_chunk(*request, request->kv_len)})));
+      const int64_t wanted = std::max<int64_t>(1, std::min({request->uncomputed(), budget.tokens,
+                                                            coverable - request->kv_len,
+                                                            sharing_.max_chunk(*request, request->kv_len)}));
+      const int64_t chunk =
+          budget.key_limited_chunk(request->kv_len, wanted, runs_expanded(*request, request->kv_len, wanted));
       if (chunk <= 0) continue;  // its keys wait for a step with room
       if (!ensure_kv(request, request->kv_len + chunk, &retracted)) break;
-      budget.take(request->kv_len, chunk);
+      budget.take(request->kv_len, chunk, runs_expanded(*request, request->kv_len, chunk));
       add_to_step(step, request, chunk, /*samples=*/chunk == request->uncomputed());
     }
   }

@@ -73,17 +73,20 @@ class Scheduler {
   std::string validate(const GenerateRequest& request) const;
   bool ensure_kv(const RequestPtr& request, int64_t num_positions, bool* retracted);
   void retract(const RequestPtr& request);
-  // What one step's prefill may still take: new tokens (chunked_prefill_size) and keys (max_prefill_keys, binding
-  // from its second prefill sequence on).
+  // What one step's prefill may still take: new tokens (chunked_prefill_size) and keys (max_prefill_keys). A chunk
+  // run in the expanded attention form attends to prefix + chunk keys; the key budget binds from the step's second
+  // expanded chunk on. A single token outside a deterministic prompt runs in the absorbed (decode) form: no keys.
   struct PrefillBudget {
     int64_t tokens;
     int64_t keys;
-    bool has_prefill = false;
-    // The chunk a prefill with `prefix` keys already in its cache may take of `wanted` new tokens under the key
-    // budget: all of it for the step's first prefill, else what the keys left allow (0: none).
-    int64_t key_limited_chunk(int64_t prefix, int64_t wanted) const;
-    void take(int64_t prefix, int64_t chunk);
+    bool has_expanded = false;
+    // Of `wanted` new tokens after `prefix` cached positions, what the keys allow (0: none).
+    int64_t key_limited_chunk(int64_t prefix, int64_t wanted, bool expanded) const;
+    void take(int64_t prefix, int64_t chunk, bool expanded);
   };
+  // Whether `chunk` new tokens of `request` after `prefix` cached positions run in the expanded (prefill) form, as
+  // the model runner groups them: several tokens, or a prompt's token under deterministic inference.
+  bool runs_expanded(const RequestState& request, int64_t prefix, int64_t chunk) const;
   void admit_waiting(ScheduledStep& step, PrefillBudget* budget);
   std::vector<RequestPtr> admission_order() const;
   int64_t reserved_decode_slots(const RequestState& request) const;

@@ -142,6 +142,62 @@ TEST(SchedulerTable, PrefillKeyBudgetSpreadsLongCachedPrefixesOverSteps) {
   EXPECT_EQ(harness.log("g").tokens(), reference_greedy(harness.model(), iota_tokens(210, 6), 1));
 }
 
+// The key budget counts each prefill's cached prefix: a chunk is cut to the keys left after its own prefix.
+TEST(SchedulerTable, PrefillKeyBudgetCountsEachPrefix) {
+  scheduler::SchedulerConfig config = table_config();
+  config.max_prefill_keys = 20;
+  using Steps = std::vector<StepRecord>;
+  SchedulerHarness cached(config);
+  const std::vector<int32_t> history = iota_tokens(40, 8);
+  cached.submit("a", history, 1);
+  EXPECT_TRUE(cached.step());
+  std::vector<int32_t> q = history;
+  for (int32_t t = 60; t < 68; ++t) q.push_back(t);
+  cached.submit("p", iota_tokens(200, 6), 1);
+  cached.submit("q", q, 1);
+  EXPECT_TRUE(cached.step());
+  EXPECT_EQ(cached.scheduler().snapshot().last_step, (Steps{{"p", 6, 0, true}, {"q", 6, 8, false}}));  // 20 - 6 - 8
+  cached.run_until_idle();
+  EXPECT_EQ(cached.log("q").tokens(), reference_greedy(cached.model(), q, 1));
+}
+
+// A single new token runs in the absorbed (decode) form and costs no keys, except a prompt's token under deterministic
+// inference, which runs in the prefill form: it takes the prefill budgets (new tokens and keys), also when it is the
+// last token of a chunked prompt, so a step's prefill forward never holds more than chunked_prefill_size tokens.
+TEST(SchedulerTable, PrefillKeyBudgetFollowsTheAttentionForm) {
+  using Steps = std::vector<StepRecord>;
+  for (const bool deterministic : {false, true}) {
+    SCOPED_TRACE(deterministic ? "deterministic" : "default");
+    scheduler::SchedulerConfig config = table_config();
+    config.deterministic = deterministic;
+    config.max_prefill_keys = 10;
+    config.chunked_prefill_size = 8;
+    SchedulerHarness harness(config);
+    const std::vector<int32_t> history = iota_tokens(40, 8);
+    harness.submit("a", history, 1);
+    EXPECT_TRUE(harness.step());
+    harness.submit("b", history, 1);             // all but its last token cached
+    harness.submit("c", iota_tokens(80, 5), 1);
+    EXPECT_TRUE(harness.step());
+    EXPECT_EQ(harness.scheduler().snapshot().last_step,
+              deterministic ? (Steps{{"b", 1, 7, true}, {"c", 2, 0, false}})   // b: 8 keys in the prefill form
+                            : (Steps{{"b", 1, 7, true}, {"c", 5, 0, true}}));  // b: decode form, no keys
+    harness.run_until_idle();
+
+    SchedulerHarness chunked(config);
+    chunked.submit("x", iota_tokens(100, 9), 1);
+    chunked.submit("y", iota_tokens(120, 8), 1);
+    EXPECT_TRUE(chunked.step());
+    EXPECT_EQ(chunked.scheduler().snapshot().last_step, (Steps{{"x", 8, 0, false}}));
+    EXPECT_TRUE(chunked.step());  // x's last prompt token, then y under the budgets left
+    EXPECT_EQ(chunked.scheduler().snapshot().last_step,
+              deterministic ? (Steps{{"x", 1, 8, true}, {"y", 1, 0, false}})   // 8 - 1 tokens, 10 - 9 keys
+                            : (Steps{{"x", 1, 8, true}, {"y", 8, 0, true}}));
+    chunked.run_until_idle();
+    EXPECT_EQ(chunked.log("y").tokens(), reference_greedy(chunked.model(), iota_tokens(120, 8), 1));
+  }
+}
+
 TEST(SchedulerTable, KvExhaustionRetractsAndLaterCompletes) {
   SchedulerHarness harness(table_config(16));
   harness.submit("a", {30, 31, 32, 33}, 8);

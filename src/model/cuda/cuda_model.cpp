@@ -22,6 +22,14 @@ namespace fathom::model::cuda {
 
 namespace {
 
+// Device bytes per key a prefill forward attends to (cached or new): its latent row gathered (bf16) and quantized
+// (e4m3 + scales) for kv_b, and its expanded [heads, nope + v] bf16 row, with the 1.25x growth of the buffers.
+size_t prefill_key_bytes(const ModelConfig& c) {
+  const size_t lora = static_cast<size_t>(c.kv_lora_rank);
+  const size_t expanded = static_cast<size_t>(c.num_attention_heads * (c.qk_nope_head_dim + c.v_head_dim)) * 2;
+  return (lora * 2 + lora + lora / 128 * 4 + expanded) * 5 / 4;
+}
+
 // Device bytes of activations per token of a forward (upper estimate, for sizing the KV cache from the memory fraction).
 size_t activation_bytes_per_token(const ModelConfig& c, bool with_mtp) {
   const size_t heads = static_cast<size_t>(c.num_attention_heads), hidden = static_cast<size_t>(c.hidden_size);
@@ -133,6 +141,7 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
   const size_t slot_bytes = static_cast<size_t>(num_cache_layers() * row_elems) * sizeof(bf16);
   const size_t workspace_estimate = activation_bytes_per_token(config, weights_.mtp.has_value()) *
                                         static_cast<size_t>(options.max_batch_tokens) +
+                                    prefill_key_bytes(config) * static_cast<size_t>(std::max<int64_t>(0, options.max_prefill_keys)) +
                                     (size_t{1} << 30);  // + decode workspaces, cuBLASLt, fragmentation
   stats_.workspace_bytes = workspace_estimate;
   size_t free_bytes = 0, total_bytes = 0;

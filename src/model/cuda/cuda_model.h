@@ -22,6 +22,9 @@ struct CudaModelOptions {
   int64_t kv_page_size = 1;
   double mem_fraction_static = 0.9;   // of total GPU memory for weights + workspaces + KV cache (when num_kv_slots = 0)
   int64_t max_batch_tokens = 8192;    // most new tokens in one forward (prefill chunks + decode tokens)
+  // Most keys (cached prefix + new, over its sequences) one prefill forward attends to: their kv_b-expanded rows are
+  // kept free beside the KV cache (the scheduler's key budget); 0 = only the 2 x max_batch_tokens keys always kept.
+  int64_t max_prefill_keys = 0;
   int64_t max_decode_batch = 256;     // most sequences of a pure-decode forward
   int64_t max_context_tokens = 0;     // longest sequence (cached + new); 0 = the config's max_position_embeddings
   // Padded decode batch sizes (--cuda-graph-bs): a decode batch of at most the largest runs as the smallest size >= its
