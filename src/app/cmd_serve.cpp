@@ -165,6 +165,8 @@ int run_serve(const Args& raw_args) {
                                {"max_total_tokens", engine_config.max_total_tokens},
                                {"page_size", engine_config.page_size},
                                {"chunked_prefill_size", engine_config.chunked_prefill_size},
+                               {"prefill_chunk_tokens", scheduler::scheduler_chunked_prefill_size(engine_config)},
+                               {"max_prefill_keys", scheduler::scheduler_max_prefill_keys(engine_config, model_config)},
                                {"max_running_requests", engine_config.max_running_requests},
                                {"schedule_policy", args.get_or("--schedule-policy", "fcfs")},
                                {"disable_radix_cache", engine_config.disable_radix_cache},
