@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "executor/step_batch.h"
 
 namespace fathom::executor {
 
@@ -42,9 +43,8 @@ ForwardOutput ModelRunner::forward_sampled(const std::vector<ForwardChunk>& chun
     std::vector<size_t> members;
     for (size_t i = 0; i < chunks.size(); ++i) {
       const ForwardChunk& chunk = chunks[i];
-      // A prompt's single remaining token (a prefix-cache hit) runs in prefill form under deterministic inference, as
-      // it did when the prompt was not cached.
-      const bool decode = chunk.new_tokens.size() == 1 && !(backend_deterministic_ && chunk.extends_prompt);
+      const bool decode = !runs_in_prefill_form(static_cast<int64_t>(chunk.new_tokens.size()), chunk.extends_prompt,
+                                                backend_deterministic_);
       if (decode != decode_group) continue;
       FATHOM_CHECK(static_cast<int64_t>(chunk.kv_slots.size()) >= chunk.num_cached + static_cast<int64_t>(chunk.new_tokens.size()),
                    "model runner: chunk " << i << " has " << chunk.kv_slots.size() << " KV slots for "

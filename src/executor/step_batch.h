@@ -24,6 +24,14 @@ struct SequenceStep {
   std::shared_ptr<sampling::SamplingState> sampling_state;  // required when sample; mutated by the executor
 };
 
+// Whether a sequence's new tokens run in the expanded (prefill) attention form, which expands every key it attends to
+// through kv_b, or the absorbed (decode) form: several tokens, or a prompt's token under deterministic inference (as
+// it ran when the prompt was not cached), take the prefill form. ModelRunner groups forwards by it; the scheduler's
+// key budget counts only the prefill form.
+inline bool runs_in_prefill_form(int64_t num_new_tokens, bool extends_prompt, bool deterministic) {
+  return num_new_tokens != 1 || (deterministic && extends_prompt);
+}
+
 struct StepBatch {
   std::vector<SequenceStep> sequences;
   int64_t num_tokens() const {

@@ -224,7 +224,8 @@ void Scheduler::PrefillBudget::take(int64_t prefix, int64_t chunk, bool expanded
 }
 
 bool Scheduler::runs_expanded(const RequestState& request, int64_t prefix, int64_t chunk) const {
-  return chunk > 1 || (config_.deterministic && prefix + chunk <= request.prompt_len);
+  // extends_prompt as add_to_step sets it for these positions
+  return executor::runs_in_prefill_form(chunk, prefix + chunk <= request.prompt_len, config_.deterministic);
 }
 
 void Scheduler::admit_waiting(ScheduledStep& step, PrefillBudget* budget) {

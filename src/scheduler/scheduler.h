@@ -84,8 +84,8 @@ class Scheduler {
     int64_t key_limited_chunk(int64_t prefix, int64_t wanted, bool expanded) const;
     void take(int64_t prefix, int64_t chunk, bool expanded);
   };
-  // Whether `chunk` new tokens of `request` after `prefix` cached positions run in the expanded (prefill) form, as
-  // the model runner groups them: several tokens, or a prompt's token under deterministic inference.
+  // Whether `chunk` new tokens of `request` after `prefix` cached positions run in the expanded (prefill) form
+  // (executor::runs_in_prefill_form).
   bool runs_expanded(const RequestState& request, int64_t prefix, int64_t chunk) const;
   void admit_waiting(ScheduledStep& step, PrefillBudget* budget);
   std::vector<RequestPtr> admission_order() const;

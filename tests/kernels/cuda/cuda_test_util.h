@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -55,6 +56,27 @@ inline std::vector<float> random_normal(std::mt19937& rng, size_t count, float s
   std::normal_distribution<float> dist(0.0f, stddev);
   std::vector<float> values(count);
   for (float& v : values) v = dist(rng);
+  return values;
+}
+
+// Runs launch(out) into `count` floats of a 0xff-poisoned device buffer followed by a poisoned guard tail, expects
+// the tail untouched (`what` names the output) and returns the first `count` floats. Synchronizes the device.
+template <class Launch>
+std::vector<float> run_with_poisoned_tail(size_t count, Launch launch, const std::string& what) {
+  constexpr size_t kGuardFloats = 64;
+  kernels::cuda::DeviceBuffer<float> out(count + kGuardFloats);
+  out.fill_bytes(0xff);
+  launch(out.data());
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> values = out.download();
+  size_t tail_written = 0;
+  for (size_t i = count; i < values.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &values[i], sizeof(bits));
+    tail_written += bits != 0xffffffffu;
+  }
+  EXPECT_EQ(tail_written, 0u) << "floats written past " << what;
+  values.resize(count);
   return values;
 }
 

@@ -19,7 +19,6 @@ namespace {
 using testing::random_normal;
 
 constexpr int64_t kMaxTokens = 64;
-constexpr size_t kGuardFloats = 64;  // poisoned floats after the logits; must stay untouched
 
 struct RouterShape {
   int64_t experts, hidden;
@@ -50,21 +49,10 @@ RouterData make_data(const RouterShape& shape, uint32_t seed) {
 // Runs the kernel into a 0xff-poisoned buffer with a poisoned tail; checks the tail and returns [tokens, experts].
 template <typename Weight>
 std::vector<float> router_logits(const float* d_x, int64_t tokens, const RouterShape& shape, const Weight* d_weight) {
-  const size_t count = static_cast<size_t>(tokens * shape.experts);
-  DeviceBuffer<float> out(count + kGuardFloats);
-  out.fill_bytes(0xff);
-  moe_router_logits_fp32(d_x, tokens, shape.hidden, d_weight, shape.experts, out.data(), nullptr);
-  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<float> logits = out.download();
-  size_t guard_written = 0;
-  for (size_t i = count; i < logits.size(); ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, &logits[i], sizeof(bits));
-    if (bits != 0xffffffffu) ++guard_written;
-  }
-  EXPECT_EQ(guard_written, 0u) << "floats written past logits[" << tokens << ", " << shape.experts << "]";
-  logits.resize(count);
-  return logits;
+  return testing::run_with_poisoned_tail(
+      static_cast<size_t>(tokens * shape.experts),
+      [&](float* out) { moe_router_logits_fp32(d_x, tokens, shape.hidden, d_weight, shape.experts, out, nullptr); },
+      "logits[" + std::to_string(tokens) + ", " + std::to_string(shape.experts) + "]");
 }
 
 // Counts elements whose bits differ.

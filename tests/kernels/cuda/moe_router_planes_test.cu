@@ -20,7 +20,6 @@ namespace {
 
 using testing::random_normal;
 
-constexpr size_t kGuardFloats = 64;  // poisoned floats after the logits; must stay untouched
 
 int64_t bit_mismatches(const float* a, const float* b, size_t count) {
   int64_t mismatches = 0;
@@ -30,21 +29,10 @@ int64_t bit_mismatches(const float* a, const float* b, size_t count) {
 
 // Runs the sum into a poisoned buffer with a poisoned tail; checks the tail and returns [tokens, experts].
 std::vector<float> summed_logits(const float* d_plane_logits, int64_t tokens, int64_t experts) {
-  const size_t count = static_cast<size_t>(tokens * experts);
-  DeviceBuffer<float> out(count + kGuardFloats);
-  out.fill_bytes(0xff);
-  moe_router_sum_planes(d_plane_logits, tokens, experts, out.data(), nullptr);
-  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<float> logits = out.download();
-  int64_t guard_written = 0;
-  for (size_t i = count; i < logits.size(); ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, &logits[i], sizeof(bits));
-    guard_written += bits != 0xffffffffu;
-  }
-  EXPECT_EQ(guard_written, 0) << "floats written past logits[" << tokens << ", " << experts << "]";
-  logits.resize(count);
-  return logits;
+  return testing::run_with_poisoned_tail(
+      static_cast<size_t>(tokens * experts),
+      [&](float* out) { moe_router_sum_planes(d_plane_logits, tokens, experts, out, nullptr); },
+      "logits[" + std::to_string(tokens) + ", " + std::to_string(experts) + "]");
 }
 
 TEST(CudaMoeRouterPlanes, SumMatchesTheHostBitForBit) {
