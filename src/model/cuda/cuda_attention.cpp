@@ -3,6 +3,7 @@
 #include "kernels/cuda/mla/mla_absorb.h"
 #include "kernels/cuda/mla/mla_decode.h"
 #include "kernels/cuda/mla/mla_gather_latent.h"
+#include "kernels/cuda/mla/mla_merge.h"
 #include "kernels/cuda/mla/mla_prepare.h"
 #include "kernels/cuda/mla/mla_prefill.h"
 #include "kernels/cuda/norm/rms_norm.h"
@@ -75,33 +76,48 @@ kc::SplitKPartials CudaModelImpl::attention(int64_t layer, const BatchLayout& la
     kc::mla_decode(args, layout.decode_plan, layout.mla_workspace, layout.mla_workspace_bytes, stream_);
     kc::mla_project_values(out_latent, static_cast<int32_t>(n), kv_b, attn, stream_);
   } else {
-    // Keys and values of every position (cached prefix + new) expanded through kv_b_proj.
-    const int64_t keys = layout.total_kv;
-    bf16* latents = latent_rows_.ensure(static_cast<size_t>(keys * lora), stream_);                      // [keys, lora]
-    kc::mla_gather_latent(cache, layout.kv_slots_flat, keys, latents, stream_);
-    bf16* expanded = kv_expanded_.ensure(static_cast<size_t>(keys * heads * (nope + v_dim)), stream_);  // [keys, heads, nope + v]
-    linear(latents, keys, w.kv_b_proj, expanded, expand_q_);
-    kc::MlaPrefillArgs args;  // k_nope and v read in place from the expanded rows (head stride nope + v)
-    args.q = q;
-    args.q_head_stride = qk;
-    args.k_nope = expanded;
-    args.v = expanded + nope;
-    args.k_head_stride = nope + v_dim;
-    args.v_head_stride = nope + v_dim;
-    args.cache = cache;
-    args.page_table = layout.page_table;
-    args.max_pages_per_seq = layout.max_pages;
-    args.cu_q_lens = layout.cu_q_lens;
-    args.cu_kv_lens = layout.cu_kv_lens;
-    args.total_kv_rows = keys;
-    args.batch = layout.num_sequences;
-    args.max_q_len = layout.max_q_len;
-    args.out = attn;
-    args.num_heads = static_cast<int32_t>(heads);
-    args.nope_dim = static_cast<int32_t>(nope);
-    args.v_dim = static_cast<int32_t>(v_dim);
-    args.softmax_scale = softmax_scale;
-    kc::mla_prefill(args, stream_);
+    // Keys and values of every position (cached prefix + new) expanded through kv_b_proj, a pass over windows of at
+    // most prefill_window_keys_ keys at a time: the later passes' rows merged into the first's by log-sum-exp.
+    const bool windowed = layout.prefill_passes.size() > 1;
+    float* lse = windowed ? attn_lse_.ensure(static_cast<size_t>(2 * n * heads), stream_) : nullptr;  // [2, n, heads]
+    bf16* window_attn =
+        windowed ? attn_window_.ensure(static_cast<size_t>(n * heads * v_dim), stream_) : nullptr;  // [n, heads, v]
+    for (size_t pass_index = 0; pass_index < layout.prefill_passes.size(); ++pass_index) {
+      const PrefillPassView& pass = layout.prefill_passes[pass_index];
+      const int64_t keys = pass.num_keys;
+      bf16* latents = latent_rows_.ensure(static_cast<size_t>(keys * lora), stream_);                      // [keys, lora]
+      kc::mla_gather_latent(cache, layout.kv_slots_flat + pass.first_row, keys, latents, stream_);
+      bf16* expanded = kv_expanded_.ensure(static_cast<size_t>(keys * heads * (nope + v_dim)), stream_);  // [keys, heads, nope + v]
+      linear(latents, keys, w.kv_b_proj, expanded, expand_q_);
+      kc::MlaPrefillArgs args;  // k_nope and v read in place from the expanded rows (head stride nope + v)
+      args.q = q;
+      args.q_head_stride = qk;
+      args.k_nope = expanded;
+      args.v = expanded + nope;
+      args.k_head_stride = nope + v_dim;
+      args.v_head_stride = nope + v_dim;
+      args.cache = cache;
+      args.page_table = layout.page_table;
+      args.max_pages_per_seq = layout.max_pages;
+      args.cu_q_lens = layout.cu_q_lens;
+      args.cu_kv_lens = pass.cu_kv_lens;
+      args.key_positions = pass.key_positions;
+      args.query_positions = layout.query_positions;
+      args.total_kv_rows = keys;
+      args.batch = layout.num_sequences;
+      args.max_q_len = layout.max_q_len;
+      args.out = pass_index == 0 ? attn : window_attn;
+      args.lse_log2 = windowed ? lse + (pass_index == 0 ? 0 : n * heads) : nullptr;
+      args.num_heads = static_cast<int32_t>(heads);
+      args.nope_dim = static_cast<int32_t>(nope);
+      args.v_dim = static_cast<int32_t>(v_dim);
+      args.softmax_scale = softmax_scale;
+      kc::mla_prefill(args, stream_);
+      if (pass_index > 0) {
+        kc::mla_merge_attention(attn, lse, window_attn, lse + n * heads, n, static_cast<int32_t>(heads),
+                                static_cast<int32_t>(v_dim), stream_);
+      }
+    }
   }
   // o_proj's split-K partials (decode) are summed by the add+RMSNorm that follows.
   return gemm_deferred(quantize(attn, n, w.o_proj.cols, scratch_q_), w.o_proj.view(), delta_.buffer.data());

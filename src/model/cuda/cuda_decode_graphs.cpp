@@ -57,8 +57,8 @@ BatchLayout CudaModelImpl::static_decode_layout(const DecodeShape& shape) const 
   layout.decode_max_pages = decode_page_size_ > 1 ? graph_decode_page_stride_ : graph_page_stride_;
   layout.max_q_len = 1;
   layout.decode_plan = decode_plan(shape.batch, shape.max_context);
-  layout.mla_workspace = graph_mla_workspace_.data();
-  layout.mla_workspace_bytes = graph_mla_workspace_.bytes();
+  layout.mla_workspace = mla_workspace_.data();
+  layout.mla_workspace_bytes = mla_workspace_.bytes();
   return layout;
 }
 
@@ -179,6 +179,17 @@ void CudaModelImpl::warm_up_buffers() {
   if (config_.n_routed_experts > 0) {
     normed_f32_.ensure(static_cast<size_t>(options_.max_decode_batch * config_.hidden_size), stream_);
   }
+  // A prefill pass expands up to prefill_window_keys_ keys (more than the warm-up's prefill) and a windowed forward
+  // merges its passes: those buffers at full size now, so the first long prompt finds them (a shortfall shows at
+  // startup, not mid-serving).
+  const int64_t window_keys = prefill_window_keys_, heads = config_.num_attention_heads, lora = config_.kv_lora_rank;
+  latent_rows_.ensure(static_cast<size_t>(window_keys * lora), stream_);
+  kv_expanded_.ensure(static_cast<size_t>(window_keys * heads * (config_.qk_nope_head_dim + config_.v_head_dim)), stream_);
+  expand_q_.values.ensure(static_cast<size_t>(window_keys * lora), stream_);
+  expand_q_.scales.ensure(static_cast<size_t>(window_keys * kc::ceil_div(lora, 128)), stream_);
+  expand_q_.scales_block_major.ensure(static_cast<size_t>(cublas_rows(window_keys) * kc::ceil_div(lora, 128)), stream_);
+  attn_window_.ensure(static_cast<size_t>(options_.max_batch_tokens * heads * config_.v_head_dim), stream_);
+  attn_lse_.ensure(static_cast<size_t>(2 * options_.max_batch_tokens * heads), stream_);
   std::vector<int32_t> padding_slots(static_cast<size_t>(context), padding_slot_);
   ForwardBatch prefill;
   prefill.attention_form = AttentionForm::kExpanded;
@@ -193,13 +204,11 @@ void CudaModelImpl::warm_up_buffers() {
     // upload_batch validates slots against num_kv_slots_; the padding slot lies past it, so build the layout here.
     const int64_t n = batch->num_tokens();
     std::vector<int32_t> zeros(static_cast<size_t>(n), 0), slots(static_cast<size_t>(n), padding_slot_);
-    std::vector<int32_t> positions = batch->positions, seq_lens, cu_q{0}, cu_kv{0}, pages;
+    std::vector<int32_t> positions = batch->positions, seq_lens, pages;
     int32_t width = 0;
     for (const SequenceChunk& chunk : batch->sequences) width = std::max<int32_t>(width, static_cast<int32_t>(chunk.num_tokens));
     for (const SequenceChunk& chunk : batch->sequences) {
       seq_lens.push_back(static_cast<int32_t>(chunk.num_tokens));
-      cu_q.push_back(cu_q.back() + static_cast<int32_t>(chunk.num_tokens));
-      cu_kv.push_back(cu_kv.back() + static_cast<int32_t>(chunk.num_tokens));
     }
     pages.assign(static_cast<size_t>(batch->sequences.size()) * width, padding_slot_);
     layout.num_tokens = n;
@@ -218,9 +227,8 @@ void CudaModelImpl::warm_up_buffers() {
                        decode_pages_);
       plan_decode(layout, 1);
     } else {
-      layout.cu_q_lens = upload_ints(cu_q_lens_, cu_q);
-      layout.cu_kv_lens = upload_ints(cu_kv_lens_, cu_kv);
-      layout.kv_slots_flat = upload_ints(kv_slots_flat_, slots);
+      set_prefill_passes(layout, std::vector<const int32_t*>(batch->sequences.size(), padding_slots.data()), seq_lens,
+                         seq_lens);
     }
     run_layers(layout);
     if (weights_.mtp) {  // its layer may differ from every main layer (e.g. MoE behind dense layers only)
@@ -316,17 +324,15 @@ void CudaModelImpl::prepare_decode_shapes() {
   }
   graph_logits_ = kc::DeviceBuffer<float>(static_cast<size_t>(graph_max_batch_ * vocab));
   if (weights_.mtp) graph_mtp_inputs_ = kc::DeviceBuffer<bf16>(static_cast<size_t>(graph_max_batch_ * 4 * config_.hidden_size));
-  size_t workspace = 16;
-  for (int32_t bucket : buckets) {
-    const size_t bucket_bytes =
-        options_.deterministic
-            ? kc::mla_decode_workspace_bytes(decode_plan(graph_max_batch_, bucket), graph_max_batch_, static_cast<int32_t>(heads),
-                                             static_cast<int32_t>(config_.kv_lora_rank))
-            : kc::mla_decode_max_workspace_bytes(num_sms_, graph_max_batch_, static_cast<int32_t>(heads),
-                                                 static_cast<int32_t>(config_.kv_lora_rank), bucket);
-    workspace = std::max(workspace, bucket_bytes);
+  for (int32_t bucket : buckets) {  // mla_workspace_ covers every plan the replays take (decode_workspace_bound)
+    const size_t bucket_bytes = kc::mla_decode_workspace_bytes(decode_plan(graph_max_batch_, bucket), graph_max_batch_,
+                                                               static_cast<int32_t>(heads),
+                                                               static_cast<int32_t>(config_.kv_lora_rank));
+    FATHOM_CHECK(bucket_bytes <= mla_workspace_.bytes(),
+                 "CUDA backend: decode graphs of " << graph_max_batch_ << " sequences up to " << bucket << " tokens need "
+                                                   << bucket_bytes << " MLA workspace bytes, more than the "
+                                                   << mla_workspace_.bytes() << " planned");
   }
-  graph_mla_workspace_ = kc::DeviceBuffer<uint8_t>(workspace);
   // Padded contents for the captures (and a valid state for any replay): every entry decodes into the padding slot.
   std::vector<int32_t> inputs(graph_inputs_.size(), 0);  // tokens, positions and hidden rows 0
   std::fill_n(inputs.begin() + kGraphSlots * graph_max_batch_, graph_max_batch_, padding_slot_);

@@ -10,6 +10,7 @@
 #include "kernels/cuda/fp8_gemm/act_quant.h"
 #include "kernels/cuda/fp8_gemm/fp8_grouped_gemm.h"
 #include "kernels/cuda/mla/mla_decode.h"
+#include "kernels/cuda/mla/mla_prefill_windows.h"
 #include "kernels/cuda/norm/bf16x3_split.cuh"
 #include "kernels/cuda/norm/rms_norm.h"
 #include "kernels/cuda/sampling/sampling.h"
@@ -75,6 +76,8 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
                "CUDA backend: kv_lora_rank " << config.kv_lora_rank << " / qk_rope_head_dim " << config.qk_rope_head_dim
                                              << " exceed the MLA kernels' limits (512 / 64)");
   max_context_tokens_ = options.max_context_tokens > 0 ? options.max_context_tokens : config.max_position_embeddings;
+  FATHOM_CHECK(options.max_prefill_keys >= 0, "CUDA backend: max_prefill_keys " << options.max_prefill_keys);
+  prefill_window_keys_ = std::max(options.max_prefill_keys, 2 * options.max_batch_tokens);
   FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
   FATHOM_CUDA_CHECK(cudaEventCreateWithFlags(&shared_fork_, cudaEventDisableTiming));
@@ -139,10 +142,12 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
 
   const int64_t row_elems = config.kv_latent_dim();
   const size_t slot_bytes = static_cast<size_t>(num_cache_layers() * row_elems) * sizeof(bf16);
+  const size_t decode_workspace_bytes = decode_workspace_bound();
   const size_t workspace_estimate = activation_bytes_per_token(config, weights_.mtp.has_value()) *
                                         static_cast<size_t>(options.max_batch_tokens) +
                                     prefill_key_bytes(config) * static_cast<size_t>(std::max<int64_t>(0, options.max_prefill_keys)) +
-                                    (size_t{1} << 30);  // + decode workspaces, cuBLASLt, fragmentation
+                                    decode_workspace_bytes +
+                                    (size_t{1} << 30);  // + split-K partials, cuBLASLt, fragmentation
   stats_.workspace_bytes = workspace_estimate;
   size_t free_bytes = 0, total_bytes = 0;
   FATHOM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -175,6 +180,7 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
   cache_rows_ = num_kv_slots_ + decode_page_size_;
   FATHOM_CHECK(cache_rows_ <= std::numeric_limits<int32_t>::max(), "CUDA backend: " << cache_rows_ << " KV slots");
   kv_cache_ = kc::DeviceBuffer<bf16>(static_cast<size_t>(cache_rows_ * num_cache_layers() * row_elems));
+  mla_workspace_ = kc::DeviceBuffer<uint8_t>(decode_workspace_bytes);
   kv_cache_.fill_bytes(0);
   // The fills ran on the legacy default stream, which stream_ (non-blocking) does not wait for.
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
@@ -331,17 +337,15 @@ BatchLayout CudaModelImpl::upload_batch(const ForwardBatch& batch) {
                   (batch.attention_form == AttentionForm::kAuto && batch.is_pure_decode());
   validate_batch(batch, layout.decode);
   std::vector<int32_t> slots(static_cast<size_t>(layout.num_tokens));
-  std::vector<int32_t> seq_lens, cu_q{0}, cu_kv{0};
+  std::vector<int32_t> seq_lens;
   for (const SequenceChunk& chunk : batch.sequences) {
     const int64_t kv_len = chunk.num_cached + chunk.num_tokens;
     for (int64_t i = 0; i < chunk.num_tokens; ++i) slots[chunk.token_begin + i] = chunk.kv_slots[chunk.num_cached + i];
     layout.max_pages = std::max<int32_t>(layout.max_pages, static_cast<int32_t>(kv_len));
     layout.max_q_len = std::max<int32_t>(layout.max_q_len, static_cast<int32_t>(chunk.num_tokens));
     seq_lens.push_back(static_cast<int32_t>(kv_len));
-    cu_q.push_back(cu_q.back() + static_cast<int32_t>(chunk.num_tokens));
-    cu_kv.push_back(cu_kv.back() + static_cast<int32_t>(kv_len));
+    layout.total_kv += kv_len;
   }
-  layout.total_kv = cu_kv.back();
   layout.token_ids = upload_ints(token_ids_, batch.token_ids);
   layout.positions = upload_ints(positions_, batch.positions);
   layout.slots = upload_ints(slots_, slots);
@@ -363,15 +367,51 @@ BatchLayout CudaModelImpl::upload_batch(const ForwardBatch& batch) {
     set_decode_pages(layout, sequence_slots, seq_lens, decode_pages_);
     plan_decode(layout, layout.max_pages);
   } else {
-    layout.cu_q_lens = upload_ints(cu_q_lens_, cu_q);
-    layout.cu_kv_lens = upload_ints(cu_kv_lens_, cu_kv);
-    std::vector<int32_t> kv_slots_flat;
-    kv_slots_flat.reserve(static_cast<size_t>(layout.total_kv));
-    for (const SequenceChunk& chunk : batch.sequences)
-      kv_slots_flat.insert(kv_slots_flat.end(), chunk.kv_slots, chunk.kv_slots + chunk.num_cached + chunk.num_tokens);
-    layout.kv_slots_flat = upload_ints(kv_slots_flat_, kv_slots_flat);
+    std::vector<const int32_t*> sequence_slots;
+    std::vector<int32_t> q_lens;
+    for (const SequenceChunk& chunk : batch.sequences) {
+      sequence_slots.push_back(chunk.kv_slots);
+      q_lens.push_back(static_cast<int32_t>(chunk.num_tokens));
+    }
+    set_prefill_passes(layout, sequence_slots, q_lens, seq_lens);
   }
   return layout;
+}
+
+void CudaModelImpl::set_prefill_passes(BatchLayout& layout, const std::vector<const int32_t*>& sequence_slots,
+                                       const std::vector<int32_t>& q_lens, const std::vector<int32_t>& kv_lens) {
+  const size_t batch = kv_lens.size();
+  std::vector<int32_t> cu_q{0};
+  for (const int32_t q_len : q_lens) cu_q.push_back(cu_q.back() + q_len);
+  layout.cu_q_lens = upload_ints(cu_q_lens_, cu_q);
+  const kc::PrefillKeyPlan plan = kc::plan_prefill_key_passes(kv_lens, prefill_window_keys_);
+  const bool windowed = plan.passes.size() > 1;
+  std::vector<int32_t> slots, cu_kv_lens, key_positions, query_positions;
+  slots.reserve(static_cast<size_t>(layout.total_kv));
+  for (const kc::PrefillKeyPass& pass : plan.passes) {
+    cu_kv_lens.insert(cu_kv_lens.end(), pass.cu_kv_lens.begin(), pass.cu_kv_lens.end());
+    key_positions.insert(key_positions.end(), pass.key_positions.begin(), pass.key_positions.end());
+    for (size_t b = 0; b < batch; ++b) {
+      const int32_t* first = sequence_slots[b] + pass.key_positions[b];
+      slots.insert(slots.end(), first, first + (pass.cu_kv_lens[b + 1] - pass.cu_kv_lens[b]));
+    }
+  }
+  for (size_t b = 0; b < batch; ++b) query_positions.push_back(kv_lens[b] - q_lens[b]);
+  layout.kv_slots_flat = upload_ints(kv_slots_flat_, slots);
+  const int32_t* device_cu_kv = upload_ints(cu_kv_lens_, cu_kv_lens);
+  const int32_t* device_key_positions = windowed ? upload_ints(key_positions_, key_positions) : nullptr;
+  layout.query_positions = windowed ? upload_ints(query_positions_, query_positions) : nullptr;
+  layout.prefill_passes.clear();
+  int64_t first_row = 0;
+  for (size_t p = 0; p < plan.passes.size(); ++p) {
+    PrefillPassView view;
+    view.first_row = first_row;
+    view.num_keys = plan.passes[p].num_keys;
+    view.cu_kv_lens = device_cu_kv + p * (batch + 1);
+    view.key_positions = windowed ? device_key_positions + p * batch : nullptr;
+    layout.prefill_passes.push_back(view);
+    first_row += view.num_keys;
+  }
 }
 
 const int32_t* CudaModelImpl::upload_ints(GrowableBuffer<int32_t>& device, const std::vector<int32_t>& host) {
@@ -421,10 +461,30 @@ template void CudaModelImpl::cublas_rows_gemm<bf16, bf16>(kc::Bf16Gemm&, const b
 void CudaModelImpl::plan_decode(BatchLayout& layout, int32_t max_context) {
   const int32_t heads = static_cast<int32_t>(config_.num_attention_heads);
   layout.decode_plan = decode_plan(layout.num_sequences, max_context);
-  layout.mla_workspace_bytes = std::max<size_t>(
-      16, kc::mla_decode_workspace_bytes(layout.decode_plan, layout.num_sequences, heads,
-                                         static_cast<int32_t>(config_.kv_lora_rank)));
-  layout.mla_workspace = mla_workspace_.ensure(layout.mla_workspace_bytes, stream_);
+  const size_t bytes = kc::mla_decode_workspace_bytes(layout.decode_plan, layout.num_sequences, heads,
+                                                     static_cast<int32_t>(config_.kv_lora_rank));
+  FATHOM_CHECK(bytes <= mla_workspace_.bytes(),
+               "CUDA backend: the MLA decode plan for " << layout.num_sequences << " sequences of up to " << max_context
+                                                        << " tokens needs " << bytes << " workspace bytes, more than the "
+                                                        << mla_workspace_.bytes() << " planned");
+  layout.mla_workspace = mla_workspace_.data();
+  layout.mla_workspace_bytes = mla_workspace_.bytes();
+}
+
+size_t CudaModelImpl::decode_workspace_bound() const {
+  const int32_t heads = static_cast<int32_t>(config_.num_attention_heads), lora = static_cast<int32_t>(config_.kv_lora_rank);
+  const int32_t batch = static_cast<int32_t>(options_.max_decode_batch), context = static_cast<int32_t>(max_context_tokens_);
+  size_t bytes = 16;
+  if (options_.deterministic) {  // splits of a fixed size: the most sequences at the longest context need the most
+    return std::max(bytes, kc::mla_decode_workspace_bytes(decode_plan(batch, context), batch, heads, lora));
+  }
+  // Every batch size at contexts doubling up to the longest (the plan's split choice is not monotone in either).
+  for (int64_t bound = 64;; bound *= 2) {
+    const int32_t at = static_cast<int32_t>(std::min<int64_t>(bound, context));
+    bytes = std::max(bytes, kc::mla_decode_max_workspace_bytes(num_sms_, batch, heads, lora, at));
+    if (at == context) break;
+  }
+  return bytes;
 }
 
 CudaModelImpl::Quantized CudaModelImpl::quantize(const bf16* x, int64_t tokens, int64_t cols, QuantizedActivations& into) {

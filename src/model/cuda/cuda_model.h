@@ -24,6 +24,8 @@ struct CudaModelOptions {
   int64_t max_batch_tokens = 8192;    // most new tokens in one forward (prefill chunks + decode tokens)
   // Most keys (cached prefix + new, over its sequences) one prefill forward attends to: their kv_b-expanded rows are
   // kept free beside the KV cache (the scheduler's key budget); 0 = only the 2 x max_batch_tokens keys always kept.
+  // A forward with more keys is attended in passes over windows of max(max_prefill_keys, 2 x max_batch_tokens)
+  // positions (kernels/cuda/mla/mla_prefill_windows.h), each expanding at most that many keys.
   int64_t max_prefill_keys = 0;
   int64_t max_decode_batch = 256;     // most sequences of a pure-decode forward
   int64_t max_context_tokens = 0;     // longest sequence (cached + new); 0 = the config's max_position_embeddings

@@ -87,6 +87,13 @@ struct QuantizedActivations {
   GrowableBuffer<float> scales_block_major;  // [ceil(cols/128), tokens]
 };
 
+// One prefill pass over windows of keys: rows [first_row, + num_keys) of the forward's kv_slots_flat.
+struct PrefillPassView {
+  int64_t first_row = 0, num_keys = 0;
+  const int32_t* cu_kv_lens = nullptr;     // [num_sequences + 1] each sequence's keys in the pass, prefix sums
+  const int32_t* key_positions = nullptr;  // [num_sequences] position of each sequence's first key; null: one pass
+};
+
 // What one forward's kernels need to know about the batch (host copies of the sizes; arrays on the device).
 struct BatchLayout {
   const int32_t* token_ids = nullptr;      // [num_tokens]
@@ -96,8 +103,10 @@ struct BatchLayout {
   const int32_t* page_table = nullptr;
   const int32_t* seq_lens = nullptr;       // [num_sequences] kv length
   const int32_t* cu_q_lens = nullptr;      // [num_sequences + 1] (prefill)
-  const int32_t* cu_kv_lens = nullptr;     // [num_sequences + 1] (prefill)
-  const int32_t* kv_slots_flat = nullptr;  // [total_kv] (prefill)
+  // Prefill: the passes over windows of keys (kc::plan_prefill_key_passes), one when every key fits one expansion.
+  std::vector<PrefillPassView> prefill_passes;
+  const int32_t* kv_slots_flat = nullptr;    // [total_kv] the keys' cache slots, in pass order (prefill)
+  const int32_t* query_positions = nullptr;  // [num_sequences] position of each first query (prefill, several passes)
   // Decode: [num_sequences, decode_max_pages] cache page of every decode_page_size_ positions (the page table itself
   // when that is 1), the table mla_decode reads with decode_cache_view().
   const int32_t* decode_pages = nullptr;
@@ -139,6 +148,9 @@ class CudaModelImpl {
   const int32_t* upload_ints(GrowableBuffer<int32_t>& device, const std::vector<int32_t>& host);
   // Eager decode: the MLA split plan for the batch's longest context and its workspace (mla_workspace_).
   void plan_decode(BatchLayout& layout, int32_t max_context);
+  // Bytes of MLA decode workspace every plan needs at most (max_decode_batch sequences, contexts up to
+  // max_context_tokens_; the deterministic plans' fixed-size splits need the most): mla_workspace_'s size.
+  size_t decode_workspace_bound() const;
   // The layers of one forward over `layout` (token_ids -> final-normed rows in normed_): kernels only, no host
   // synchronization or allocation once the buffers have grown to the forward's size (graph-capturable).
   void run_layers(const BatchLayout& layout);
@@ -222,6 +234,10 @@ class CudaModelImpl {
   // Decode: layout.decode_pages from per-sequence slot runs (the page table itself with pages of one token).
   void set_decode_pages(BatchLayout& layout, const std::vector<const int32_t*>& sequence_slots,
                         const std::vector<int32_t>& kv_lens, GrowableBuffer<int32_t>& device);
+  // Prefill: cu_q_lens, the passes over windows of at most prefill_window_keys_ keys (their slots in pass order, cut
+  // from sequence_slots: kv_lens positions each) and, with several passes, every sequence's first query position.
+  void set_prefill_passes(BatchLayout& layout, const std::vector<const int32_t*>& sequence_slots,
+                          const std::vector<int32_t>& q_lens, const std::vector<int32_t>& kv_lens);
   // [rows, width] decode table of sequence_slots (kv_lens positions each): every decode_page_size_ positions' cache
   // page (its first slot / page; with pages of one token every position's slot), padding_slot_'s page elsewhere.
   std::vector<int32_t> decode_table_rows(const std::vector<const int32_t*>& sequence_slots,
@@ -344,12 +360,17 @@ class CudaModelImpl {
 
   // Batch metadata on the device.
   GrowableBuffer<int32_t> token_ids_, positions_, slots_, page_table_, seq_lens_, cu_q_lens_, cu_kv_lens_,
-      kv_slots_flat_, logit_rows_, decode_pages_;
+      kv_slots_flat_, logit_rows_, decode_pages_, key_positions_, query_positions_;
+  // Keys one prefill pass expands through kv_b_proj (and the windows' size): max(max_prefill_keys, 2 x
+  // max_batch_tokens), what the memory plan keeps free. Fixed for the model's life: a query's bits depend on it.
+  int64_t prefill_window_keys_ = 0;
   kc::DeviceBuffer<int32_t> embedding_error_;  // [1] set when a token id is out of range
 
   // Activations, [num_tokens, ...] bf16.
   GrowableBuffer<bf16> residual_, normed_, delta_, q_a_, q_, qkv_a_, attn_, q_latent_, out_latent_, gate_up_, mlp_act_,
       mlp_out_, latent_rows_, kv_expanded_, selected_hidden_;
+  GrowableBuffer<bf16> attn_window_;    // [n, heads, v] a later key window's attention, merged into attn_
+  GrowableBuffer<float> attn_lse_;      // [2, n, heads] log-sum-exps of attn_'s rows and of attn_window_'s
   GrowableBuffer<float> logits_;
   // Rows of normed_ that hold the previous forward's final hidden states (the MTP's input); 0 until one succeeded.
   int64_t last_forward_rows_ = 0;
@@ -389,10 +410,11 @@ class CudaModelImpl {
   cudaEvent_t graph_inputs_copied_ = nullptr;    // recorded after both stagings' copies: the host refills them after it
   kc::DeviceBuffer<bf16> graph_mtp_inputs_;      // [graph_max_batch, 4H] MtpInputs of padded MTP decode steps
   kc::DeviceBuffer<float> graph_logits_;     // [graph_max_batch, V]
-  kc::DeviceBuffer<uint8_t> graph_mla_workspace_;
   GrowableBuffer<float> split_partials_;
   kc::DeviceBuffer<uint32_t> split_counters_;  // fused split-K arrival counters, zero at rest (every GEMM leaves them so)
-  GrowableBuffer<uint8_t> mla_workspace_;
+  // The MLA decode's split partials of every plan, captured or eager (one stream: never two at once), allocated once
+  // at decode_workspace_bound() and counted in the memory plan (V3 at batch 256: 0.7 GB; deterministic, 4.3 GB).
+  kc::DeviceBuffer<uint8_t> mla_workspace_;
 
   // MoE scratch.
   GrowableBuffer<float> router_logits_, expert_weights_;

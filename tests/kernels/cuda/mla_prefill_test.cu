@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <utility>
@@ -17,7 +18,9 @@
 
 #include "core/thread_pool.h"
 #include "kernels/cpu/mla_attention.h"
+#include "kernels/cuda/mla/mla_merge.h"
 #include "kernels/cuda/mla/mla_prefill.h"
+#include "kernels/cuda/mla/mla_prefill_windows.h"
 #include "kernels/cuda/mla/mla_prefill_items.h"
 #include "mla_test_util.h"
 
@@ -32,49 +35,73 @@ struct PrefillCase {
   std::vector<std::pair<int32_t, int32_t>> q_kv_lens;  // per sequence: (q_len, kv_len), kv_len >= q_len
 };
 
-class MlaPrefillSweep : public ::testing::TestWithParam<PrefillCase> {};
-
-TEST_P(MlaPrefillSweep, MatchesCpuReference) {
-  FATHOM_REQUIRE_GPU();
-  const PrefillCase& c = GetParam();
-  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>{}(c.name)));
-  const int32_t batch = static_cast<int32_t>(c.q_kv_lens.size());
+// A prefill problem on random data: the batch's lengths, the paged cache, q / k_nope / v (bf16-rounded) and the CPU
+// reference's output.
+struct PrefillProblem {
+  int32_t batch = 0, max_q_len = 0;
   std::vector<int32_t> kv_lens, cu_q{0}, cu_kv{0};
-  int32_t max_q_len = 0;
+  int64_t total_q = 0, total_kv = 0, qk = 0;
+  PagedLatentCache cache;
+  std::vector<float> q, k_nope, v;  // [total_q, heads, qk], [total_kv, heads, nope], [total_kv, heads, v]
+  float scale = 1.0f;
+  std::vector<float> expected;      // [total_q, heads, v]
+};
+
+PrefillProblem make_prefill_problem(const PrefillCase& c) {
+  PrefillProblem pr;
+  std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>{}(c.name)));
+  pr.batch = static_cast<int32_t>(c.q_kv_lens.size());
   for (auto [q_len, kv_len] : c.q_kv_lens) {
-    kv_lens.push_back(kv_len);
-    cu_q.push_back(cu_q.back() + q_len);
-    cu_kv.push_back(cu_kv.back() + kv_len);
-    max_q_len = std::max(max_q_len, q_len);
+    pr.kv_lens.push_back(kv_len);
+    pr.cu_q.push_back(pr.cu_q.back() + q_len);
+    pr.cu_kv.push_back(pr.cu_kv.back() + kv_len);
+    pr.max_q_len = std::max(pr.max_q_len, q_len);
   }
-  const int64_t total_q = cu_q.back(), total_kv = cu_kv.back();
-  PagedLatentCache cache = make_paged_cache(rng, kv_lens, c.kv_lora, c.rope, c.page_size);
-  const int64_t qk = c.nope + c.rope;
-  const std::vector<float> q = round_to_bf16(random_normal(rng, static_cast<size_t>(total_q * c.heads * qk)));
-  const std::vector<float> k_nope = round_to_bf16(random_normal(rng, static_cast<size_t>(total_kv * c.heads * c.nope)));
-  const std::vector<float> v = round_to_bf16(random_normal(rng, static_cast<size_t>(total_kv * c.heads * c.v)));
-  const float scale = 1.0f / std::sqrt(static_cast<float>(qk));
+  pr.total_q = pr.cu_q.back();
+  pr.total_kv = pr.cu_kv.back();
+  pr.cache = make_paged_cache(rng, pr.kv_lens, c.kv_lora, c.rope, c.page_size);
+  pr.qk = c.nope + c.rope;
+  pr.q = round_to_bf16(random_normal(rng, static_cast<size_t>(pr.total_q * c.heads * pr.qk)));
+  pr.k_nope = round_to_bf16(random_normal(rng, static_cast<size_t>(pr.total_kv * c.heads * c.nope)));
+  pr.v = round_to_bf16(random_normal(rng, static_cast<size_t>(pr.total_kv * c.heads * c.v)));
+  pr.scale = 1.0f / std::sqrt(static_cast<float>(pr.qk));
 
   // CPU reference, one sequence at a time (kv interleaves k_nope and v per head as the reference expects).
   ThreadPool pool;
-  const kernels::cpu::MlaShape shape{c.heads, c.nope, c.rope, c.v, c.kv_lora, scale};
-  std::vector<float> expected(static_cast<size_t>(total_q * c.heads * c.v));
-  for (int32_t b = 0; b < batch; ++b) {
+  const kernels::cpu::MlaShape shape{c.heads, c.nope, c.rope, c.v, c.kv_lora, pr.scale};
+  pr.expected.resize(static_cast<size_t>(pr.total_q * c.heads * c.v));
+  for (int32_t b = 0; b < pr.batch; ++b) {
     const int32_t q_len = c.q_kv_lens[b].first, kv_len = c.q_kv_lens[b].second;
     std::vector<float> kv(static_cast<size_t>(kv_len) * c.heads * (c.nope + c.v));
     for (int64_t t = 0; t < kv_len; ++t)
       for (int64_t h = 0; h < c.heads; ++h) {
         float* dst = kv.data() + (t * c.heads + h) * (c.nope + c.v);
-        const int64_t src = (cu_kv[b] + t) * c.heads + h;
-        std::copy_n(k_nope.data() + src * c.nope, c.nope, dst);
-        std::copy_n(v.data() + src * c.v, c.v, dst + c.nope);
+        const int64_t src = (pr.cu_kv[b] + t) * c.heads + h;
+        std::copy_n(pr.k_nope.data() + src * c.nope, c.nope, dst);
+        std::copy_n(pr.v.data() + src * c.v, c.v, dst + c.nope);
       }
     std::vector<int32_t> positions(static_cast<size_t>(q_len));
     for (int32_t j = 0; j < q_len; ++j) positions[j] = kv_len - q_len + j;
-    const std::vector<const float*> rows = cache.row_pointers(b);
-    kernels::cpu::mla_attention_expanded(q.data() + cu_q[b] * c.heads * qk, q_len, positions.data(), kv.data(),
-                                         rows.data(), kv_len, shape, expected.data() + cu_q[b] * c.heads * c.v, pool);
+    const std::vector<const float*> rows = pr.cache.row_pointers(b);
+    kernels::cpu::mla_attention_expanded(pr.q.data() + pr.cu_q[b] * c.heads * pr.qk, q_len, positions.data(),
+                                         kv.data(), rows.data(), kv_len, shape,
+                                         pr.expected.data() + pr.cu_q[b] * c.heads * c.v, pool);
   }
+  return pr;
+}
+
+class MlaPrefillSweep : public ::testing::TestWithParam<PrefillCase> {};
+
+TEST_P(MlaPrefillSweep, MatchesCpuReference) {
+  FATHOM_REQUIRE_GPU();
+  const PrefillCase& c = GetParam();
+  const PrefillProblem pr = make_prefill_problem(c);
+  const int32_t batch = pr.batch, max_q_len = pr.max_q_len;
+  const int64_t total_kv = pr.total_kv, qk = pr.qk;
+  const std::vector<float>&q = pr.q, &k_nope = pr.k_nope, &v = pr.v, &expected = pr.expected;
+  const std::vector<int32_t>&cu_q = pr.cu_q, &cu_kv = pr.cu_kv;
+  const PagedLatentCache& cache = pr.cache;
+  const float scale = pr.scale;
 
   // The same keys and values interleaved per head as kv_b_proj writes them ([total_kv, heads, nope + v]), which the
   // model passes in place (head strides nope + v).
@@ -189,6 +216,158 @@ TEST_P(MlaPrefillSweep, MatchesCpuReference) {
     for (MlaPrefillKernel kernel : {MlaPrefillKernel::kWgmma, MlaPrefillKernel::kTma}) {
       args.kernel = kernel;
       EXPECT_THROW(kernels::cuda::mla_prefill(args, nullptr), Error);
+    }
+  }
+}
+
+// Key windows: the prefix attended in passes over windows of `window` positions (plan_prefill_key_passes), each pass's
+// keys in rows of their own, the passes merged by mla_merge_attention, as the model runs a prefix too long to expand
+// at once. The merged rows match the CPU reference; rows whose position lies in the first window keep the unwindowed
+// call's bits (the later windows weigh 0 for them); each pass's log-sum-exps match the CPU's (-inf: no key seen).
+TEST(MlaPrefillKeyWindows, MergedWindowsEqualTheWholePrefix) {
+  FATHOM_REQUIRE_GPU();
+  using kernels::cuda::MlaPrefillKernel;
+  struct WindowCase {
+    PrefillCase problem;
+    std::vector<int64_t> windows;
+  };
+  const std::vector<WindowCase> cases = {
+      {{"win_v3_h4_page16", 4, 128, 64, 128, 512, 16, {{300, 1000}, {1, 513}, {77, 77}}}, {128, 200, 700, 1391}},
+      {{"win_v3_h3_page1", 3, 128, 64, 128, 512, 1, {{1, 2000}, {129, 129}, {64, 640}}}, {100, 1000}},
+      {{"win_odd_h5_page5", 5, 37, 11, 29, 50, 5, {{33, 400}, {70, 70}}}, {64, 150}},
+  };
+  for (const WindowCase& wc : cases) {
+    const PrefillCase& c = wc.problem;
+    const PrefillProblem pr = make_prefill_problem(c);
+    const bool v3_dims = c.nope == 128 && c.rope == 64 && c.v == 128;
+    const int64_t out_elems = pr.total_q * c.heads * c.v, lse_elems = pr.total_q * c.heads;
+    DeviceBuffer<__nv_bfloat16> q_device(float_to_bf16_vector(pr.q)), k_device(float_to_bf16_vector(pr.k_nope)),
+        v_device(float_to_bf16_vector(pr.v)), whole_out(static_cast<size_t>(out_elems)),
+        acc(static_cast<size_t>(out_elems)), part(static_cast<size_t>(out_elems));
+    DeviceBuffer<int32_t> cu_q_device(pr.cu_q), cu_kv_device(pr.cu_kv);
+    DeviceBuffer<float> lse(static_cast<size_t>(2 * lse_elems));
+    std::vector<int32_t> query_positions;
+    for (int32_t b = 0; b < pr.batch; ++b) query_positions.push_back(c.q_kv_lens[b].second - c.q_kv_lens[b].first);
+    DeviceBuffer<int32_t> query_positions_device(query_positions);
+    kernels::cuda::MlaPrefillArgs args;
+    args.q = q_device.data();
+    args.q_head_stride = pr.qk;
+    args.cache = pr.cache.view();
+    args.page_table = pr.cache.page_table_device.data();
+    args.max_pages_per_seq = pr.cache.max_pages_per_seq;
+    args.cu_q_lens = cu_q_device.data();
+    args.batch = pr.batch;
+    args.max_q_len = pr.max_q_len;
+    args.num_heads = c.heads;
+    args.nope_dim = c.nope;
+    args.v_dim = c.v;
+    args.softmax_scale = pr.scale;
+    for (const int64_t window : wc.windows) {
+      const kernels::cuda::PrefillKeyPlan plan = kernels::cuda::plan_prefill_key_passes(pr.kv_lens, window);
+      // Per pass: its keys' k_nope / v rows, and the CPU's log-sum-exp of every (query row, head) over them.
+      std::vector<DeviceBuffer<__nv_bfloat16>> pass_k, pass_v;
+      std::vector<DeviceBuffer<int32_t>> pass_cu_kv, pass_key_positions;
+      std::vector<std::vector<double>> pass_lse;
+      for (const kernels::cuda::PrefillKeyPass& pass : plan.passes) {
+        std::vector<float> k_rows, v_rows;
+        std::vector<double> reference(static_cast<size_t>(lse_elems), -INFINITY);
+        for (int32_t b = 0; b < pr.batch; ++b) {
+          const int32_t first = pass.key_positions[b], keys = pass.cu_kv_lens[b + 1] - pass.cu_kv_lens[b];
+          const int64_t row0 = pr.cu_kv[b] + first;
+          k_rows.insert(k_rows.end(), pr.k_nope.begin() + row0 * c.heads * c.nope,
+                        pr.k_nope.begin() + (row0 + keys) * c.heads * c.nope);
+          v_rows.insert(v_rows.end(), pr.v.begin() + row0 * c.heads * c.v, pr.v.begin() + (row0 + keys) * c.heads * c.v);
+          for (int32_t j = 0; j < c.q_kv_lens[b].first; ++j) {
+            const int32_t position = query_positions[b] + j;
+            for (int32_t h = 0; h < c.heads; ++h) {
+              const float* qrow = pr.q.data() + ((pr.cu_q[b] + j) * c.heads + h) * pr.qk;
+              std::vector<double> scores;
+              for (int32_t key = first; key < first + keys && key <= position; ++key) {
+                const float* k = pr.k_nope.data() + ((pr.cu_kv[b] + key) * c.heads + h) * c.nope;
+                const float* k_pe = pr.cache.rows[b].data() + key * pr.cache.row_elems() + c.kv_lora;
+                double dot = 0.0;
+                for (int32_t i = 0; i < c.nope; ++i) dot += static_cast<double>(qrow[i]) * k[i];
+                for (int32_t i = 0; i < c.rope; ++i) dot += static_cast<double>(qrow[c.nope + i]) * k_pe[i];
+                scores.push_back(dot * pr.scale * M_LOG2E);
+              }
+              if (scores.empty()) continue;
+              const double top = *std::max_element(scores.begin(), scores.end());
+              double sum = 0.0;
+              for (double score : scores) sum += std::exp2(score - top);
+              reference[static_cast<size_t>((pr.cu_q[b] + j) * c.heads + h)] = top + std::log2(sum);
+            }
+          }
+        }
+        pass_k.emplace_back(float_to_bf16_vector(k_rows));
+        pass_v.emplace_back(float_to_bf16_vector(v_rows));
+        pass_cu_kv.emplace_back(pass.cu_kv_lens);
+        pass_key_positions.emplace_back(pass.key_positions);
+        pass_lse.push_back(std::move(reference));
+      }
+      for (MlaPrefillKernel kernel : {MlaPrefillKernel::kMmaSync, MlaPrefillKernel::kWgmma, MlaPrefillKernel::kAuto}) {
+        if (kernel == MlaPrefillKernel::kWgmma && !v3_dims) continue;
+        const std::string what = c.name + ", window " + std::to_string(window) + ", " +
+                                 (kernel == MlaPrefillKernel::kMmaSync ? "mma.sync"
+                                  : kernel == MlaPrefillKernel::kWgmma ? "wgmma"
+                                                                       : (v3_dims ? "tma" : "auto"));
+        SCOPED_TRACE(what);
+        kernels::cuda::MlaPrefillArgs whole = args;  // the unwindowed call
+        whole.kernel = kernel;
+        whole.k_nope = k_device.data();
+        whole.v = v_device.data();
+        whole.cu_kv_lens = cu_kv_device.data();
+        whole.total_kv_rows = pr.total_kv;
+        whole.out = whole_out.data();
+        whole_out.fill_bytes(0xff);
+        kernels::cuda::mla_prefill(whole, nullptr);
+        acc.fill_bytes(0xff);
+        for (size_t p = 0; p < plan.passes.size(); ++p) {
+          kernels::cuda::MlaPrefillArgs pass = args;
+          pass.kernel = kernel;
+          pass.k_nope = pass_k[p].data();
+          pass.v = pass_v[p].data();
+          pass.cu_kv_lens = pass_cu_kv[p].data();
+          pass.key_positions = pass_key_positions[p].data();
+          pass.query_positions = query_positions_device.data();
+          pass.total_kv_rows = plan.passes[p].num_keys;
+          pass.out = p == 0 ? acc.data() : part.data();
+          pass.lse_log2 = lse.data() + (p == 0 ? 0 : lse_elems);
+          part.fill_bytes(0xff);
+          FATHOM_CUDA_CHECK(cudaMemset(lse.data() + (p == 0 ? 0 : lse_elems), 0xff, lse_elems * sizeof(float)));
+          kernels::cuda::mla_prefill(pass, nullptr);
+          FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+          const std::vector<float> lse_host = lse.download();
+          size_t lse_mismatches = 0;
+          for (int64_t i = 0; i < lse_elems; ++i) {
+            const float got = lse_host[static_cast<size_t>((p == 0 ? 0 : lse_elems) + i)];
+            const double want = pass_lse[p][static_cast<size_t>(i)];
+            lse_mismatches += std::isinf(want) ? !(std::isinf(got) && got < 0) : !(std::fabs(got - want) <= 5e-3);
+          }
+          EXPECT_EQ(lse_mismatches, 0u) << "pass " << p << " of " << plan.passes.size() << ": log-sum-exps";
+          if (p > 0) {
+            kernels::cuda::mla_merge_attention(acc.data(), lse.data(), part.data(), lse.data() + lse_elems,
+                                               pr.total_q, c.heads, c.v, nullptr);
+          }
+        }
+        FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+        const std::vector<float> merged = bf16_to_float_vector(acc.download());
+        ASSERT_TRUE(all_finite(merged)) << "unwritten or non-finite rows";
+        EXPECT_LE(relative_l2_error(merged, pr.expected), kTolerance);
+        const std::vector<__nv_bfloat16> whole_bits = whole_out.download(), merged_bits = acc.download();
+        size_t first_window_rows = 0, differing = 0;
+        for (int32_t b = 0; b < pr.batch; ++b) {
+          for (int32_t j = 0; j < c.q_kv_lens[b].first; ++j) {
+            if (query_positions[b] + j >= window) continue;
+            const size_t at = static_cast<size_t>((pr.cu_q[b] + j) * c.heads * c.v);
+            ++first_window_rows;
+            differing += std::memcmp(whole_bits.data() + at, merged_bits.data() + at,
+                                     static_cast<size_t>(c.heads * c.v) * sizeof(__nv_bfloat16)) != 0;
+          }
+        }
+        EXPECT_EQ(differing, 0u) << "of " << first_window_rows << " rows in the first window";
+        std::printf("[ mla prefill windows ] %-40s %zu passes, rel_l2 %.2e\n", what.c_str(), plan.passes.size(),
+                    relative_l2_error(merged, pr.expected));
+      }
     }
   }
 }

@@ -428,6 +428,70 @@ TEST(CudaV3DimsFp32Gate, MatchesTheCpuW8A8Forward) {
   expect_matches_cpu_w8a8(loaded, "fp32 gate");
 }
 
+// A prefix longer than one expansion of keys (prefill_window_keys_: 2 x max_batch_tokens = 128 here) runs in passes
+// over windows of 128 positions, merged by log-sum-exp. Deterministic mode: the logits are the same bits in chunks of
+// 64 or of 50 (the chunk [100, 150) straddles the first window's end: its rows below 128 equal a model whose window
+// holds the whole prompt, bit for bit); a short prompt batched behind the long one (its only window deferred to the
+// long one's last pass) equals the short prompt alone; and the rows past the first window stay within the w8a8 bound
+// of the CPU forward.
+TEST(CudaV3DimsKeyWindows, LongPrefixInWindowsMatchesTheCpuAndDoesNotDependOnChunking) {
+  REQUIRE_GPU();
+  LoadedModel loaded = load_v3_dims("fathom-cuda-v3-dims-key-windows",
+                                     R"({"n_routed_experts": 8, "n_group": 1, "topk_group": 1})", /*load_mtp=*/false);
+  const int64_t vocab = loaded.config.vocab_size, count = 300;
+  cuda::CudaModelOptions windowed_options = small_options(1024), whole_options = small_options(1024);
+  windowed_options.deterministic = whole_options.deterministic = true;
+  windowed_options.max_batch_tokens = 64;  // windows of 128 keys
+  std::vector<int32_t> prompt, short_prompt;
+  for (int32_t i = 0; i < count; ++i) prompt.push_back((i * 7919 + 13) % 4096);
+  for (int32_t i = 0; i < 30; ++i) short_prompt.push_back((i * 104729 + 5) % 4096);
+  auto row = [&](const std::vector<float>& logits, int64_t r) {
+    return std::vector<float>(logits.begin() + r * vocab, logits.begin() + (r + 1) * vocab);
+  };
+  std::vector<float> windowed, rechunked, whole;
+  {
+    cuda::CudaDeepseekV3Model gpu(loaded.config, loaded.weights, windowed_options);
+    windowed = prefill_logits(gpu, prompt, iota_slots(count, 0), 64);
+    rechunked = prefill_logits(gpu, prompt, iota_slots(count, 400), 50);
+    const std::vector<int32_t> short_slots = iota_slots(30, 800), batched_short_slots = iota_slots(30, 850);
+    const std::vector<float> short_alone = prefill_logits(gpu, short_prompt, short_slots, 0);
+    ForwardBatch batched;  // the long prompt's last 30 tokens behind its cached 270 (3 windows), then the short one
+    const std::vector<int32_t> long_slots = iota_slots(count, 0);
+    batched.add_sequence(std::vector<int32_t>(prompt.begin() + 270, prompt.end()), 270, long_slots.data());
+    batched.add_sequence(short_prompt, 0, batched_short_slots.data());
+    batched.attention_form = AttentionForm::kExpanded;
+    const std::vector<float> together = gpu.forward(batched, {29, 59});
+    EXPECT_EQ(row(together, 0), row(windowed, count - 1)) << "the long prompt's last row, batched";
+    EXPECT_EQ(row(together, 1), row(short_alone, 29)) << "the short prompt's last row behind the long one";
+  }
+  {
+    cuda::CudaDeepseekV3Model gpu(loaded.config, loaded.weights, whole_options);
+    whole = prefill_logits(gpu, prompt, iota_slots(count, 0), 64);
+  }
+  ASSERT_EQ(windowed.size(), static_cast<size_t>(count * vocab));
+  EXPECT_EQ(rechunked, windowed) << "chunks of 50 vs 64 with windows of 128 keys";
+  EXPECT_TRUE(std::equal(rechunked.begin() + 100 * vocab, rechunked.begin() + 128 * vocab, whole.begin() + 100 * vocab))
+      << "rows 100..127 (a windowed forward) differ from the unwindowed model's";
+
+  DeepseekV3Model cpu(loaded.config, loaded.weights);
+  ThreadPool pool;
+  ExecutionContext context{&pool, kernels::NumericMode::kW8A8};
+  kv_cache::LatentKvCache cache(loaded.config.num_hidden_layers, count, loaded.config.kv_latent_dim());
+  const std::vector<int32_t> slots = iota_slots(count, 0);
+  ForwardBatch prefill;
+  prefill.add_sequence(prompt, 0, slots.data());
+  prefill.attention_form = AttentionForm::kExpanded;
+  const std::vector<float> cpu_hidden = cpu.forward(prefill, cache, context);
+  const std::vector<float> cpu_logits = cpu.compute_logits(cpu_hidden.data(), count, context);
+  const std::vector<float> late_windowed(windowed.begin() + 128 * vocab, windowed.end()),
+      late_whole(whole.begin() + 128 * vocab, whole.end()), late_cpu(cpu_logits.begin() + 128 * vocab, cpu_logits.end());
+  const double windowed_error = relative_l2(late_windowed, late_cpu), whole_error = relative_l2(late_whole, late_cpu);
+  EXPECT_LE(windowed_error, kV3DimsTolerance);
+  std::printf("[cuda v3 dims key windows] rows past the first window, rel L2 vs CPU w8a8: windows of 128 %.2e, "
+              "one window %.2e; windowed vs one window %.2e\n",
+              windowed_error, whole_error, relative_l2(late_windowed, late_whole));
+}
+
 // Deterministic inference at V3 dimensions. Prefill form: a token's logits are the same bits in a forward of 150 rows
 // as in a 50-row chunk behind a cached prefix (dense weights with rows % 128 == 0 on the wgmma kernel at 150 and 50
 // rows, the fused q_a + kv_a on the tiled kernel vs the small-M path, experts on 192- vs 64-token wgmma tiles).

@@ -93,6 +93,8 @@ void mla_prefill(const MlaPrefillArgs& args, cudaStream_t stream) {
   FATHOM_CHECK(args.q_head_stride >= args.nope_dim + cache.rope_dim && cache.page_size_tokens >= 1 &&
                    args.max_pages_per_seq >= 1,
                "mla_prefill: q_head_stride " << args.q_head_stride << ", page_size " << cache.page_size_tokens);
+  FATHOM_CHECK(args.key_positions == nullptr || args.query_positions != nullptr,
+               "mla_prefill: key windows (key_positions) need the queries' positions (query_positions)");
   const int64_t k_head_stride = args.k_head_stride == 0 ? args.nope_dim : args.k_head_stride;
   const int64_t v_head_stride = args.v_head_stride == 0 ? args.v_dim : args.v_head_stride;
   FATHOM_CHECK(k_head_stride >= args.nope_dim && v_head_stride >= args.v_dim,
@@ -111,6 +113,9 @@ void mla_prefill(const MlaPrefillArgs& args, cudaStream_t stream) {
   params.cu_q_lens = args.cu_q_lens;
   params.cu_kv_lens = args.cu_kv_lens;
   params.out = args.out;
+  params.key_positions = args.key_positions;
+  params.query_positions = args.query_positions;
+  params.lse_log2 = args.lse_log2;
   params.max_pages_per_seq = args.max_pages_per_seq;
   params.num_heads = args.num_heads;
   params.nope = args.nope_dim;

@@ -4,6 +4,10 @@
 // queries, the last q_len of its kv_len = cu_kv_lens[b+1]-cu_kv_lens[b] positions (a cached prefix = chunked
 // prefill): its query j is at position kv_len - q_len + j and attends keys 0..that position.
 //   score(q, key p) = scale * (q_nope · k_nope[p] + q_pe · k_pe[p]),  k_pe[p] read from the paged latent cache.
+// Key windows: with key_positions and query_positions, the keys of sequence b are the window of its positions
+// [key_positions[b], + kv_len) and its queries sit at positions query_positions[b] + j; a query attends the window's
+// keys at positions up to its own (none: a zero row, log-sum-exp -inf). With lse_log2, the rows of a window are merged
+// with the other windows' by mla_merge_attention (mla_merge.h): how a prefix too long to expand at once is attended.
 // bf16 inputs/outputs, fp32 scores, softmax and accumulation. CUDA-graph safe (no sync, no allocation).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -38,6 +42,11 @@ struct MlaPrefillArgs {
   int32_t batch = 0;
   int32_t max_q_len = 0;                  // upper bound of q_len over the batch (host-side, sets the grid)
   __nv_bfloat16* out = nullptr;           // [total_q, num_heads, v_dim]
+  const int32_t* key_positions = nullptr;    // [batch] position of each sequence's first key row; null: all 0
+                                             // (set: query_positions must be too)
+  const int32_t* query_positions = nullptr;  // [batch] position of each sequence's first query; null: kv_len - q_len
+  float* lse_log2 = nullptr;              // [total_q, num_heads] log2 of each row's softmax sum, scores in the log2
+                                          // domain (softmax_scale * log2(e) * q·k); -inf: no key; null: not written
   int32_t num_heads = 0;
   int32_t nope_dim = 0;                   // 128 for DeepSeek-V3 (<= 128)
   int32_t v_dim = 0;                      // 128 (<= 128); rope = cache.rope_dim (<= 64)

@@ -27,6 +27,9 @@ struct PrefillKernelParams {
   const int32_t* cu_q_lens;     // [batch + 1]
   const int32_t* cu_kv_lens;    // [batch + 1]
   __nv_bfloat16* out;           // [total_q, num_heads, v_dim]
+  const int32_t* key_positions;    // [batch] position of each sequence's first key row; null: 0
+  const int32_t* query_positions;  // [batch] position of each sequence's first query; null: kv_len - q_len
+  float* lse_log2;              // [total_q, num_heads] each row's log2-domain max + log2(sum); null: not written
   int32_t max_pages_per_seq;
   int32_t num_heads, nope, rope, v_dim, kv_lora, page_size;
   float scale_log2;             // softmax_scale * log2(e)
@@ -53,28 +56,55 @@ struct PrefillLayout {
   static_assert(kVPad % 64 == 0, "v rows: 8-chunk swizzle");
 };
 
+// Sequence b of the batch: its query rows, its key rows (a window of its positions starting at key_position) and
+// where its queries sit relative to the first key (query j at local key index pos_offset + j: causal over the window).
+struct PrefillSequence {
+  int q_begin, q_len, kv_begin, kv_len;
+  int pos_offset;    // query j sees the window's keys 0 .. pos_offset + j
+  int key_position;  // position of key row 0 in the sequence (its page-table index)
+};
+
+__device__ __forceinline__ PrefillSequence prefill_sequence(const PrefillKernelParams& p, int b) {
+  PrefillSequence s;
+  s.q_begin = p.cu_q_lens[b];
+  s.q_len = p.cu_q_lens[b + 1] - s.q_begin;
+  s.kv_begin = p.cu_kv_lens[b];
+  s.kv_len = p.cu_kv_lens[b + 1] - s.kv_begin;
+  s.key_position = p.key_positions != nullptr ? p.key_positions[b] : 0;
+  s.pos_offset = (p.query_positions != nullptr ? p.query_positions[b] : s.kv_len - s.q_len) - s.key_position;
+  return s;
+}
+
 // The CTA's part of the batch: sequence blockIdx.z and a query tile (the longest, latest tiles start first), with
 // the key tiles it visits (causal: up to its last query's position). Shared by the prefill kernels.
 struct PrefillCtaTile {
   int q_begin, q_len, kv_begin, kv_len;
-  int q0;          // first query of the tile within the sequence
-  int pos_offset;  // query j is at position pos_offset + j
-  int kv_tiles;    // key tiles of kPrefillTileKv to visit
+  int q0;            // first query of the tile within the sequence
+  int pos_offset;    // query j sees keys 0 .. pos_offset + j of the window
+  int key_position;  // position of key row 0
+  int kv_tiles;      // key tiles of kPrefillTileKv to visit
 };
 
 // False when the tile starts past the sequence's queries (the CTA has nothing to do).
 __device__ __forceinline__ bool prefill_cta_tile(const PrefillKernelParams& p, PrefillCtaTile& t) {
-  const int b = blockIdx.z;
-  t.q_begin = p.cu_q_lens[b];
-  t.q_len = p.cu_q_lens[b + 1] - t.q_begin;
-  t.kv_begin = p.cu_kv_lens[b];
-  t.kv_len = p.cu_kv_lens[b + 1] - t.kv_begin;
+  const PrefillSequence s = prefill_sequence(p, blockIdx.z);
+  t.q_begin = s.q_begin;
+  t.q_len = s.q_len;
+  t.kv_begin = s.kv_begin;
+  t.kv_len = s.kv_len;
+  t.key_position = s.key_position;
   t.q0 = (gridDim.x - 1 - blockIdx.x) * kPrefillTileQ;
   if (t.q0 >= t.q_len) return false;
-  t.pos_offset = t.kv_len - t.q_len;
+  t.pos_offset = s.pos_offset;
   const int last_pos = min(t.pos_offset + min(t.q0 + kPrefillTileQ, t.q_len) - 1, t.kv_len - 1);
   t.kv_tiles = last_pos < 0 ? 0 : ceil_div_int(last_pos + 1, kPrefillTileKv);
   return true;
+}
+
+// The row's log-sum-exp (log2 domain, scores scaled by scale_log2) once l_run holds the full sum: -inf where the row
+// saw no key. What a later merge of this window with another weighs it by.
+__device__ __forceinline__ float prefill_row_lse_log2(float m_run, float l_run) {
+  return l_run > 0.0f ? m_run + log2f(l_run) : -INFINITY;
 }
 
 // One key tile of the online softmax for a thread's two query rows (the mma m16n8 C layout: s[j][e] is row
@@ -142,7 +172,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_kernel(const P
   PrefillCtaTile cta;
   if (!prefill_cta_tile(p, cta)) return;
   const int q_begin = cta.q_begin, q_len = cta.q_len, kv_begin = cta.kv_begin, kv_len = cta.kv_len, q0 = cta.q0,
-            pos_offset = cta.pos_offset, kv_tiles = cta.kv_tiles;
+            pos_offset = cta.pos_offset, kv_tiles = cta.kv_tiles, key_position = cta.key_position;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
   const int64_t q_token_stride = static_cast<int64_t>(p.num_heads) * p.q_head_stride;
@@ -151,8 +181,9 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_kernel(const P
   const int64_t out_token_stride = static_cast<int64_t>(p.num_heads) * p.v_dim;
   const int64_t cache_row_elems = static_cast<int64_t>(p.kv_lora) + p.rope;
   const int32_t* pages = p.page_table + static_cast<int64_t>(b) * p.max_pages_per_seq;
-  auto k_pe_row = [&](int key) {  // cache row of key `key` of this sequence, at its k_pe part
-    const int64_t slot = static_cast<int64_t>(pages[key / p.page_size]) * p.page_size + key % p.page_size;
+  auto k_pe_row = [&](int key) {  // cache row of key row `key` of this sequence's window, at its k_pe part
+    const int position = key_position + key;
+    const int64_t slot = static_cast<int64_t>(pages[position / p.page_size]) * p.page_size + position % p.page_size;
     return p.cache + slot * cache_row_elems + p.kv_lora;
   };
 
@@ -301,7 +332,9 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_kernel(const P
   for (int half = 0; half < 2; ++half) {
     if (row_q[half] >= q_len) continue;
     const float inv_l = l_run[half] > 0.0f ? 1.0f / l_run[half] : 0.0f;
-    __nv_bfloat16* out = p.out + (static_cast<int64_t>(q_begin) + row_q[half]) * out_token_stride + h * p.v_dim;
+    const int64_t row = static_cast<int64_t>(q_begin) + row_q[half];
+    if (p.lse_log2 != nullptr && tq == 0) p.lse_log2[row * p.num_heads + h] = prefill_row_lse_log2(m_run[half], l_run[half]);
+    __nv_bfloat16* out = p.out + row * out_token_stride + h * p.v_dim;
 #pragma unroll
     for (int n = 0; n < L::kOutNTiles; ++n) {
       const int d = n * 8 + 2 * tq;

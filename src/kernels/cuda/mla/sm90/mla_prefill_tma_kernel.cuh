@@ -75,7 +75,7 @@ struct PrefillTmaItems {
 };
 
 struct PrefillTmaItem {
-  int b, h, q_begin, q_len, kv_begin, kv_len, q0, pos_offset, kv_tiles;  // kv_tiles 0: nothing to do
+  int b, h, q_begin, q_len, kv_begin, kv_len, q0, pos_offset, key_position, kv_tiles;  // kv_tiles 0: nothing to do
 };
 
 __device__ __forceinline__ PrefillTmaItem prefill_tma_item(const PrefillKernelParams& p, const PrefillTmaItems& items,
@@ -86,11 +86,13 @@ __device__ __forceinline__ PrefillTmaItem prefill_tma_item(const PrefillKernelPa
   t.b = coords.sequence;
   t.h = coords.head;
   t.q0 = coords.q_tile * L::kTileQ;
-  t.q_begin = p.cu_q_lens[t.b];
-  t.q_len = p.cu_q_lens[t.b + 1] - t.q_begin;
-  t.kv_begin = p.cu_kv_lens[t.b];
-  t.kv_len = p.cu_kv_lens[t.b + 1] - t.kv_begin;
-  t.pos_offset = t.kv_len - t.q_len;  // query j is at position pos_offset + j
+  const PrefillSequence s = prefill_sequence(p, t.b);
+  t.q_begin = s.q_begin;
+  t.q_len = s.q_len;
+  t.kv_begin = s.kv_begin;
+  t.kv_len = s.kv_len;
+  t.pos_offset = s.pos_offset;  // query j sees the window's keys 0 .. pos_offset + j
+  t.key_position = s.key_position;
   const int last_pos = min(t.pos_offset + min(t.q0 + L::kTileQ, t.q_len) - 1, t.kv_len - 1);
   t.kv_tiles = t.q0 >= t.q_len || last_pos < 0 ? 0 : ceil_div_int(last_pos + 1, L::kTileKeys);
   return t;
@@ -150,8 +152,8 @@ __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
       const PrefillTmaItem it = prefill_tma_item(p, items, index);
       const int32_t* pages = p.page_table + static_cast<int64_t>(it.b) * p.max_pages_per_seq;
       auto key_slot = [&](int tile) {  // -1 past kv_len (a slot < 2^31: 2.4 TB of rows)
-        const int key = tile * L::kTileKeys + pw * L::kRowsPerProducerWarp + lane;
-        return key < it.kv_len ? pages[key / p.page_size] * p.page_size + key % p.page_size : -1;
+        const int key = tile * L::kTileKeys + pw * L::kRowsPerProducerWarp + lane, position = it.key_position + key;
+        return key < it.kv_len ? pages[position / p.page_size] * p.page_size + position % p.page_size : -1;
       };
       auto load_keys = [&](int tile, int32_t slot) {
         const int stage = ring_stage(carried + tile);
@@ -373,7 +375,7 @@ __global__ void __launch_bounds__(PrefillTmaLayout::kThreads, 1)
       wait_values(carried + tile);
       release(v_empty, carried + tile);
     }
-    prefill_store_rows(p, it.q_begin, it.q_len, it.h, tq, row_q, l_run, o);
+    prefill_store_rows(p, it.q_begin, it.q_len, it.h, tq, row_q, m_run, l_run, o);
     carried += it.kv_tiles;
     index = items.index(++round);
   }

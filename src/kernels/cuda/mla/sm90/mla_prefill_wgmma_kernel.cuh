@@ -74,9 +74,11 @@ __device__ __forceinline__ void prefill_wgmma_tile(uint32_t q_smem, uint32_t k_t
   wgmma_fence_operands(o);
 }
 
-// O / l of the thread's two query rows (row_q within the sequence; rows past q_len skipped) as bf16 into p.out.
+// O / l of the thread's two query rows (row_q within the sequence; rows past q_len skipped) as bf16 into p.out, and
+// their log-sum-exp into p.lse_log2 when asked for.
 __device__ __forceinline__ void prefill_store_rows(const PrefillKernelParams& p, int q_begin, int q_len, int h, int tq,
-                                                   const int (&row_q)[2], float (&l_run)[2], const float (&o)[64]) {
+                                                   const int (&row_q)[2], const float (&m_run)[2], float (&l_run)[2],
+                                                   const float (&o)[64]) {
   constexpr int kV = PrefillWgmmaLayout::kV;
   prefill_row_sums(l_run);
   const int64_t out_token_stride = static_cast<int64_t>(p.num_heads) * kV;
@@ -84,7 +86,9 @@ __device__ __forceinline__ void prefill_store_rows(const PrefillKernelParams& p,
   for (int half = 0; half < 2; ++half) {
     if (row_q[half] >= q_len) continue;
     const float inv_l = l_run[half] > 0.0f ? 1.0f / l_run[half] : 0.0f;
-    __nv_bfloat16* out = p.out + (static_cast<int64_t>(q_begin) + row_q[half]) * out_token_stride + h * kV;
+    const int64_t row = static_cast<int64_t>(q_begin) + row_q[half];
+    if (p.lse_log2 != nullptr && tq == 0) p.lse_log2[row * p.num_heads + h] = prefill_row_lse_log2(m_run[half], l_run[half]);
+    __nv_bfloat16* out = p.out + row * out_token_stride + h * kV;
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       *reinterpret_cast<__nv_bfloat162*>(out + j * 8 + 2 * tq) =
@@ -105,7 +109,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_wgmma_kernel(c
   PrefillCtaTile cta;
   if (!prefill_cta_tile(p, cta)) return;
   const int q_begin = cta.q_begin, q_len = cta.q_len, kv_begin = cta.kv_begin, kv_len = cta.kv_len, q0 = cta.q0,
-            pos_offset = cta.pos_offset, kv_tiles = cta.kv_tiles;
+            pos_offset = cta.pos_offset, kv_tiles = cta.kv_tiles, key_position = cta.key_position;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
   const int64_t q_token_stride = static_cast<int64_t>(p.num_heads) * p.q_head_stride;
@@ -133,7 +137,9 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_wgmma_kernel(c
         if (c < L::kNope / 8) {
           src = p.k_nope + (kv_begin + key) * k_token_stride + h * p.k_head_stride + c * 8;
         } else {
-          const int64_t slot = static_cast<int64_t>(pages[key / p.page_size]) * p.page_size + key % p.page_size;
+          const int position = key_position + key;
+          const int64_t slot =
+              static_cast<int64_t>(pages[position / p.page_size]) * p.page_size + position % p.page_size;
           src = p.cache + slot * cache_row_elems + p.kv_lora + (c - L::kNope / 8) * 8;
         }
       }
@@ -171,7 +177,7 @@ __global__ void __launch_bounds__(kPrefillThreads, 2) mla_prefill_wgmma_kernel(c
 
   cp_async_wait_all();  // nothing may stay in flight (kv_tiles == 0 skips the loop)
 
-  prefill_store_rows(p, q_begin, q_len, h, tq, row_q, l_run, o);
+  prefill_store_rows(p, q_begin, q_len, h, tq, row_q, m_run, l_run, o);
 }
 
 }  // namespace fathom::kernels::cuda::mla_detail
