@@ -142,6 +142,28 @@ TEST(SchedulerTable, PrefillKeyBudgetSpreadsLongCachedPrefixesOverSteps) {
   EXPECT_EQ(harness.log("g").tokens(), reference_greedy(harness.model(), iota_tokens(210, 6), 1));
 }
 
+// A running prefill whose prefix the keys left cannot cover waits for a later step while the requests behind it run:
+// step 2's first prefill (b) spends the keys, c's next chunk is skipped, and d, behind c, still takes its token. A
+// one-token chunk runs in the decode form and costs no keys (step 1: every prompt starts at the keys left).
+TEST(SchedulerTable, PrefillKeyBudgetSkipsARunningPrefillAndGoesOn) {
+  scheduler::SchedulerConfig config = table_config(128);
+  config.max_prefill_keys = 7;
+  config.chunked_prefill_size = 12;
+  SchedulerHarness harness(config);
+  harness.submit("a", iota_tokens(10, 6), 3);
+  harness.submit("b", iota_tokens(30, 8), 1);
+  harness.submit("c", iota_tokens(50, 4), 1);
+  harness.submit("d", iota_tokens(70, 2), 3);
+  expect_steps(harness, {
+      {{{"a", 6, 0, true}, {"b", 1, 0, false}, {"c", 1, 0, false}, {"d", 1, 0, false}}, {"a", "b", "c", "d"}, {}, 9, {}},
+      {{{"a", 1, 6, true}, {"b", 7, 1, true}, {"d", 1, 1, true}}, {"a", "c", "d"}, {}, 10, {"b"}},
+      {{{"a", 1, 7, true}, {"c", 3, 1, true}, {"d", 1, 2, true}}, {"d"}, {}, 3, {"a", "b", "c"}},
+      {{{"d", 1, 3, true}}, {}, {}, 0, {"a", "b", "c", "d"}},
+  });
+  EXPECT_EQ(harness.log("c").tokens(), reference_greedy(harness.model(), iota_tokens(50, 4), 1));
+  EXPECT_EQ(harness.log("d").tokens(), reference_greedy(harness.model(), iota_tokens(70, 2), 3));
+}
+
 // The key budget counts each prefill's cached prefix: a chunk is cut to the keys left after its own prefix.
 TEST(SchedulerTable, PrefillKeyBudgetCountsEachPrefix) {
   scheduler::SchedulerConfig config = table_config();
