@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "executor/model_backend.h"
 #include "model/generation.h"
+#include "scheduler/local_engine.h"
 
 namespace fathom::app {
 
@@ -255,6 +256,10 @@ int run_bench_one_batch(const Args& raw_args) {
   // A forward's token limit: the prefill's chunks, and never below a decode step's batch (as serve sizes it).
   backend_config.max_batch_tokens =
       chunk_tokens > 0 ? std::max(std::min(chunk_tokens, max_batch * input_len), max_batch) : max_batch * input_len;
+  // CUDA: the key budget serve gives its runner (expanded kv_b rows kept free; a longer prefix runs in key windows).
+  if (options.device == executor::Device::kCuda) {
+    backend_config.max_prefill_keys = scheduler::expanded_key_budget(config, backend_config.max_batch_tokens);
+  }
   backend_config.max_decode_batch = max_batch;
   backend_config.max_context_tokens = input_len + output_len;
   // Decode runs at exactly the benchmarked batch sizes: replayed from CUDA graphs, or eagerly (--disable-cuda-graph).

@@ -280,10 +280,14 @@ int64_t scheduler_chunked_prefill_size(const EngineConfig& config) {
 
 int64_t scheduler_max_prefill_keys(const EngineConfig& config, const model::ModelConfig& model_config) {
   if (config.device != executor::Device::kCuda) return 0;
+  return expanded_key_budget(model_config, runner_max_batch_tokens(config));
+}
+
+int64_t expanded_key_budget(const model::ModelConfig& model_config, int64_t max_batch_tokens) {
   constexpr int64_t kExpandedKeyBytes = int64_t{2} << 30;
   const int64_t bytes_per_key = std::max<int64_t>(
       1, model_config.num_attention_heads * (model_config.qk_nope_head_dim + model_config.v_head_dim) * 2);
-  return std::max(kExpandedKeyBytes / bytes_per_key, runner_max_batch_tokens(config));
+  return std::max(kExpandedKeyBytes / bytes_per_key, max_batch_tokens);
 }
 
 std::unique_ptr<Engine> make_local_engine(const EngineConfig& config) { return std::make_unique<LocalEngine>(config); }

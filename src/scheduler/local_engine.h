@@ -51,6 +51,10 @@ int64_t scheduler_chunked_prefill_size(const EngineConfig& config);
 // elsewhere unlimited (0).
 int64_t scheduler_max_prefill_keys(const EngineConfig& config, const model::ModelConfig& model_config);
 
+// That rule on its own (what bench-one-batch gives its CUDA runner): as many keys as 2 GiB of [heads, nope + v] bf16
+// rows hold, and at least max_batch_tokens.
+int64_t expanded_key_budget(const model::ModelConfig& model_config, int64_t max_batch_tokens);
+
 // Loads the model (and tokenizer) and starts the engine thread; throws fathom::Error on a bad config or checkpoint.
 std::unique_ptr<Engine> make_local_engine(const EngineConfig& config);
 

@@ -392,6 +392,8 @@ TEST(EngineBudgets, PrefillKeysFollowTheExpandedRowsOnCuda) {
   v3.num_attention_heads = 128;
   config.chunked_prefill_size = 65536;
   EXPECT_EQ(scheduler_max_prefill_keys(config, v3), 65536);  // never below one forward of new tokens
+  EXPECT_EQ(expanded_key_budget(v3, 8192), 32768);            // the rule bench-one-batch applies on its own
+  EXPECT_EQ(expanded_key_budget(v3, 100000), 100000);
 }
 
 }  // namespace
