@@ -8,12 +8,13 @@
 //   prefill: causal sequences of 256-8192 tokens, with and without a cached prefix, TFLOP/s
 // Every timed run is preceded by an L2 flush (a 256 MiB memset, or with --flush read a read of it that leaves no dirty
 // lines to write back); times are medians of CUDA-event timings.
-// Usage: mla_bench [--reps N] [--only copy|decode|plans|absorb|absorb_chain|prefill] [--batch B] [--context C]
+//   decode_long: batch {1,2,4,8} x context {16k,32k,64k,128k,160k}, as decode (pages up to V3's 163840 tokens)
+// Usage: mla_bench [--reps N] [--only copy|decode|decode_long|plans|absorb|absorb_chain|prefill] [--batch B] [--context C]
 //                  [--same-pages] [--contiguous] [--heads H] [--page-size P] [--decode-kernel plan|seesaw|warpspec]
 //                  [--flush write|read]
-//   --batch / --context: one row (any batch 1-128, context 1-16384); --contiguous: each sequence's pages in order,
+//   --batch / --context: one row (any batch 1-128, context 1-16384; decode_long 1-8, 1-163840); --contiguous: each sequence's pages in order,
 //   one after another, as a fresh server allocates them (default: scattered); --heads: query heads per GPU (1-128,
-//   16 = V3 under TP8); --page-size: tokens per cache page (default 64, a divisor of 16384); --decode-kernel: the
+//   16 = V3 under TP8); --page-size: tokens per cache page (default 64, a divisor of the longest context); --decode-kernel: the
 //   kernel of the time_us column, default the plan's, for A/B runs that alternate which kernel is timed first.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -43,6 +44,7 @@ using fathom::kernels::cuda::DeviceBuffer;
 namespace kc = fathom::kernels::cuda;
 
 constexpr int kHeads = 128, kLora = 512, kRope = 64, kNope = 128, kV = 128, kRow = kLora + kRope;
+constexpr int kLongContextTokens = 163840;  // DeepSeek-V3's max_position_embeddings
 
 __global__ void fill_random_kernel(__nv_bfloat16* data, size_t count, uint64_t seed, float scale) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
@@ -159,9 +161,11 @@ kc::MlaDecodeArgs decode_args(const DeviceBuffer<__nv_bfloat16>& q_latent, const
 // same_pages: every sequence reads the same pages (the KV working set of one sequence stays in L2), which separates
 // the kernel's compute and synchronization time from its memory traffic.
 // heads: query heads per GPU (128 for V3 without tensor parallelism, 16 under TP8).
+// long_context: batch {1, 2, 4, 8} x context {16k, 32k, 64k, 128k, 160k} (V3's longest) instead of the default table.
 void bench_decode(Timer& timer, int reps, double copy_gbps, int num_sms, int only_batch, int only_ctx,
-                  bool same_pages, bool contiguous, int heads, int page_size, const std::string& decode_kernel) {
-  const int max_batch = 128, max_ctx = 16384;
+                  bool same_pages, bool contiguous, int heads, int page_size, const std::string& decode_kernel,
+                  bool long_context) {
+  const int max_batch = long_context ? 8 : 128, max_ctx = long_context ? kLongContextTokens : 16384;
   const int pages_per_seq = max_ctx / page_size;
   const int64_t num_pages = static_cast<int64_t>(max_batch) * pages_per_seq;
   DeviceBuffer<__nv_bfloat16> pool(static_cast<size_t>(num_pages) * page_size * kRow);
@@ -192,8 +196,12 @@ void bench_decode(Timer& timer, int reps, double copy_gbps, int num_sms, int onl
   std::printf("an empty kernel timed the same way: %.1f us\n", empty_ms * 1e3);
   std::printf("%6s %7s %6s %6s %10s %10s %9s %8s %9s %10s %11s %11s %11s\n", "batch", "context", "group", "splits",
               "time_us", "floor_us", "GB/s", "%copy", "TFLOP/s", "seesaw_us", "warpspec_us", "shared_us", "mmasync_us");
-  const std::vector<int> batches = only_batch ? std::vector<int>{only_batch} : std::vector<int>{1, 16, 64, 128};
-  const std::vector<int> contexts = only_ctx ? std::vector<int>{only_ctx} : std::vector<int>{1024, 2048, 4096, 8192, 16384};
+  const std::vector<int> batches = only_batch           ? std::vector<int>{only_batch}
+                                   : long_context ? std::vector<int>{1, 2, 4, 8}
+                                                  : std::vector<int>{1, 16, 64, 128};
+  const std::vector<int> contexts = only_ctx         ? std::vector<int>{only_ctx}
+                                    : long_context ? std::vector<int>{16384, 32768, 65536, 131072, kLongContextTokens}
+                                                   : std::vector<int>{1024, 2048, 4096, 8192, 16384};
   for (int batch : batches)
     for (int ctx : contexts) {
       std::vector<int32_t> lens(static_cast<size_t>(max_batch), ctx);
@@ -532,12 +540,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mla_bench: --flush %s (write or read)\n", flush.c_str());
     return 2;
   }
-  if (only_batch < 0 || only_batch > 128 || only_ctx < 0 || only_ctx > 16384) {
-    std::fprintf(stderr, "mla_bench: --batch %d (1-128), --context %d (1-16384)\n", only_batch, only_ctx);
+  const bool long_context = only == "decode_long";
+  const int max_batch = long_context ? 8 : 128, max_ctx = long_context ? kLongContextTokens : 16384;
+  if (only_batch < 0 || only_batch > max_batch || only_ctx < 0 || only_ctx > max_ctx) {
+    std::fprintf(stderr, "mla_bench: --batch %d (1-%d), --context %d (1-%d)\n", only_batch, max_batch, only_ctx, max_ctx);
     return 2;
   }
-  if (page_size < 1 || 16384 % page_size != 0) {
-    std::fprintf(stderr, "mla_bench: --page-size %d (a divisor of 16384)\n", page_size);
+  if (page_size < 1 || max_ctx % page_size != 0) {
+    std::fprintf(stderr, "mla_bench: --page-size %d (a divisor of %d)\n", page_size, max_ctx);
     return 2;
   }
   try {
@@ -551,9 +561,9 @@ int main(int argc, char** argv) {
     Timer timer;
     timer.read_flush = flush == "read";
     const double copy_gbps = bench_copy(timer, reps);
-    if (only.empty() || only == "decode")
+    if (only.empty() || only == "decode" || only == "decode_long")
       bench_decode(timer, reps, copy_gbps, num_sms, only_batch, only_ctx, same_pages, contiguous, heads, page_size,
-                   decode_kernel);
+                   decode_kernel, long_context);
     if (only.empty() || only == "plans") bench_decode_plans(timer, reps, num_sms);
     if (only.empty() || only == "absorb") {
       bench_absorb(timer, reps, copy_gbps);

@@ -45,7 +45,7 @@ constexpr int kRepeats = 50;
 constexpr int kGraphLaunches = 20;
 constexpr int kGraphReplays = 20;
 constexpr int64_t kHidden = 7168, kExperts = 256, kTopK = 8, kMoeIntermediate = 2048, kVocab = 129280;
-constexpr int32_t kRowAlignment = 128;
+constexpr int32_t kRowAlignment = 1;  // the model permutes without padding (CudaModelImpl::moe)
 
 float median(std::vector<float> v) {
   std::sort(v.begin(), v.end());
@@ -197,9 +197,19 @@ void run(int64_t tokens, const DeviceBuffer<__nv_bfloat16>& table, Timer& timer,
     swiglu_quant_fp8(gate_up.data(), max_rows, kMoeIntermediate, row_expert.data(), act.data(), act_scales.data(),
                      kMoeIntermediate / 128, 1, stream);
   };
-  print_row({"swiglu_quant_fp8", tokens, timer.cold(swiglu), timer.warm(swiglu),
-             double(max_rows * 4 + entries * (2 * kMoeIntermediate * 2 + kMoeIntermediate + kMoeIntermediate / 128 * 4))},
-            bandwidth);
+  const double swiglu_bytes =
+      double(max_rows * 4 + entries * (2 * kMoeIntermediate * 2 + kMoeIntermediate + kMoeIntermediate / 128 * 4));
+  print_row({"swiglu_quant_fp8", tokens, timer.cold(swiglu), timer.warm(swiglu), swiglu_bytes}, bandwidth);
+  if (moe_only && !timer.profile_only) {  // every walk length (swiglu_heuristics.h)
+    for (int pairs : {1, 2, 4, 8}) {
+      auto tuned = [&] {
+        swiglu_quant_fp8(gate_up.data(), max_rows, kMoeIntermediate, row_expert.data(), act.data(), act_scales.data(),
+                         kMoeIntermediate / 128, 1, stream, {}, SwigluQuantTuning{pairs});
+      };
+      print_row({"swiglu_walk_" + std::to_string(pairs), tokens, timer.cold(tuned), timer.warm(tuned), swiglu_bytes},
+                bandwidth);
+    }
+  }
   if (moe_only) return;
 
   // RMSNorm and fused residual add + RMSNorm.
@@ -498,7 +508,8 @@ int main(int argc, char** argv) {
     const DeviceBuffer<__nv_bfloat16> table(moe_only ? std::vector<__nv_bfloat16>(1)
                                                      : random_bf16(static_cast<size_t>(kVocab * kHidden), 1.0f, 11));
     const std::vector<int64_t> sizes = profile ? std::vector<int64_t>{std::stoll(argv[2])}
-                                               : std::vector<int64_t>{1, 32, 256, 4096};
+                                           : moe_only ? std::vector<int64_t>{1, 32, 256, 1024, 4096, 8192}
+                                                      : std::vector<int64_t>{1, 32, 256, 4096};
     for (int64_t tokens : sizes) {
       run(tokens, table, timer, bandwidth, stream, moe_only);
       if (!moe_only) run_mla_prepare(tokens, timer, bandwidth, stream);

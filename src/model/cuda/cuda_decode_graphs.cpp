@@ -246,7 +246,7 @@ void CudaModelImpl::freeze_graph_buffers() {
   // Every buffer a decode graph body touches (run_layers or run_mtp_layers, + lm_head); prefill-only and eager-only
   // ones stay growable.
   for (GrowableBuffer<bf16>* buffer : {&residual_, &normed_, &delta_, &q_a_, &q_, &qkv_a_, &attn_, &q_latent_, &out_latent_,
-                                       &gate_up_, &mlp_act_, &expert_gate_up_, &expert_out_, &shared_out_, &normed_planes_}) {
+                                       &gate_up_, &expert_gate_up_, &expert_out_, &shared_out_, &normed_planes_}) {
     buffer->frozen = true;
   }
   for (GrowableBuffer<float>* buffer : {&normed_f32_, &split_partials_, &router_logits_, &router_plane_logits_,

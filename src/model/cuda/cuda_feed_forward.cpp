@@ -63,20 +63,21 @@ kc::SplitKPartials CudaModelImpl::mlp(const DeviceMlp& weights, const Quantized&
   // silu(gate) * up, quantized per 128 columns into the layout the down GEMM's path reads.
   Quantized act;
   uint8_t* values = scratch_q_.values.ensure(static_cast<size_t>(n * padded), stream_);  // [n, Ip] e4m3
-  if (n <= kc::Fp8Gemm::kSmallMMaxTokens) {
-    float* scales = scratch_q_.scales.ensure(static_cast<size_t>(n * groups), stream_);  // [n, Ip / 128]
-    auto* codes = reinterpret_cast<__nv_fp8_e4m3*>(values);
-    if (gate_up_partials.empty()) {
-      kc::swiglu_quant_fp8(gate_up, n, padded, nullptr, codes, scales, groups, 1, stream_);
-    } else {  // gate_up still in split-K partials: summed by the SwiGLU kernel (same bits)
-      kc::swiglu_quant_fp8(gate_up_partials, n, padded, codes, scales, groups, 1, stream_);
-    }
-    act.activations = {values, scales, n, padded};
+  float* scales = scratch_q_.scales.ensure(static_cast<size_t>(n * groups), stream_);    // [n, Ip / 128]
+  auto* codes = reinterpret_cast<__nv_fp8_e4m3*>(values);
+  act.activations = {values, scales, n, padded};
+  if (!gate_up_partials.empty()) {  // gate_up still in split-K partials: summed by the SwiGLU kernel (same bits)
+    FATHOM_CHECK(cublas_rows(n) == 0, "CUDA backend: split-K partials for a " << n << "-token MLP with cuBLASLt rows");
+    kc::swiglu_quant_fp8(gate_up_partials, n, padded, codes, scales, groups, 1, stream_);
   } else {
-    // Prefill: bf16 SwiGLU, then the act quant that writes both scale layouts (same numerics as the fused kernel).
-    bf16* hidden_act = mlp_act_.ensure(static_cast<size_t>(n * padded), stream_);  // [n, Ip]
-    kc::swiglu_bf16(gate_up, n, padded, nullptr, hidden_act, stream_);
-    act = quantize(hidden_act, n, padded, scratch_q_);
+    // The rows cuBLASLt takes also need their scales block-major ([Ip / 128, cublas rows]), as quantize() writes them.
+    act.cublas_tokens = cublas_rows(n);
+    float* block_major = act.cublas_tokens > 0 ? scratch_q_.scales_block_major.ensure(
+                                                     static_cast<size_t>(act.cublas_tokens * groups), stream_)
+                                               : nullptr;
+    act.scales_block_major = block_major;
+    kc::swiglu_quant_fp8(gate_up, n, padded, nullptr, codes, scales, groups, 1, stream_,
+                         kc::SwigluBlockMajorScales{block_major, act.cublas_tokens});
   }
   return gemm_deferred(act, weights.down.view(), out);
 }

@@ -367,7 +367,7 @@ class CudaModelImpl {
   kc::DeviceBuffer<int32_t> embedding_error_;  // [1] set when a token id is out of range
 
   // Activations, [num_tokens, ...] bf16.
-  GrowableBuffer<bf16> residual_, normed_, delta_, q_a_, q_, qkv_a_, attn_, q_latent_, out_latent_, gate_up_, mlp_act_,
+  GrowableBuffer<bf16> residual_, normed_, delta_, q_a_, q_, qkv_a_, attn_, q_latent_, out_latent_, gate_up_,
       mlp_out_, latent_rows_, kv_expanded_, selected_hidden_;
   GrowableBuffer<bf16> attn_window_;    // [n, heads, v] a later key window's attention, merged into attn_
   GrowableBuffer<float> attn_lse_;      // [2, n, heads] log-sum-exps of attn_'s rows and of attn_window_'s

@@ -1,4 +1,5 @@
 // GPU SwiGLU (bf16 out, and fused e4m3 + per-128 scales) vs the CPU silu * up and quantize_activations_fp8.
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -74,9 +75,13 @@ void check_bf16(int64_t rows, int64_t intermediate, bool with_skipped_rows, uint
 }
 
 // The fused kernel must equal the CPU quantization of the GPU's bf16 SwiGLU rows bit for bit.
-void check_fp8(int64_t rows, int64_t intermediate, bool column_major_scales, bool with_skipped_rows, uint32_t seed) {
+// block_major_rows > 0: the scales of those first rows also block-major ([groups, block_major_rows]), and nothing
+// else written there.
+void check_fp8(int64_t rows, int64_t intermediate, bool column_major_scales, bool with_skipped_rows, uint32_t seed,
+               SwigluQuantTuning tuning = {}, int64_t block_major_rows = 0) {
   SCOPED_TRACE(::testing::Message() << "rows " << rows << " I " << intermediate << " column-major scales "
-                                    << column_major_scales << " skipped " << with_skipped_rows);
+                                    << column_major_scales << " skipped " << with_skipped_rows << " pairs per warp "
+                                    << tuning.pairs_per_warp << " block-major rows " << block_major_rows);
   const SwigluData d = make_data(rows, intermediate, seed, with_skipped_rows);
   const int64_t groups = (intermediate + 127) / 128;
   const int64_t padded_rows = (rows + 3) / 4 * 4;  // e.g. a TMA-aligned MN-major scale layout
@@ -88,12 +93,17 @@ void check_fp8(int64_t rows, int64_t intermediate, bool column_major_scales, boo
   DeviceBuffer<__nv_bfloat16> d_bf16(static_cast<size_t>(rows * intermediate));
   DeviceBuffer<__nv_fp8_e4m3> d_codes(static_cast<size_t>(rows * intermediate));
   DeviceBuffer<float> d_scales(static_cast<size_t>(padded_rows * groups));
+  DeviceBuffer<float> d_block_major(static_cast<size_t>(std::max<int64_t>(1, groups * block_major_rows) + 1));
   d_codes.fill_bytes(0xff);
   d_scales.fill_bytes(0xff);
+  d_block_major.fill_bytes(0xff);
   swiglu_bf16(d_in.data(), rows, intermediate, nullptr, d_bf16.data(), nullptr);
   swiglu_quant_fp8(d_in.data(), rows, intermediate, row_expert, d_codes.data(), d_scales.data(), scale_row_stride,
-                   scale_group_stride, nullptr);
+                   scale_group_stride, nullptr,
+                   SwigluBlockMajorScales{block_major_rows > 0 ? d_block_major.data() : nullptr, block_major_rows},
+                   tuning);
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> block_major = d_block_major.download();
   const std::vector<float> bf16_rows = testing::bf16_to_float_vector(d_bf16.download());
   const std::vector<__nv_fp8_e4m3> codes = d_codes.download();
   const std::vector<float> scales = d_scales.download();
@@ -128,9 +138,24 @@ void check_fp8(int64_t rows, int64_t intermediate, bool column_major_scales, boo
       }
     }
   }
+  int64_t block_major_mismatches = 0;
+  for (int64_t r = 0; r < block_major_rows; ++r) {
+    const bool skipped = d.row_expert[r] < 0 && with_skipped_rows;
+    for (int64_t g = 0; g < groups; ++g) {
+      const float got = block_major[g * block_major_rows + r];
+      uint32_t got_bits;
+      std::memcpy(&got_bits, &got, 4);
+      block_major_mismatches += skipped ? got_bits != 0xffffffffu
+                                        : std::memcmp(&got, &expected_scales[r * groups + g], 4) != 0;
+    }
+  }
+  uint32_t past_end_bits;
+  std::memcpy(&past_end_bits, &block_major.back(), 4);
   EXPECT_EQ(code_mismatches, 0);
   EXPECT_EQ(scale_mismatches, 0);
   EXPECT_EQ(skipped_written, 0);
+  EXPECT_EQ(block_major_mismatches, 0);
+  EXPECT_EQ(past_end_bits, 0xffffffffu);  // nothing past [groups, block_major_rows]
 }
 
 TEST(CudaSwiglu, Bf16MatchesCpu) {
@@ -150,6 +175,46 @@ TEST(CudaSwiglu, FusedFp8MatchesCpuQuantization) {
   check_fp8(37, 2048, true, false, seed++);
   check_fp8(41, 2048, true, true, seed++);
   for (int64_t intermediate : {8, 100, 136, 200, 1}) check_fp8(7, intermediate, false, false, seed++);
+}
+
+// Aligned rows take the pipelined kernel: every walk length gives the same bits, including walks past the row's last
+// pair (3 pairs in walks of 2 and 8), a last group of fewer than 128 columns (I = 136, 200, 2056) and one group in a
+// pair (I = 128 * odd), skipped rows, both scale layouts and enough rows for the heuristic's longest walk on a full
+// device (9000 rows x 8 pairs).
+TEST(CudaSwiglu, PipelinedWalksMatchCpuQuantization) {
+  FATHOM_REQUIRE_GPU();
+  uint32_t seed = 90;
+  for (int pairs : {1, 2, 3, 4, 8}) {
+    const SwigluQuantTuning tuning{pairs};
+    check_fp8(37, 2048, false, false, seed++, tuning);
+    check_fp8(41, 2048, true, true, seed++, tuning);
+    check_fp8(9, 2056, false, true, seed++, tuning);
+    check_fp8(5, 640, true, false, seed++, tuning);
+    for (int64_t intermediate : {8, 136, 200}) check_fp8(7, intermediate, false, false, seed++, tuning);
+  }
+  check_fp8(9000, 2048, false, true, seed++);  // the heuristic's longest walks (4 pairs)
+  check_fp8(1200, 18432, true, false, seed++);
+}
+
+// The prefill MLP's form: row-major scales plus the block-major copy of a multiple-of-128 row prefix (cuBLASLt's
+// rows), on both kernels (aligned rows and I % 8 != 0).
+TEST(CudaSwiglu, BlockMajorScalesOfARowPrefix) {
+  FATHOM_REQUIRE_GPU();
+  uint32_t seed = 300;
+  check_fp8(300, 2048, false, false, seed++, {}, 256);
+  check_fp8(300, 2048, false, true, seed++, {4}, 128);
+  check_fp8(128, 18432, false, false, seed++, {}, 128);
+  check_fp8(131, 100, false, false, seed++, {}, 128);
+  check_fp8(5, 136, true, false, seed++, {}, 5);
+}
+
+TEST(CudaSwiglu, PairsPerWarpHeuristic) {
+  EXPECT_EQ(swiglu_pairs_per_warp(8, 8, 132), 1);        // decode: every pair its own warp
+  EXPECT_EQ(swiglu_pairs_per_warp(2048, 8, 132), 1);     // 256 tokens: 16384 warps of one pair
+  EXPECT_EQ(swiglu_pairs_per_warp(8192, 8, 132), 2);     // 1024 tokens: 32768 warps of two
+  EXPECT_EQ(swiglu_pairs_per_warp(32768, 8, 132), 4);    // 4096 tokens
+  EXPECT_EQ(swiglu_pairs_per_warp(65536, 3, 132), 2);    // never past the row (two walks of 2 cover 3 pairs)
+  EXPECT_EQ(swiglu_pairs_per_warp(100000, 72, 132), 4);  // dense intermediate: capped at 4
 }
 
 }  // namespace

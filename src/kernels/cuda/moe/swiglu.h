@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/fp8_gemm/split_k_partials.h"
+#include "kernels/cuda/moe/swiglu_heuristics.h"
 
 namespace fathom::kernels::cuda {
 
@@ -24,9 +25,16 @@ void swiglu_bf16(const __nv_bfloat16* gate_up, int64_t rows, int64_t intermediat
 //         code = e4m3_rn_satfinite(x / scale)
 // scales: fp32 (device) at scales[row * scale_row_stride + group * scale_group_stride], group < ceil(I / 128)
 //         (row-major [rows, groups]: strides (groups, 1); column-major / MN-major [groups, padded_rows]: (1, padded_rows))
+// block_major: optionally the scales again, of rows [0, block_major.rows) as [groups, block_major.rows] (the layout
+//         cuBLASLt reads; quantize_activations_fp8's scales_block_major), so a prefill's down GEMM needs no bf16 copy.
+// tuning: how the warps walk aligned rows (swiglu_heuristics.h); the bits do not depend on it.
+struct SwigluBlockMajorScales {
+  float* scales = nullptr;  // [groups, rows] (device) or null
+  int64_t rows = 0;         // <= the call's rows
+};
 void swiglu_quant_fp8(const __nv_bfloat16* gate_up, int64_t rows, int64_t intermediate, const int32_t* row_expert,
                       __nv_fp8_e4m3* out, float* scales, int64_t scale_row_stride, int64_t scale_group_stride,
-                      cudaStream_t stream);
+                      cudaStream_t stream, SwigluBlockMajorScales block_major = {}, SwigluQuantTuning tuning = {});
 
 // Same for every row (no row_expert), with gate_up still in its GEMM's split-K partials ([splits, rows, 2I] fp32,
 // split_stride >= rows * 2I): bit-identical to reducing them to the bf16 gate_up first.
