@@ -177,10 +177,10 @@ TEST(CudaSwiglu, FusedFp8MatchesCpuQuantization) {
   for (int64_t intermediate : {8, 100, 136, 200, 1}) check_fp8(7, intermediate, false, false, seed++);
 }
 
-// Aligned rows take the pipelined kernel: every walk length gives the same bits, including walks past the row's last
-// pair (3 pairs in walks of 2 and 8), a last group of fewer than 128 columns (I = 136, 200, 2056) and one group in a
-// pair (I = 128 * odd), skipped rows, both scale layouts and enough rows for the heuristic's longest walk on a full
-// device (9000 rows x 8 pairs).
+// Aligned rows take the pipelined kernel: every walk length gives the same bits, including a last walk cut short by the
+// row (9 pairs in walks of 2, 4 or 8; walks longer than a row's pairs are clamped to it), a last group of fewer than
+// 128 columns (I = 136, 200, 2056) and one group in a pair (I = 128 * odd), skipped rows, both scale layouts and enough
+// rows for the heuristic's longest walk (9000 rows x 8 pairs: 4-pair walks on devices of up to 140 SMs).
 TEST(CudaSwiglu, PipelinedWalksMatchCpuQuantization) {
   FATHOM_REQUIRE_GPU();
   uint32_t seed = 90;
