@@ -18,6 +18,7 @@ constexpr int64_t kSwigluQuantGroup = 128;  // columns per fp8 scale
 // gate_up:    [rows, 2 * I] bf16 (device): gate in columns [0, I), up in [I, 2I)
 // row_expert: [rows] int32 (device) or nullptr; rows with a negative entry (MoE padding) are skipped, outputs untouched
 // out:        [rows, I] bf16 (device)
+// The model runs the fused e4m3 form below; this bf16 form defines its values (fused == this + the CPU quantization).
 void swiglu_bf16(const __nv_bfloat16* gate_up, int64_t rows, int64_t intermediate, const int32_t* row_expert,
                  __nv_bfloat16* out, cudaStream_t stream);
 
