@@ -276,16 +276,17 @@ TEST(MlaDecode, CombineBitsDoNotDependOnTheBatchSplitCount) {
 // The combine alone on partials where the summation order shows: splits 0 and 4 hold +2^24 and -2^24, split 1 holds 1.
 // Summed in the canonical order (split s into lane s % 4, then the lanes) the result is exactly 1/7 of the weight
 // total; any other order that adds 1 to 2^24 before the cancellation loses it. Every allocated split count (1, 2 and 4
-// thread groups) must give those bits; a sequence of length 0 gives zeros; 40 stored splits use every lane of warp 0.
+// thread groups) must give those bits; a sequence of length 0 gives zeros; 40 stored splits use every lane of warp 0,
+// 100 take the deep form (a grid of 9 CTAs) through a second round of rows.
 TEST(MlaDecode, CombineSumsInTheCanonicalOrderForEveryGroupCount) {
   FATHOM_REQUIRE_GPU();
   constexpr int32_t kHeads = 3, kLora = 100;
   std::vector<int32_t> group_counts;
-  for (const int32_t allocated : {7, 8, 12, 16, 64}) {
+  for (const int32_t allocated : {7, 8, 12, 16, 64, 128}) {
     SCOPED_TRACE(allocated);
     group_counts.push_back(kernels::cuda::mla_decode_combine_split_groups(allocated));
-    // Sequences: 7 tiles (7 stored splits of 1 tile), empty, and 40 tiles when the allocation holds them (else 7).
-    const std::vector<int32_t> seq_lens = {7 * 64, 0, (allocated >= 40 ? 40 : 7) * 64};
+    // Sequences: 7 tiles (7 stored splits of 1 tile), empty, and 100 or 40 tiles when the allocation holds them (else 7).
+    const std::vector<int32_t> seq_lens = {7 * 64, 0, (allocated >= 100 ? 100 : allocated >= 40 ? 40 : 7) * 64};
     const auto batch = static_cast<int32_t>(seq_lens.size());
     std::vector<float> partial(static_cast<size_t>(batch) * allocated * kHeads * kLora, std::nanf(""));
     std::vector<float> lse(static_cast<size_t>(batch) * allocated * kHeads, std::nanf(""));
@@ -324,7 +325,7 @@ TEST(MlaDecode, CombineSumsInTheCanonicalOrderForEveryGroupCount) {
               << "sequence " << b << " (" << stored << " splits), head " << h << ", column " << c;
     }
   }
-  EXPECT_EQ(group_counts, (std::vector<int32_t>{1, 2, 2, 4, 4}));
+  EXPECT_EQ(group_counts, (std::vector<int32_t>{1, 2, 2, 4, 4, 4}));
 }
 
 // The decode as the model chains it: programmatic launches after the kernels that write its cache rows, page table

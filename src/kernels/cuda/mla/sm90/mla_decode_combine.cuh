@@ -19,12 +19,19 @@ inline constexpr int kCombineSumLanes = 4;         // split s is summed in lane 
 inline constexpr int kCombineMaxSplits = 128;
 inline constexpr int kCombineMaxLatent = 4 * kCombineColumnThreads;
 
+// Partial rows one thread has in flight in the deep form (below): its CTA of 512 threads reads 64 splits' 128 KB at once.
+inline constexpr int kCombineDeepRows = 16;
+
 // grid (num_heads, batch), kCombineColumnThreads * kGroups threads (kGroups = mla_decode_combine_split_groups of the
 // allocated split count: 1, 2 or 4); kv_lora <= kCombineMaxLatent. Reads only the sequence's non-empty splits (the
 // decode kernel writes nothing for the others), with the decode kernel's split rule. One group (below 8 splits)
 // keeps its lanes in registers, without shared memory for them, in 32 registers: at 40, batch 16 in 4 splits ran
 // 0.2-4% slower than the single-loop combine before it (34 registers; H100), at 32 0-3% faster (H200; RESULTS.md).
-template <int kGroups>
+// kDeep (2 or 4 groups, for grids of at most one CTA per SM): each thread issues its first kCombineDeepRows rows'
+// loads before the weights exist (warp 0's log-sum-exp round trip runs under them), at 128 registers; with more CTAs
+// than SMs the 4-8 rows in flight of the plain form at 2 CTAs per SM are faster (H100, bench/RESULTS.md thirty-sixth
+// session). The sums, and so the bits, are the same.
+template <int kGroups, bool kDeep>
 __global__ void __launch_bounds__(kCombineColumnThreads * kGroups, kGroups == 1 ? 16 : 1) mla_decode_combine_kernel(
     const float* __restrict__ partial_out,  // [batch, num_splits, num_heads, kv_lora]
     const float* __restrict__ partial_lse,  // [batch, num_splits, num_heads]
@@ -32,6 +39,7 @@ __global__ void __launch_bounds__(kCombineColumnThreads * kGroups, kGroups == 1 
     const int32_t* __restrict__ seq_lens,   // [batch]
     int32_t num_heads, int32_t kv_lora, int32_t num_splits, int32_t tiles_per_split, int32_t min_tiles_per_split) {
   static_assert(kGroups >= 1 && kCombineSumLanes % kGroups == 0, "each group owns whole lanes");
+  static_assert(!kDeep || kGroups > 1, "one group keeps its 32 registers");
   begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
   __shared__ float weights[kCombineMaxSplits];
   __shared__ float inv_total_sh;
@@ -41,6 +49,41 @@ __global__ void __launch_bounds__(kCombineColumnThreads * kGroups, kGroups == 1 
   const int tiles = split_tiles(total_tiles, num_splits, tiles_per_split, min_tiles_per_split);
   const int stored_splits = (total_tiles + tiles - 1) / tiles;
   num_splits = min(num_splits, stored_splits);  // the row stride above stays the allocated split count
+
+  // This thread's 4 columns (contiguous when kv_lora is a multiple of 4, else strided by 128), summed over the splits
+  // of the sum lanes its group owns (lane v: splits v, v + 4, ..., in order; group g owns the lanes v % kGroups == g).
+  const int group = kGroups == 1 ? 0 : static_cast<int>(threadIdx.x) / kCombineColumnThreads;
+  const int column_thread = static_cast<int>(threadIdx.x) % kCombineColumnThreads;
+  const bool vector = (kv_lora & 3) == 0;
+  const int d = vector ? column_thread * 4 : column_thread;  // first column
+  const int column_stride = vector ? 1 : kCombineColumnThreads;
+  // The deep form's rows: this thread's k-th split (split order within each of its group's lanes; lane group +
+  // kGroups·i holds its splits k with k % lanes == i) for k < kCombineDeepRows, zeros past the sequence's splits.
+  constexpr int kLanesPerGroup = kCombineSumLanes / kGroups;
+  auto deep_split = [&](int k) {
+    return (k / kLanesPerGroup) * kCombineSumLanes + group + kGroups * (k % kLanesPerGroup);
+  };
+  float4 rows[kDeep ? kCombineDeepRows : 1];
+  auto load_rows = [&](int first_k) {
+#pragma unroll
+    for (int j = 0; j < kCombineDeepRows; ++j) {  // no dependence between the loads: they overlap
+      const int s = deep_split(first_k + j);
+      float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (s < num_splits && d < kv_lora) {
+        const float* row = partial_out + (first_row + static_cast<int64_t>(s) * num_heads) * kv_lora + d;
+        if (vector) {
+          x = *reinterpret_cast<const float4*>(row);
+        } else {
+          x.x = row[0];
+          x.y = d + column_stride < kv_lora ? row[column_stride] : 0.0f;
+          x.z = d + 2 * column_stride < kv_lora ? row[2 * column_stride] : 0.0f;
+          x.w = d + 3 * column_stride < kv_lora ? row[3 * column_stride] : 0.0f;
+        }
+      }
+      rows[j] = x;
+    }
+  };
+  if constexpr (kDeep) load_rows(0);
 
   // Warp 0: the splits' weights and their inverse total (max and sum over lanes by a fixed butterfly).
   if (threadIdx.x < 32) {
@@ -72,17 +115,32 @@ __global__ void __launch_bounds__(kCombineColumnThreads * kGroups, kGroups == 1 
   }
   __syncthreads();
 
-  // This thread's 4 columns (contiguous when kv_lora is a multiple of 4, else strided by 128), summed over the splits
-  // of the sum lanes its group owns (lane v: splits v, v + 4, ..., in order; group g owns the lanes v % kGroups == g).
-  const int group = kGroups == 1 ? 0 : static_cast<int>(threadIdx.x) / kCombineColumnThreads;
-  const int column_thread = static_cast<int>(threadIdx.x) % kCombineColumnThreads;
-  const bool vector = (kv_lora & 3) == 0;
-  const int d = vector ? column_thread * 4 : column_thread;  // first column
-  const int column_stride = vector ? 1 : kCombineColumnThreads;
   float4 acc[kCombineSumLanes];
 #pragma unroll
   for (int v = 0; v < kCombineSumLanes; ++v) acc[v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  if (d < kv_lora) {
+  if constexpr (kDeep) {
+    float4 lane_acc[kLanesPerGroup];  // lane_acc[i]: lane group + kGroups·i
+#pragma unroll
+    for (int i = 0; i < kLanesPerGroup; ++i) lane_acc[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 1
+    for (int first_k = 0; deep_split(first_k) < num_splits; first_k += kCombineDeepRows) {
+      if (first_k > 0) load_rows(first_k);
+#pragma unroll
+      for (int j = 0; j < kCombineDeepRows; ++j) {
+        const int s = deep_split(first_k + j);
+        if (s >= num_splits) break;  // splits grow with j
+        const float w = weights[s];
+        float4& a = lane_acc[j % kLanesPerGroup];  // first_k is a multiple of kLanesPerGroup: j's lane
+        a.x += w * rows[j].x;
+        a.y += w * rows[j].y;
+        a.z += w * rows[j].z;
+        a.w += w * rows[j].w;
+      }
+    }
+#pragma unroll
+    for (int v = 0; v < kCombineSumLanes; ++v)
+      if (v % kGroups == group) acc[v] = lane_acc[v / kGroups];
+  } else if (d < kv_lora) {
 #pragma unroll(kGroups == 1 ? 1 : 4)  // one group fits its 32 registers (the launch bounds) only without unrolling
     for (int base = 0; base < num_splits; base += kCombineSumLanes) {
 #pragma unroll
