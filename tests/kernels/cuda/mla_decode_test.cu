@@ -250,7 +250,7 @@ TEST(MlaDecode, DeterministicAndGraphReplayMatchesDirectLaunch) {
 
 // Batch-invariant plans fix the tiles per split and take the split count from the batch's longest sequence; the
 // combine's thread groups follow that count. A sequence's output must not change with it: the same stored splits
-// combined by 1, 2 and 4 thread groups give the same bits.
+// combined by 1, 2 and 4 thread groups, in the plain and the deep form, give the same bits.
 TEST(MlaDecode, CombineBitsDoNotDependOnTheBatchSplitCount) {
   FATHOM_REQUIRE_GPU();
   for (const int32_t kv_lora : {512, 99}) {  // vector and scalar column paths
@@ -259,25 +259,28 @@ TEST(MlaDecode, CombineBitsDoNotDependOnTheBatchSplitCount) {
     MlaDecodePlan plan = heuristic_plan(s);
     plan.tiles_per_split = 1;  // 7, 1 and 5 stored splits
     std::vector<float> reference;
-    for (const int32_t splits : {7, 8, 12, 16, 64}) {  // 1, 2, 2, 4 and 4 thread groups; empty splits past 7
-      plan.num_splits = splits;
-      const std::vector<float> out = run_gpu(s, plan);
-      ASSERT_TRUE(all_finite(out)) << "splits " << splits;
-      if (reference.empty()) {
-        reference = out;
-        EXPECT_LE(relative_l2_error(out, run_cpu(s)), kTolerance);
-      } else {
-        EXPECT_EQ(0, std::memcmp(reference.data(), out.data(), out.size() * sizeof(float))) << "splits " << splits;
+    for (const int32_t splits : {7, 8, 12, 16, 64})  // 1, 2, 2, 4 and 4 thread groups; empty splits past 7
+      for (const bool deep : {false, true}) {         // the combine's plain and deep forms
+        plan.num_splits = splits;
+        plan.deep_combine = deep;
+        const std::vector<float> out = run_gpu(s, plan);
+        ASSERT_TRUE(all_finite(out)) << "splits " << splits << ", deep " << deep;
+        if (reference.empty()) {
+          reference = out;
+          EXPECT_LE(relative_l2_error(out, run_cpu(s)), kTolerance);
+        } else {
+          EXPECT_EQ(0, std::memcmp(reference.data(), out.data(), out.size() * sizeof(float)))
+              << "splits " << splits << ", deep " << deep;
+        }
       }
-    }
   }
 }
 
 // The combine alone on partials where the summation order shows: splits 0 and 4 hold +2^24 and -2^24, split 1 holds 1.
 // Summed in the canonical order (split s into lane s % 4, then the lanes) the result is exactly 1/7 of the weight
 // total; any other order that adds 1 to 2^24 before the cancellation loses it. Every allocated split count (1, 2 and 4
-// thread groups) must give those bits; a sequence of length 0 gives zeros; 40 stored splits use every lane of warp 0,
-// 100 take the deep form (a grid of 9 CTAs) through a second round of rows.
+// thread groups) must give those bits, in the plain and the deep form; a sequence of length 0 gives zeros; 40 stored
+// splits use every lane of warp 0; 100 take the deep form through a second round of rows.
 TEST(MlaDecode, CombineSumsInTheCanonicalOrderForEveryGroupCount) {
   FATHOM_REQUIRE_GPU();
   constexpr int32_t kHeads = 3, kLora = 100;
@@ -309,20 +312,25 @@ TEST(MlaDecode, CombineSumsInTheCanonicalOrderForEveryGroupCount) {
     DeviceBuffer<int32_t> lens_device(seq_lens);
     DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(batch) * kHeads * kLora);
     out.fill_bytes(0xff);
-    MlaDecodePlan plan;
-    plan.num_splits = allocated;
-    plan.tiles_per_split = 1;
-    kernels::cuda::mla_decode_combine(partial_device.data(), lse_device.data(), out.data(), lens_device.data(), batch,
-                                      kHeads, kLora, plan, nullptr);
-    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
-    const std::vector<float> result = bf16_to_float_vector(out.download());
-    for (int b = 0; b < batch; ++b) {
-      const int stored = (seq_lens[b] + 63) / 64;
-      const float expected = stored == 0 ? 0.0f : round_to_bf16({1.0f / static_cast<float>(stored)})[0];
-      for (int h = 0; h < kHeads; ++h)
-        for (int c = 0; c < kLora; ++c)
-          ASSERT_EQ(result[(static_cast<size_t>(b) * kHeads + h) * kLora + c], expected)
-              << "sequence " << b << " (" << stored << " splits), head " << h << ", column " << c;
+    for (const bool deep : {false, true}) {  // the plain and the deep form (2 and 4 groups)
+      MlaDecodePlan plan;
+      plan.num_splits = allocated;
+      plan.tiles_per_split = 1;
+      plan.deep_combine = deep;
+      out.fill_bytes(0xff);
+      kernels::cuda::mla_decode_combine(partial_device.data(), lse_device.data(), out.data(), lens_device.data(),
+                                        batch, kHeads, kLora, plan, nullptr);
+      FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+      const std::vector<float> result = bf16_to_float_vector(out.download());
+      for (int b = 0; b < batch; ++b) {
+        const int stored = (seq_lens[b] + 63) / 64;
+        const float expected = stored == 0 ? 0.0f : round_to_bf16({1.0f / static_cast<float>(stored)})[0];
+        for (int h = 0; h < kHeads; ++h)
+          for (int c = 0; c < kLora; ++c)
+            ASSERT_EQ(result[(static_cast<size_t>(b) * kHeads + h) * kLora + c], expected)
+                << "sequence " << b << " (" << stored << " splits), head " << h << ", column " << c << ", deep "
+                << deep;
+      }
     }
   }
   EXPECT_EQ(group_counts, (std::vector<int32_t>{1, 2, 2, 4, 4, 4}));
@@ -422,6 +430,13 @@ TEST(MlaDecode, PlanAndWorkspace) {  // host code: runs without a GPU (CI)
   // A 64-head plan takes 4-tile splits over 3-tile ones (short CTAs pay their prologue on fewer tiles).
   EXPECT_EQ(16, mla_decode_plan(132, 2, 128, 4096).num_splits);
   EXPECT_TRUE(mla_decode_plan(132, 2, 128, 4096).warp_specialized);
+  // The combine's deep form: grids of one CTA per SM (batch 1 at 128 heads), contexts to 65536 tokens.
+  EXPECT_TRUE(mla_decode_plan(132, 1, 128, 16384).deep_combine);
+  EXPECT_TRUE(mla_decode_plan(132, 1, 128, 65536).deep_combine);
+  EXPECT_FALSE(mla_decode_plan(132, 1, 128, 131072).deep_combine);
+  EXPECT_FALSE(mla_decode_plan(132, 2, 128, 16384).deep_combine);
+  EXPECT_FALSE(mla_decode_plan(132, 128, 128, 4096).deep_combine);  // one split: no combine
+  EXPECT_FALSE(kernels::cuda::mla_decode_plan_batch_invariant(128, 16384, 163840).deep_combine);
   const size_t max_bytes = kernels::cuda::mla_decode_max_workspace_bytes(132, 128, 128, 512, 16384);
   for (int batch : {1, 2, 16, 64, 128}) {
     const MlaDecodePlan plan = mla_decode_plan(132, batch, 128, 16384);

@@ -170,11 +170,7 @@ void mla_decode_combine(const float* partial_out, const float* partial_lse, __nv
                         partial_lse, out_latent, seq_lens, num_heads, kv_lora, plan.num_splits, plan.tiles_per_split,
                         plan.min_tiles_per_split);
   };
-  // The deep form for grids of at most one CTA per SM (its 512 threads take every register of one).
-  int device = 0, num_sms = 0;
-  FATHOM_CUDA_CHECK(cudaGetDevice(&device));
-  FATHOM_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
-  const bool deep = static_cast<int64_t>(num_heads) * batch <= num_sms;
+  const bool deep = plan.deep_combine;  // (one group has no deep form)
   switch (const int32_t groups = mla_decode_combine_split_groups(plan.num_splits)) {
     case 1: launch(mla_detail::mla_decode_combine_kernel<1, false>, groups); break;
     case 2:

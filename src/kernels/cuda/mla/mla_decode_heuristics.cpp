@@ -48,6 +48,11 @@ constexpr double kShortSplitTileCost = 1.2;
 
 }  // namespace
 
+// Longest context the combine's deep form is planned for: H100 (bench/RESULTS.md thirty-sixth session), batch 1 x
+// 2048-65536 tokens 0.3-2.2 us faster per call (the whole decode attention 2-6%), 131072-163840 tokens 1.3-2.2 us
+// slower, the same 64-split grid both ways (not understood).
+constexpr int32_t kDeepCombineMaxContext = 65536;
+
 int32_t mla_decode_combine_split_groups(int32_t num_splits) { return num_splits >= 16 ? 4 : num_splits >= 8 ? 2 : 1; }
 
 int32_t mla_decode_head_group(int32_t num_heads) {
@@ -88,6 +93,8 @@ MlaDecodePlan mla_decode_plan(int32_t num_sms, int32_t batch, int32_t num_heads,
     }
   }
   plan.min_tiles_per_split = static_cast<int32_t>(min_tiles_per_split(tiles));
+  plan.deep_combine = plan.num_splits > 1 && static_cast<int64_t>(batch) * num_heads <= num_sms &&
+                      max_context_tokens <= kDeepCombineMaxContext;
   return plan;
 }
 

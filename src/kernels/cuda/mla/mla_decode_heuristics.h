@@ -27,6 +27,9 @@ struct MlaDecodePlan {
   // warpgroups score alternate tiles loaded by TMA; mla_decode_seesaw_kernel.cuh). Other page sizes ignore it. The
   // plans set it for CTAs of at least 32 tiles.
   bool seesaw = true;
+  // The combine's deep form (mla_decode_combine.cuh: its rows in flight before the weights, one CTA per SM): the
+  // plans set it where its grid (heads x batch) fits one CTA per SM, to contexts of 65536 tokens. Same bits.
+  bool deep_combine = false;
 };
 
 inline constexpr int32_t kMlaDecodeMaxSplits = 64;

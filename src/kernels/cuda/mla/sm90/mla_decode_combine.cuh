@@ -27,10 +27,10 @@ inline constexpr int kCombineDeepRows = 16;
 // decode kernel writes nothing for the others), with the decode kernel's split rule. One group (below 8 splits)
 // keeps its lanes in registers, without shared memory for them, in 32 registers: at 40, batch 16 in 4 splits ran
 // 0.2-4% slower than the single-loop combine before it (34 registers; H100), at 32 0-3% faster (H200; RESULTS.md).
-// kDeep (2 or 4 groups, for grids of at most one CTA per SM): each thread issues its first kCombineDeepRows rows'
-// loads before the weights exist (warp 0's log-sum-exp round trip runs under them), at 128 registers; with more CTAs
-// than SMs the 4-8 rows in flight of the plain form at 2 CTAs per SM are faster (H100, bench/RESULTS.md thirty-sixth
-// session). The sums, and so the bits, are the same.
+// kDeep (2 or 4 groups; MlaDecodePlan::deep_combine): each thread issues its first kCombineDeepRows rows' loads before
+// the weights exist (warp 0's log-sum-exp round trip runs under them), at 102 registers (one CTA per SM); with more
+// CTAs than SMs the 4-8 rows in flight of the plain form at 2 CTAs per SM are faster (H100, bench/RESULTS.md
+// thirty-sixth session). The sums, and so the bits, are the same.
 template <int kGroups, bool kDeep>
 __global__ void __launch_bounds__(kCombineColumnThreads * kGroups, kGroups == 1 ? 16 : 1) mla_decode_combine_kernel(
     const float* __restrict__ partial_out,  // [batch, num_splits, num_heads, kv_lora]
