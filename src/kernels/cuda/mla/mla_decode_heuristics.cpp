@@ -49,8 +49,8 @@ constexpr double kShortSplitTileCost = 1.2;
 }  // namespace
 
 // Longest context the combine's deep form is planned for: H100 (bench/RESULTS.md thirty-sixth session), batch 1 x
-// 2048-65536 tokens 0.3-2.2 us faster per call (the whole decode attention 2-6%), 131072-163840 tokens 1.3-2.2 us
-// slower, the same 64-split grid both ways (not understood).
+// 2048-65536 tokens 0.3-2.2 us faster per call (the whole decode attention 2-6%), 131072-163840 tokens 1.3-2.9 us
+// slower (three runs), the same 64-split grid both ways (not understood).
 constexpr int32_t kDeepCombineMaxContext = 65536;
 
 int32_t mla_decode_combine_split_groups(int32_t num_splits) { return num_splits >= 16 ? 4 : num_splits >= 8 ? 2 : 1; }
