@@ -1,8 +1,9 @@
 // MLA decode (absorbed form, paged latent cache) vs the CPU reference kernels::cpu::mla_attention_absorbed.
 //
 // Tolerance: relative L2 error <= 1e-2. The GPU rounds the softmax probabilities to bf16 before P·V
-// (relative error <= 2^-9 each, averaging out over keys) and rounds the output to bf16 (<= 2^-9 relative);
-// both together give ~3e-3 on random data; scores and sums are fp32 as in the reference.
+// (relative error <= 2^-9 each, averaging out over keys) and rounds the output to bf16 (<= 2^-9 relative; a split
+// plan rounds each split's output too, then the merged one); together ~3e-3 on random data; scores and sums are
+// fp32 as in the reference.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -308,7 +309,8 @@ TEST(MlaDecode, CombineSumsInTheCanonicalOrderForEveryGroupCount) {
           }
         }
     }
-    DeviceBuffer<float> partial_device(partial), lse_device(lse);
+    DeviceBuffer<__nv_bfloat16> partial_device(float_to_bf16_vector(partial));  // +-2^24, 1, 0, NaN: exact in bf16
+    DeviceBuffer<float> lse_device(lse);
     DeviceBuffer<int32_t> lens_device(seq_lens);
     DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(batch) * kHeads * kLora);
     out.fill_bytes(0xff);
@@ -398,7 +400,7 @@ TEST(MlaDecode, PlanAndWorkspace) {  // host code: runs without a GPU (CI)
   EXPECT_EQ(4, kernels::cuda::mla_decode_combine_split_groups(64));
   EXPECT_GT(mla_decode_plan(132, 1, 128, 16384).num_splits, 16);
   EXPECT_EQ(1, mla_decode_plan(132, 1, 128, 64).num_splits);
-  // The fp32 partials grow with the split count: batch 1 at 4096 tokens stops short of one tile per split.
+  // The partials grow with the split count: batch 1 at 4096 tokens stops short of one tile per split.
   EXPECT_LE(mla_decode_plan(132, 1, 128, 4096).num_splits, 32);
   EXPECT_EQ(2, mla_decode_plan(132, 1, 128, 1024).min_tiles_per_split);
   EXPECT_EQ(1, mla_decode_plan(132, 1, 128, 256).min_tiles_per_split);
@@ -442,6 +444,15 @@ TEST(MlaDecode, PlanAndWorkspace) {  // host code: runs without a GPU (CI)
     const MlaDecodePlan plan = mla_decode_plan(132, batch, 128, 16384);
     EXPECT_LE(kernels::cuda::mla_decode_workspace_bytes(plan, batch, 128, 512), max_bytes) << batch;
   }
+  // bf16 partial rows, then the fp32 log-sum-exps from the next 16-byte boundary (odd widths leave a gap).
+  MlaDecodePlan split_plan;
+  split_plan.num_splits = 7;
+  const auto layout = kernels::cuda::mla_decode_workspace_layout(split_plan, 3, 5, 99);  // 105 rows of 99 columns
+  EXPECT_EQ(20800u, layout.lse_offset_bytes);  // 105 * 99 * 2 = 20790, rounded up to 16
+  EXPECT_EQ(20800u + 105 * 4, layout.total_bytes);
+  EXPECT_EQ(layout.total_bytes, kernels::cuda::mla_decode_workspace_bytes(split_plan, 3, 5, 99));
+  split_plan.num_splits = 1;
+  EXPECT_EQ(0u, kernels::cuda::mla_decode_workspace_bytes(split_plan, 3, 5, 99));
 }
 
 }  // namespace

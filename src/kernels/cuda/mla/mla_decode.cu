@@ -125,10 +125,12 @@ void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* work
   params.page_table = batch.page_table;
   params.seq_lens = batch.seq_lens;
   params.out_latent = args.out_latent;
-  const size_t partial_floats =
-      static_cast<size_t>(batch.batch) * plan.num_splits * args.num_heads * static_cast<size_t>(cache.kv_lora_dim);
-  params.partial_out = plan.num_splits > 1 ? static_cast<float*>(workspace) : nullptr;
-  params.partial_lse = plan.num_splits > 1 ? static_cast<float*>(workspace) + partial_floats : nullptr;
+  const MlaDecodeWorkspaceLayout layout =
+      mla_decode_workspace_layout(plan, batch.batch, args.num_heads, cache.kv_lora_dim);
+  params.partial_out = plan.num_splits > 1 ? static_cast<__nv_bfloat16*>(workspace) : nullptr;
+  params.partial_lse = plan.num_splits > 1
+                           ? reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + layout.lse_offset_bytes)
+                           : nullptr;
   params.num_heads = args.num_heads;
   params.kv_lora = cache.kv_lora_dim;
   params.rope = cache.rope_dim;
@@ -154,10 +156,11 @@ void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* work
   }
 }
 
-void mla_decode_combine(const float* partial_out, const float* partial_lse, __nv_bfloat16* out_latent,
+void mla_decode_combine(const __nv_bfloat16* partial_out, const float* partial_lse, __nv_bfloat16* out_latent,
                         const int32_t* seq_lens, int32_t batch, int32_t num_heads, int32_t kv_lora,
                         const MlaDecodePlan& plan, cudaStream_t stream) {
-  FATHOM_CHECK(partial_out && partial_lse && out_latent && seq_lens && aligned16(partial_out),
+  FATHOM_CHECK(partial_out && partial_lse && out_latent && seq_lens && aligned16(partial_out) &&
+                   reinterpret_cast<uintptr_t>(partial_lse) % alignof(float) == 0,
                "mla_decode_combine: null or unaligned tensor pointer");
   FATHOM_CHECK(batch >= 0 && num_heads > 0 && kv_lora > 0 && kv_lora <= mla_detail::kCombineMaxLatent &&
                    plan.num_splits >= 1 && plan.num_splits <= mla_detail::kCombineMaxSplits,

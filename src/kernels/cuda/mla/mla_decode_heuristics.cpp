@@ -20,14 +20,16 @@ constexpr double kUnsplitOverheadTiles = 0.5;
 // 14.7-15.1 us at 8 splits vs 17.2 at 16), but won at 256 tokens (1 x 256: 12.5-12.8 us at 4 splits vs 13.8-14.2 at 2).
 int64_t min_tiles_per_split(int64_t context_tiles) { return context_tiles <= 4 ? 1 : 2; }
 
-// The fp32 partial outputs of all splits ([batch, splits, heads, kv_lora], written once and read once by the
-// combine), in tile units: these bytes grow with the split count, not with the CTAs per SM, so at batch 1 the
-// 64-split plan (4096 tokens) spent more on partials than it saved on tiles (H100: 38.2 us vs 23.7 at 32 splits).
-// Widths are V3's (kv_lora 512, rope 64, bf16 rows), the case the costs were fitted on.
+// The partial outputs of all splits ([batch, splits, heads, kv_lora], written once and read once by the combine), in
+// tile units: these bytes grow with the split count, not with the CTAs per SM, so at batch 1 the 64-split plan (4096
+// tokens) spent more on partials than it saved on tiles (H100, fp32 partials: 38.2 us vs 23.7 at 32 splits).
+// Widths are V3's (kv_lora 512, rope 64, bf16 rows), the case the costs were fitted on. The partials are bf16 since
+// the thirty-seventh session; the cost keeps the 4 bytes per element it was fitted with, so the plans stay the measured
+// ones (counted at 2 bytes, 17 of 168 batch x context plans from 1 x 256 to 128 x 163840 change, none of them measured).
 double partial_output_tiles(int32_t num_sms, int64_t batch, int64_t splits, int32_t num_heads) {
-  constexpr double kLatentDim = 512, kRowBytes = (512 + 64) * 2;
+  constexpr double kLatentDim = 512, kRowBytes = (512 + 64) * 2, kFittedBytesPerElement = 4;
   constexpr double kTileBytes = kMlaDecodeTileTokens * kRowBytes;
-  const double partial_bytes = static_cast<double>(batch) * splits * num_heads * kLatentDim * sizeof(float);
+  const double partial_bytes = static_cast<double>(batch) * splits * num_heads * kLatentDim * kFittedBytesPerElement;
   return 2.0 * partial_bytes / (kTileBytes * num_sms);
 }
 
@@ -114,11 +116,18 @@ MlaDecodePlan mla_decode_plan_batch_invariant(int32_t num_heads, int32_t max_con
   return plan;
 }
 
+MlaDecodeWorkspaceLayout mla_decode_workspace_layout(const MlaDecodePlan& plan, int32_t batch, int32_t num_heads,
+                                                     int32_t kv_lora_dim) {
+  MlaDecodeWorkspaceLayout layout;
+  if (plan.num_splits <= 1) return layout;
+  const size_t rows = static_cast<size_t>(batch) * plan.num_splits * num_heads;
+  layout.lse_offset_bytes = (rows * kv_lora_dim * kMlaDecodePartialBytes + 15) / 16 * 16;
+  layout.total_bytes = layout.lse_offset_bytes + rows * sizeof(float);
+  return layout;
+}
+
 size_t mla_decode_workspace_bytes(const MlaDecodePlan& plan, int32_t batch, int32_t num_heads, int32_t kv_lora_dim) {
-  if (plan.num_splits <= 1) return 0;
-  // partial_out [batch, splits, heads, kv_lora] fp32, then partial_lse [batch, splits, heads] fp32.
-  return static_cast<size_t>(batch) * plan.num_splits * num_heads * (static_cast<size_t>(kv_lora_dim) + 1) *
-         sizeof(float);
+  return mla_decode_workspace_layout(plan, batch, num_heads, kv_lora_dim).total_bytes;
 }
 
 size_t mla_decode_max_workspace_bytes(int32_t num_sms, int32_t max_batch, int32_t num_heads, int32_t kv_lora_dim,

@@ -1,7 +1,8 @@
 #pragma once
 // Tuning choices of the MLA decode kernel, kept apart from the kernel: the head-group size (heads that
 // share one read of each KV row inside a CTA) and the split-KV count (CTAs along the sequence).
-// The split count changes results only by fp32 rounding (splits are merged by a fixed-order LSE merge).
+// The split count changes results only by rounding (each split's output is rounded to bf16 like the unsplit output, then
+// the splits are merged in fp32 by a fixed-order LSE merge).
 #include <cstddef>
 #include <cstdint>
 
@@ -34,6 +35,8 @@ struct MlaDecodePlan {
 
 inline constexpr int32_t kMlaDecodeMaxSplits = 64;
 inline constexpr int32_t kMlaDecodeTileTokens = 64;  // KV rows per pipeline stage of the kernel
+// Bytes per element of a split's partial output: bf16, rounded like the unsplit output (the lse stays fp32).
+inline constexpr size_t kMlaDecodePartialBytes = 2;
 
 // Thread groups (of 128 threads) across the splits in the combine pass of a num_splits plan: more groups put more
 // loads in flight per head (1 x 16384 tokens, 64 splits: 13.1 -> 9.6 us, H100 ncu), but cost bigger CTAs where few
@@ -54,7 +57,16 @@ MlaDecodePlan mla_decode_plan(int32_t num_sms, int32_t batch, int32_t num_heads,
 MlaDecodePlan mla_decode_plan_batch_invariant(int32_t num_heads, int32_t max_context_tokens,
                                               int32_t max_model_context_tokens);
 
-// Workspace one decode call with this plan needs (fp32 partial outputs and LSEs; 0 when num_splits == 1).
+// Where a split plan's partials sit in the workspace: partial_out [batch, splits, heads, kv_lora] bf16 at offset 0,
+// then partial_lse [batch, splits, heads] fp32 at lse_offset_bytes (16-byte aligned); all zeros when num_splits == 1.
+struct MlaDecodeWorkspaceLayout {
+  size_t lse_offset_bytes = 0;
+  size_t total_bytes = 0;
+};
+MlaDecodeWorkspaceLayout mla_decode_workspace_layout(const MlaDecodePlan& plan, int32_t batch, int32_t num_heads,
+                                                     int32_t kv_lora_dim);
+
+// Workspace one decode call with this plan needs (mla_decode_workspace_layout's total; 0 when num_splits == 1).
 size_t mla_decode_workspace_bytes(const MlaDecodePlan& plan, int32_t batch, int32_t num_heads, int32_t kv_lora_dim);
 
 // Workspace that covers every plan mla_decode_plan returns for batch sizes 1..max_batch (allocate once).

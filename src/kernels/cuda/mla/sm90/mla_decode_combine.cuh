@@ -1,5 +1,5 @@
 #pragma once
-// Deterministic merge of split-KV decode partials: for each (sequence, head),
+// Deterministic merge of split-KV decode partials (bf16 rows, fp32 log-sum-exps): for each (sequence, head),
 //   out = Σ_s 2^(lse_s − M) · partial_s / Σ_s 2^(lse_s − M),  M = max_s lse_s,
 // in a fixed order (no atomics): split s is summed into lane s mod 4 in split order, then the lanes in their order. The
 // thread groups (1, 2 or 4, each owning whole lanes) change only which threads add, never the order, so the result
@@ -19,8 +19,42 @@ inline constexpr int kCombineSumLanes = 4;         // split s is summed in lane 
 inline constexpr int kCombineMaxSplits = 128;
 inline constexpr int kCombineMaxLatent = 4 * kCombineColumnThreads;
 
-// Partial rows one thread has in flight in the deep form (below): its CTA of 512 threads reads 64 splits' 128 KB at once.
+// Partial rows one thread has in flight in the deep form (below): its CTA of 512 threads reads 64 splits' 64 KB at once.
 inline constexpr int kCombineDeepRows = 16;
+
+// Four bf16 columns of a partial row as loaded (two per 32-bit word, low half first); widened only when summed.
+struct PartialColumns {
+  uint32_t lo = 0, hi = 0;
+};
+
+// Columns d, d + stride, d + 2·stride, d + 3·stride of `row` (row[0] = column d), zeros past kv_lora: one 8-byte load
+// when vector (contiguous columns, 8-byte aligned), else one 2-byte load each.
+__device__ __forceinline__ PartialColumns load_partial_columns(const __nv_bfloat16* row, bool vector, int d,
+                                                               int column_stride, int kv_lora) {
+  PartialColumns x;
+  if (vector) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(row);
+    x.lo = raw.x;
+    x.hi = raw.y;
+  } else {
+    const auto* bits = reinterpret_cast<const uint16_t*>(row);
+    const uint32_t c0 = bits[0];
+    const uint32_t c1 = d + column_stride < kv_lora ? bits[column_stride] : 0u;
+    const uint32_t c2 = d + 2 * column_stride < kv_lora ? bits[2 * column_stride] : 0u;
+    const uint32_t c3 = d + 3 * column_stride < kv_lora ? bits[3 * column_stride] : 0u;
+    x.lo = c0 | (c1 << 16);
+    x.hi = c2 | (c3 << 16);
+  }
+  return x;
+}
+
+// acc += w · columns (bf16 -> fp32 is exact: the bits moved to the high half).
+__device__ __forceinline__ void add_weighted_columns(float4& acc, float w, PartialColumns x) {
+  acc.x += w * __uint_as_float(x.lo << 16);
+  acc.y += w * __uint_as_float(x.lo & 0xffff0000u);
+  acc.z += w * __uint_as_float(x.hi << 16);
+  acc.w += w * __uint_as_float(x.hi & 0xffff0000u);
+}
 
 // grid (num_heads, batch), kCombineColumnThreads * kGroups threads (kGroups = mla_decode_combine_split_groups of the
 // allocated split count: 1, 2 or 4); kv_lora <= kCombineMaxLatent. Reads only the sequence's non-empty splits (the
@@ -33,7 +67,7 @@ inline constexpr int kCombineDeepRows = 16;
 // thirty-sixth session). The sums, and so the bits, are the same.
 template <int kGroups, bool kDeep>
 __global__ void __launch_bounds__(kCombineColumnThreads * kGroups, kGroups == 1 ? 16 : 1) mla_decode_combine_kernel(
-    const float* __restrict__ partial_out,  // [batch, num_splits, num_heads, kv_lora]
+    const __nv_bfloat16* __restrict__ partial_out,  // [batch, num_splits, num_heads, kv_lora]
     const float* __restrict__ partial_lse,  // [batch, num_splits, num_heads]
     __nv_bfloat16* __restrict__ out_latent,  // [batch, num_heads, kv_lora]
     const int32_t* __restrict__ seq_lens,   // [batch]
@@ -63,24 +97,16 @@ __global__ void __launch_bounds__(kCombineColumnThreads * kGroups, kGroups == 1 
   auto deep_split = [&](int k) {
     return (k / kLanesPerGroup) * kCombineSumLanes + group + kGroups * (k % kLanesPerGroup);
   };
-  float4 rows[kDeep ? kCombineDeepRows : 1];
+  PartialColumns rows[kDeep ? kCombineDeepRows : 1];
   auto load_rows = [&](int first_k) {
 #pragma unroll
     for (int j = 0; j < kCombineDeepRows; ++j) {  // no dependence between the loads: they overlap
       const int s = deep_split(first_k + j);
-      float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if (s < num_splits && d < kv_lora) {
-        const float* row = partial_out + (first_row + static_cast<int64_t>(s) * num_heads) * kv_lora + d;
-        if (vector) {
-          x = *reinterpret_cast<const float4*>(row);
-        } else {
-          x.x = row[0];
-          x.y = d + column_stride < kv_lora ? row[column_stride] : 0.0f;
-          x.z = d + 2 * column_stride < kv_lora ? row[2 * column_stride] : 0.0f;
-          x.w = d + 3 * column_stride < kv_lora ? row[3 * column_stride] : 0.0f;
-        }
-      }
-      rows[j] = x;
+      rows[j] = s < num_splits && d < kv_lora
+                    ? load_partial_columns(
+                          partial_out + (first_row + static_cast<int64_t>(s) * num_heads) * kv_lora + d, vector, d,
+                          column_stride, kv_lora)
+                    : PartialColumns{};
     }
   };
   if constexpr (kDeep) load_rows(0);
@@ -129,12 +155,7 @@ __global__ void __launch_bounds__(kCombineColumnThreads * kGroups, kGroups == 1 
       for (int j = 0; j < kCombineDeepRows; ++j) {
         const int s = deep_split(first_k + j);
         if (s >= num_splits) break;  // splits grow with j
-        const float w = weights[s];
-        float4& a = lane_acc[j % kLanesPerGroup];  // first_k is a multiple of kLanesPerGroup: j's lane
-        a.x += w * rows[j].x;
-        a.y += w * rows[j].y;
-        a.z += w * rows[j].z;
-        a.w += w * rows[j].w;
+        add_weighted_columns(lane_acc[j % kLanesPerGroup], weights[s], rows[j]);  // first_k: a multiple of the lanes
       }
     }
 #pragma unroll
@@ -147,21 +168,10 @@ __global__ void __launch_bounds__(kCombineColumnThreads * kGroups, kGroups == 1 
       for (int v = 0; v < kCombineSumLanes; ++v) {  // no dependence between the loads: they overlap
         const int s = base + v;
         if (v % kGroups != group || s >= num_splits) continue;
-        const float w = weights[s];
-        const float* row = partial_out + (first_row + static_cast<int64_t>(s) * num_heads) * kv_lora + d;
-        float4 x;
-        if (vector) {
-          x = *reinterpret_cast<const float4*>(row);
-        } else {
-          x.x = row[0];
-          x.y = d + column_stride < kv_lora ? row[column_stride] : 0.0f;
-          x.z = d + 2 * column_stride < kv_lora ? row[2 * column_stride] : 0.0f;
-          x.w = d + 3 * column_stride < kv_lora ? row[3 * column_stride] : 0.0f;
-        }
-        acc[v].x += w * x.x;
-        acc[v].y += w * x.y;
-        acc[v].z += w * x.z;
-        acc[v].w += w * x.w;
+        add_weighted_columns(acc[v], weights[s],
+                             load_partial_columns(
+                                 partial_out + (first_row + static_cast<int64_t>(s) * num_heads) * kv_lora + d,
+                                 vector, d, column_stride, kv_lora));
       }
     }
   }

@@ -19,7 +19,7 @@
 //           latent columns [w·kLatentPad/8, (w+1)·kLatentPad/8) for all heads of the group (mma.sync), or,
 //           with kValueWgmma (64 heads, latent 512), warpgroup wn issues wgmma m64n256k16 for columns
 //           [256·wn, 256·wn + 256) with P (K-major) and V (N-major) straight from shared memory.
-// At the end: O / l, written as bf16 (one split) or as fp32 partial + log2-sum-exp (several splits).
+// At the end: O / l, written as bf16 (one split) or as a bf16 partial + fp32 log2-sum-exp (several splits).
 // Q and KV tiles use the k-block-major 128-byte-swizzle layout (kblock_chunk_offset), 1024-byte aligned.
 #include <cuda_bf16.h>
 
@@ -43,7 +43,7 @@ struct DecodeKernelParams {
   const int32_t* page_table;      // [batch, max_pages_per_seq]
   const int32_t* seq_lens;        // [batch]
   __nv_bfloat16* out_latent;      // [batch, num_heads, kv_lora]          (num_splits == 1)
-  float* partial_out;             // [batch, num_splits, num_heads, kv_lora] (num_splits > 1), normalized
+  __nv_bfloat16* partial_out;     // [batch, num_splits, num_heads, kv_lora] (num_splits > 1), normalized
   float* partial_lse;             // [batch, num_splits, num_heads] log2(sum exp2) + max
   int32_t num_heads;
   int32_t kv_lora;                // actual latent width (<= kLatentPad)
@@ -96,26 +96,20 @@ struct DecodeLayout {
   static_assert(!kQInRegisters || kHeadGroup * kRowBytes <= kTileBytes, "Q is staged in a KV stage");
 };
 
-// Stores two adjacent output columns (d, d + 1) of head h: bf16 to out_latent (one split) or fp32 to the partials.
+// Stores two adjacent output columns (d, d + 1) of head h as bf16: to out_latent (one split) or to the split's
+// partial row (the combine reads half the bytes of fp32 rows; bench/RESULTS.md thirty-seventh session).
 __device__ __forceinline__ void store_decode_output(const DecodeKernelParams& p, int b, int split, int h, int d,
                                                     float v0, float v1) {
   const bool pairs = (p.kv_lora & 1) == 0;
-  if (p.num_splits == 1) {
-    __nv_bfloat16* out = p.out_latent + (static_cast<int64_t>(b) * p.num_heads + h) * p.kv_lora;
-    if (pairs && d + 1 < p.kv_lora) {
-      *reinterpret_cast<__nv_bfloat162*>(out + d) = __floats2bfloat162_rn(v0, v1);
-    } else {
-      if (d < p.kv_lora) out[d] = __float2bfloat16(v0);
-      if (d + 1 < p.kv_lora) out[d + 1] = __float2bfloat16(v1);
-    }
+  __nv_bfloat16* out =
+      p.num_splits == 1
+          ? p.out_latent + (static_cast<int64_t>(b) * p.num_heads + h) * p.kv_lora
+          : p.partial_out + ((static_cast<int64_t>(b) * p.num_splits + split) * p.num_heads + h) * p.kv_lora;
+  if (pairs && d + 1 < p.kv_lora) {
+    *reinterpret_cast<__nv_bfloat162*>(out + d) = __floats2bfloat162_rn(v0, v1);
   } else {
-    float* out = p.partial_out + ((static_cast<int64_t>(b) * p.num_splits + split) * p.num_heads + h) * p.kv_lora;
-    if (pairs && d + 1 < p.kv_lora) {
-      *reinterpret_cast<float2*>(out + d) = make_float2(v0, v1);
-    } else {
-      if (d < p.kv_lora) out[d] = v0;
-      if (d + 1 < p.kv_lora) out[d + 1] = v1;
-    }
+    if (d < p.kv_lora) out[d] = __float2bfloat16(v0);
+    if (d + 1 < p.kv_lora) out[d + 1] = __float2bfloat16(v1);
   }
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // The epilogue of the 64-head wgmma decode kernels (seesaw, warp-specialized): a warpgroup's normalized O
-// [64 heads][256 latent columns] leaves through shared memory as one bulk copy per head, 512 contiguous bytes (bf16
-// output) or 1 KB (a split's fp32 partial). Its fragments' own 4- and 8-byte stores, 16 bytes per row per warp
+// [64 heads][256 latent columns] leaves through shared memory as one bulk copy per head, 512 contiguous bytes of bf16
+// (the output, or a split's partial). Its fragments' own 4- and 8-byte stores, 16 bytes per row per warp
 // instruction, held the CTA 5-6 us longer at the end of every launch (H100, bench/RESULTS.md twenty-eighth session).
 #include <cuda_bf16.h>
 
@@ -13,34 +13,30 @@
 
 namespace fathom::kernels::cuda::mla_detail {
 
-// Staged rows are 264 elements apart: a warp's fragment writes hit every bank once (bf16) or twice (fp32, the two
-// wavefronts its 256 bytes need).
+// Staged rows are 264 elements apart: a warp's fragment writes hit every bank once.
 inline constexpr int kOutputStageRow = 264;
-// Shared memory one warpgroup stages its rows in (fp32, the larger case): [64 heads][kOutputStageRow] floats.
-inline constexpr int kOutputStageBytes = 64 * kOutputStageRow * 4;  // 67,584
+// Shared memory one warpgroup stages its rows in: [64 heads][kOutputStageRow] bf16.
+inline constexpr int kOutputStageBytes = 64 * kOutputStageRow * 2;  // 33,792
 
-template <typename T>
-__device__ __forceinline__ void store_output_rows(const float (&o)[128], const float (&inv_l)[2], T* out_rows,
-                                                  T* stage, int barrier_id, int head_base, int num_heads,
-                                                  int warpgroup, int wg_tid, int r0, int r1, int tq) {
+// out_rows: [num_heads, 512] bf16 rows of one sequence (and split).
+__device__ __forceinline__ void store_output_rows(const float (&o)[128], const float (&inv_l)[2],
+                                                  __nv_bfloat16* out_rows, __nv_bfloat16* stage, int barrier_id,
+                                                  int head_base, int num_heads, int warpgroup, int wg_tid, int r0,
+                                                  int r1, int tq) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    T* row = stage + (half == 0 ? r0 : r1) * kOutputStageRow;
+    __nv_bfloat16* row = stage + (half == 0 ? r0 : r1) * kOutputStageRow;
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
       const float v0 = o[4 * j + 2 * half] * inv_l[half], v1 = o[4 * j + 2 * half + 1] * inv_l[half];
-      if constexpr (sizeof(T) == 2) {
-        *reinterpret_cast<__nv_bfloat162*>(row + 8 * j + 2 * tq) = __floats2bfloat162_rn(v0, v1);
-      } else {
-        *reinterpret_cast<float2*>(row + 8 * j + 2 * tq) = make_float2(v0, v1);
-      }
+      *reinterpret_cast<__nv_bfloat162*>(row + 8 * j + 2 * tq) = __floats2bfloat162_rn(v0, v1);
     }
   }
   hopper::fence_proxy_async_shared();  // the staged rows (generic proxy) before the bulk copies read them (async proxy)
   hopper::named_barrier_sync(barrier_id, 128);
   if (wg_tid < 64 && head_base + wg_tid < num_heads) {
     hopper::bulk_store_shared_to_global(out_rows + static_cast<int64_t>(head_base + wg_tid) * 512 + 256 * warpgroup,
-                                        stage + wg_tid * kOutputStageRow, 256 * sizeof(T));
+                                        stage + wg_tid * kOutputStageRow, 256 * sizeof(__nv_bfloat16));
     hopper::bulk_store_wait_read();
   }
 }
@@ -53,15 +49,11 @@ __device__ __forceinline__ void store_decode_output_bulk(const DecodeKernelParam
                                                          const float (&o)[128], const float (&inv_l)[2], uint8_t* stage,
                                                          int barrier_id, int head_base, int warpgroup, int wg_tid,
                                                          int r0, int r1, int tq) {
-  if (p.num_splits == 1) {
-    store_output_rows(o, inv_l, p.out_latent + static_cast<int64_t>(b) * p.num_heads * 512,
-                      reinterpret_cast<__nv_bfloat16*>(stage), barrier_id, head_base, p.num_heads, warpgroup, wg_tid,
-                      r0, r1, tq);
-  } else {
-    store_output_rows(o, inv_l, p.partial_out + (static_cast<int64_t>(b) * p.num_splits + split) * p.num_heads * 512,
-                      reinterpret_cast<float*>(stage), barrier_id, head_base, p.num_heads, warpgroup, wg_tid, r0, r1,
-                      tq);
-  }
+  __nv_bfloat16* out_rows = p.num_splits == 1
+                               ? p.out_latent + static_cast<int64_t>(b) * p.num_heads * 512
+                               : p.partial_out + (static_cast<int64_t>(b) * p.num_splits + split) * p.num_heads * 512;
+  store_output_rows(o, inv_l, out_rows, reinterpret_cast<__nv_bfloat16*>(stage), barrier_id, head_base, p.num_heads,
+                    warpgroup, wg_tid, r0, r1, tq);
 }
 
 }  // namespace fathom::kernels::cuda::mla_detail
