@@ -200,8 +200,17 @@ __global__ void __launch_bounds__(kCombineColumnThreads * kGroups, kGroups == 1 
   __nv_bfloat16* out = out_latent + (static_cast<int64_t>(b) * num_heads + h) * kv_lora;
   if (vector) {
     if (d < kv_lora) {
-      *reinterpret_cast<__nv_bfloat162*>(out + d) = __floats2bfloat162_rn(sum.x * inv_total, sum.y * inv_total);
-      *reinterpret_cast<__nv_bfloat162*>(out + d + 2) = __floats2bfloat162_rn(sum.z * inv_total, sum.w * inv_total);
+      const __nv_bfloat162 low = __floats2bfloat162_rn(sum.x * inv_total, sum.y * inv_total);
+      const __nv_bfloat162 high = __floats2bfloat162_rn(sum.z * inv_total, sum.w * inv_total);
+      if ((reinterpret_cast<uintptr_t>(out_latent) & 7) == 0) {  // one 8-byte store: a warp writes whole sectors
+        *reinterpret_cast<uint2*>(out + d) =
+            make_uint2(*reinterpret_cast<const uint32_t*>(&low), *reinterpret_cast<const uint32_t*>(&high));
+      } else {
+        out[d] = low.x;
+        out[d + 1] = low.y;
+        out[d + 2] = high.x;
+        out[d + 3] = high.y;
+      }
     }
   } else {
     const float values[4] = {sum.x, sum.y, sum.z, sum.w};

@@ -96,20 +96,37 @@ struct DecodeLayout {
   static_assert(!kQInRegisters || kHeadGroup * kRowBytes <= kTileBytes, "Q is staged in a KV stage");
 };
 
-// Stores two adjacent output columns (d, d + 1) of head h as bf16: to out_latent (one split) or to the split's
-// partial row (the combine reads half the bytes of fp32 rows; bench/RESULTS.md thirty-seventh session).
-__device__ __forceinline__ void store_decode_output(const DecodeKernelParams& p, int b, int split, int h, int d,
-                                                    float v0, float v1) {
-  const bool pairs = (p.kv_lora & 1) == 0;
-  __nv_bfloat16* out =
-      p.num_splits == 1
-          ? p.out_latent + (static_cast<int64_t>(b) * p.num_heads + h) * p.kv_lora
-          : p.partial_out + ((static_cast<int64_t>(b) * p.num_splits + split) * p.num_heads + h) * p.kv_lora;
-  if (pairs && d + 1 < p.kv_lora) {
-    *reinterpret_cast<__nv_bfloat162*>(out + d) = __floats2bfloat162_rn(v0, v1);
+// Row h's output as bf16: out_latent (one split) or the split's partial row.
+__device__ __forceinline__ __nv_bfloat16* decode_output_row(const DecodeKernelParams& p, int b, int split, int h) {
+  return p.num_splits == 1
+             ? p.out_latent + (static_cast<int64_t>(b) * p.num_heads + h) * p.kv_lora
+             : p.partial_out + ((static_cast<int64_t>(b) * p.num_splits + split) * p.num_heads + h) * p.kv_lora;
+}
+
+// Stores head h's output columns [col0, col0 + 16) (two adjacent n8 fragment tiles) as bf16; this thread holds
+// columns col0 + 2·tq, +1 (first_pair) and col0 + 8 + 2·tq, +1 (second_pair). Two shuffles within the quad give thread
+// tq columns [col0 + 4·tq, +4), so each quad writes 32 contiguous bytes (whole L2 sectors) with 8-byte stores instead
+// of 16-byte halves of two sectors with 4-byte ones. All 32 lanes must call it (valid: this lane's row exists).
+__device__ __forceinline__ void store_decode_output_tiles(const DecodeKernelParams& p, int b, int split, int h,
+                                                          bool valid, int col0, int tq, float2 first_pair,
+                                                          float2 second_pair) {
+  const uint32_t first = pack_bf16x2(first_pair.x, first_pair.y), second = pack_bf16x2(second_pair.x, second_pair.y);
+  const int quad_lane = static_cast<int>(threadIdx.x & 31) & ~3;
+  const int source = (tq >> 1) | ((tq & 1) << 1);  // tq 0..3 read lanes 0, 2, 1, 3 of the quad, then lanes ^ 1
+  const bool even = (tq & 1) == 0;
+  const uint32_t x = __shfl_sync(0xffffffffu, even ? first : second, quad_lane + source);
+  const uint32_t y = __shfl_sync(0xffffffffu, even ? second : first, quad_lane + (source ^ 1));
+  const uint32_t lo = tq < 2 ? x : y, hi = tq < 2 ? y : x;  // columns +0, +1 and +2, +3 of the chunk
+  const int col = col0 + 4 * tq;
+  if (!valid || col >= p.kv_lora) return;
+  __nv_bfloat16* out = decode_output_row(p, b, split, h) + col;
+  if ((p.kv_lora & 3) == 0) {  // col + 3 < kv_lora; 8-byte aligned (rows of a multiple of 4 columns)
+    *reinterpret_cast<uint2*>(out) = make_uint2(lo, hi);
   } else {
-    if (d < p.kv_lora) out[d] = __float2bfloat16(v0);
-    if (d + 1 < p.kv_lora) out[d + 1] = __float2bfloat16(v1);
+    const uint32_t words[2] = {lo, hi};
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (col + i < p.kv_lora) out[i] = __ushort_as_bfloat16(static_cast<unsigned short>(words[i / 2] >> (16 * (i % 2))));
   }
 }
 
@@ -506,38 +523,44 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
   }
   __syncthreads();
 
+  // Rows past num_heads compute and shuffle like the others (the stores' quad exchange needs every lane), unstored.
   if constexpr (kValueWgmma) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int r = half == 0 ? r0 : r1, h = head_base + r;
-      if (h >= p.num_heads) continue;
+      const bool valid = h < p.num_heads;
       float l_total = 0.0f;
 #pragma unroll
       for (int w = 0; w < L::kTokenWarps; ++w) l_total += red_sum[w * kHeadGroup + r];
       const float inv_l = 1.0f / l_total;
 #pragma unroll
-      for (int j = 0; j < 32; ++j)
-        store_decode_output(p, b, split, h, 256 * wn + 8 * j + 2 * tq, o_wg[4 * j + 2 * half] * inv_l,
-                            o_wg[4 * j + 2 * half + 1] * inv_l);
-      if (p.num_splits > 1 && wn == 0 && tq == 0)
+      for (int j = 0; j < 32; j += 2)
+        store_decode_output_tiles(
+            p, b, split, h, valid, 256 * wn + 8 * j, tq,
+            make_float2(o_wg[4 * j + 2 * half] * inv_l, o_wg[4 * j + 2 * half + 1] * inv_l),
+            make_float2(o_wg[4 * (j + 1) + 2 * half] * inv_l, o_wg[4 * (j + 1) + 2 * half + 1] * inv_l));
+      if (valid && p.num_splits > 1 && wn == 0 && tq == 0)
         p.partial_lse[(static_cast<int64_t>(b) * p.num_splits + split) * p.num_heads + h] = m_run[half] + log2f(l_total);
     }
   } else {
+  static_assert(kOutNTilesMma % 2 == 0, "output n-tiles are stored in pairs");
 #pragma unroll
   for (int i = 0; i < kHeadTilesMma; ++i)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int r = i * 16 + g + 8 * half, h = head_base + r;
-      if (h >= p.num_heads) continue;
+      const bool valid = h < p.num_heads;
       float l_total = 0.0f;
 #pragma unroll
       for (int w = 0; w < L::kTokenWarps; ++w) l_total += red_sum[w * kHeadGroup + r];
       const float inv_l = 1.0f / l_total;
 #pragma unroll
-      for (int n = 0; n < kOutNTilesMma; ++n)
-        store_decode_output(p, b, split, h, warp * L::kDimsPerWarp + n * 8 + 2 * tq, o_acc[i][n][2 * half] * inv_l,
-                            o_acc[i][n][2 * half + 1] * inv_l);
-      if (p.num_splits > 1 && warp == 0 && tq == 0)
+      for (int n = 0; n < kOutNTilesMma; n += 2)
+        store_decode_output_tiles(
+            p, b, split, h, valid, warp * L::kDimsPerWarp + n * 8, tq,
+            make_float2(o_acc[i][n][2 * half] * inv_l, o_acc[i][n][2 * half + 1] * inv_l),
+            make_float2(o_acc[i][n + 1][2 * half] * inv_l, o_acc[i][n + 1][2 * half + 1] * inv_l));
+      if (valid && p.num_splits > 1 && warp == 0 && tq == 0)
         p.partial_lse[(static_cast<int64_t>(b) * p.num_splits + split) * p.num_heads + h] = final_max[r] + log2f(l_total);
     }
   }  // mma.sync outputs
