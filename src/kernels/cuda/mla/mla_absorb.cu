@@ -129,7 +129,6 @@ HeadBmmParams absorb_params(const __nv_bfloat16* q_nope, int64_t q_head_stride, 
   params.k = w.nope_dim;
   params.n = w.kv_lora_dim;
   params.a_vector = q_head_stride % 8 == 0 && aligned16(q_nope);
-  params.out_pairs = w.kv_lora_dim % 2 == 0;
   set_weights(params, w);
   return params;
 }
@@ -150,7 +149,6 @@ HeadBmmParams project_params(const __nv_bfloat16* out_latent, int32_t num_tokens
   params.k = w.kv_lora_dim;
   params.n = w.v_dim;
   params.a_vector = w.kv_lora_dim % 8 == 0 && aligned16(out_latent);
-  params.out_pairs = w.v_dim % 2 == 0;
   set_weights(params, w);
   return params;
 }

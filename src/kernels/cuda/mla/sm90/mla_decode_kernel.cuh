@@ -103,31 +103,17 @@ __device__ __forceinline__ __nv_bfloat16* decode_output_row(const DecodeKernelPa
              : p.partial_out + ((static_cast<int64_t>(b) * p.num_splits + split) * p.num_heads + h) * p.kv_lora;
 }
 
-// Stores head h's output columns [col0, col0 + 16) (two adjacent n8 fragment tiles) as bf16; this thread holds
-// columns col0 + 2·tq, +1 (first_pair) and col0 + 8 + 2·tq, +1 (second_pair). Two shuffles within the quad give thread
-// tq columns [col0 + 4·tq, +4), so each quad writes 32 contiguous bytes (whole L2 sectors) with 8-byte stores instead
-// of 16-byte halves of two sectors with 4-byte ones. All 32 lanes must call it (valid: this lane's row exists).
+// Stores head h's output columns [col0, col0 + 16) (two adjacent n8 fragment tiles: this thread's columns col0 + 2·tq,
+// +1 in first_pair and col0 + 8 + 2·tq, +1 in second_pair) as bf16, 8 bytes per thread (quad_bf16x4_columns). Every
+// lane must call it; valid: this lane's row exists.
 __device__ __forceinline__ void store_decode_output_tiles(const DecodeKernelParams& p, int b, int split, int h,
                                                           bool valid, int col0, int tq, float2 first_pair,
                                                           float2 second_pair) {
-  const uint32_t first = pack_bf16x2(first_pair.x, first_pair.y), second = pack_bf16x2(second_pair.x, second_pair.y);
-  const int quad_lane = static_cast<int>(threadIdx.x & 31) & ~3;
-  const int source = (tq >> 1) | ((tq & 1) << 1);  // tq 0..3 read lanes 0, 2, 1, 3 of the quad, then lanes ^ 1
-  const bool even = (tq & 1) == 0;
-  const uint32_t x = __shfl_sync(0xffffffffu, even ? first : second, quad_lane + source);
-  const uint32_t y = __shfl_sync(0xffffffffu, even ? second : first, quad_lane + (source ^ 1));
-  const uint32_t lo = tq < 2 ? x : y, hi = tq < 2 ? y : x;  // columns +0, +1 and +2, +3 of the chunk
+  const uint2 columns = quad_bf16x4_columns(pack_bf16x2(first_pair.x, first_pair.y),
+                                            pack_bf16x2(second_pair.x, second_pair.y), tq);
   const int col = col0 + 4 * tq;
   if (!valid || col >= p.kv_lora) return;
-  __nv_bfloat16* out = decode_output_row(p, b, split, h) + col;
-  if ((p.kv_lora & 3) == 0) {  // col + 3 < kv_lora; 8-byte aligned (rows of a multiple of 4 columns)
-    *reinterpret_cast<uint2*>(out) = make_uint2(lo, hi);
-  } else {
-    const uint32_t words[2] = {lo, hi};
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      if (col + i < p.kv_lora) out[i] = __ushort_as_bfloat16(static_cast<unsigned short>(words[i / 2] >> (16 * (i % 2))));
-  }
+  store_bf16x4(decode_output_row(p, b, split, h) + col, columns, p.kv_lora - col);
 }
 
 // Output of an empty sequence without splits for heads [head_base, head_base + head_group): zeros. (Empty splits of

@@ -349,25 +349,17 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_min_blocks<kWeightRowsA
     }
   }
 
-  // Same fragment -> output mapping and rounding as the reference kernels' epilogue.
+  // The reference kernels' epilogue (store_head_bmm_tiles): the same rounding and bits.
+  static_assert(kBlocks % 2 == 0, "output n8 tiles are stored in pairs");
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
     for (int half = 0; half < (kTokens < 16 ? 1 : 2); ++half) {
       const int m = mt * 16 + g + 8 * half;
-      if (m >= p.m) continue;
-      __nv_bfloat16* out = p.out + m * p.out_token_stride + h * p.out_head_stride;
+      __nv_bfloat16* out = p.out + static_cast<int64_t>(m) * p.out_token_stride + h * p.out_head_stride;
 #pragma unroll
-      for (int j = 0; j < kBlocks; ++j) {
-        const int n = n_base + j * 8 + 2 * tq;
-        const float v0 = acc[mt][j][2 * half], v1 = acc[mt][j][2 * half + 1];
-        if (p.out_pairs && n + 1 < p.n) {
-          *reinterpret_cast<__nv_bfloat162*>(out + n) = __floats2bfloat162_rn(v0, v1);
-        } else {
-          if (n < p.n) out[n] = __float2bfloat16(v0);
-          if (n + 1 < p.n) out[n + 1] = __float2bfloat16(v1);
-        }
-      }
+      for (int j = 0; j < kBlocks; j += 2)
+        store_head_bmm_tiles(p, out, m < p.m, n_base + j * 8, tq, half, acc[mt][j], acc[mt][j + 1]);
     }
 }
 

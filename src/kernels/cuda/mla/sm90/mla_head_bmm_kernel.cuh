@@ -38,8 +38,20 @@ struct HeadBmmParams {
   int32_t m, k, n;           // tokens, reduction length, output width
   int32_t a_vector;          // A chunks of 8 are 16-byte aligned (strides, k multiples of 8)
   int32_t w_vector;          // W chunks of 8 are aligned (w_cols multiple of 8; 128-blocks never split a chunk)
-  int32_t out_pairs;         // outputs stored as bf16 pairs (n and strides even)
 };
+
+// Output columns [n0, n0 + 16) of one token row (out_row: its head's first column) from two adjacent n8 accumulator
+// tiles, this thread's element pair `half` (row g or g + 8) of each, rounded to bf16 and stored 8 bytes per thread
+// (quad_bf16x4_columns). The epilogue of every bmm kernel: the same rounding, so the same bits. Every lane calls it;
+// valid: the row exists.
+__device__ __forceinline__ void store_head_bmm_tiles(const HeadBmmParams& p, __nv_bfloat16* out_row, bool valid,
+                                                     int n0, int tq, int half, const float (&first)[4],
+                                                     const float (&second)[4]) {
+  const uint2 columns = quad_bf16x4_columns(pack_bf16x2(first[2 * half], first[2 * half + 1]),
+                                            pack_bf16x2(second[2 * half], second[2 * half + 1]), tq);
+  const int n = n0 + 4 * tq;
+  if (valid && n < p.n) store_bf16x4(out_row + n, columns, p.n - n);
+}
 
 // 2 e4m3 values (the low 16 bits of pair, low byte first) times scale -> bf16x2: e4m3 -> half -> float (exact),
 // one fp32 multiply, round to nearest bf16. The one dequantization of W shared by every bmm kernel (the decode
@@ -198,19 +210,10 @@ __global__ void __launch_bounds__(kBmmThreads) mla_head_bmm_kernel(const HeadBmm
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int m = m0 + wm * 32 + mi * 16 + g + 8 * half;
-      if (m >= p.m) continue;
-      __nv_bfloat16* out = p.out + m * p.out_token_stride + h * p.out_head_stride;
+      __nv_bfloat16* out = p.out + static_cast<int64_t>(m) * p.out_token_stride + h * p.out_head_stride;
 #pragma unroll
-      for (int nj = 0; nj < 4; ++nj) {
-        const int n = n0 + wn * 32 + nj * 8 + 2 * tq;
-        const float v0 = acc[mi][nj][2 * half], v1 = acc[mi][nj][2 * half + 1];
-        if (p.out_pairs && n + 1 < p.n) {
-          *reinterpret_cast<__nv_bfloat162*>(out + n) = __floats2bfloat162_rn(v0, v1);
-        } else {
-          if (n < p.n) out[n] = __float2bfloat16(v0);
-          if (n + 1 < p.n) out[n + 1] = __float2bfloat16(v1);
-        }
-      }
+      for (int nj = 0; nj < 4; nj += 2)
+        store_head_bmm_tiles(p, out, m < p.m, n0 + wn * 32 + nj * 8, tq, half, acc[mi][nj], acc[mi][nj + 1]);
     }
 }
 

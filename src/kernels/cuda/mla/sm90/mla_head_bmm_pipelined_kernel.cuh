@@ -139,19 +139,10 @@ __global__ void __launch_bounds__(kBmmThreads, 5) mla_head_bmm_pipelined_kernel(
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int m = m0 + wm * 32 + mi * 16 + g + 8 * half;
-      if (m >= p.m) continue;
-      __nv_bfloat16* out = p.out + m * p.out_token_stride + h * p.out_head_stride;
+      __nv_bfloat16* out = p.out + static_cast<int64_t>(m) * p.out_token_stride + h * p.out_head_stride;
 #pragma unroll
-      for (int nj = 0; nj < 4; ++nj) {
-        const int n = n0 + wn * 32 + nj * 8 + 2 * tq;
-        const float v0 = acc[mi][nj][2 * half], v1 = acc[mi][nj][2 * half + 1];
-        if (p.out_pairs && n + 1 < p.n) {
-          *reinterpret_cast<__nv_bfloat162*>(out + n) = __floats2bfloat162_rn(v0, v1);
-        } else {
-          if (n < p.n) out[n] = __float2bfloat16(v0);
-          if (n + 1 < p.n) out[n + 1] = __float2bfloat16(v1);
-        }
-      }
+      for (int nj = 0; nj < 4; nj += 2)
+        store_head_bmm_tiles(p, out, m < p.m, n0 + wn * 32 + nj * 8, tq, half, acc[mi][nj], acc[mi][nj + 1]);
     }
 }
 

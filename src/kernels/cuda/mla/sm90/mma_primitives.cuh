@@ -85,6 +85,34 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float low, float high) {
   return *reinterpret_cast<uint32_t*>(&packed);
 }
 
+// Two adjacent n8 tiles of an m16n8 accumulator row, rounded to bf16: this thread holds columns 2·tq, +1 of the first
+// (first, packed) and of the second (second). Two shuffles within the quad return columns [4·tq, 4·tq + 4) of the 16
+// (x: the first two, y: the next two), so a quad stores its row's 32 contiguous bytes as four 8-byte stores: whole L2
+// sectors, where each tile's own 4-byte pair stores leave every sector half written by two instructions (which cost
+// the MLA decode 4-7% at short contexts on an H100: bench/RESULTS.md thirty-seventh session). Every lane of the warp
+// must call it (full-warp shuffles).
+__device__ __forceinline__ uint2 quad_bf16x4_columns(uint32_t first, uint32_t second, int tq) {
+  const int quad_lane = static_cast<int>(threadIdx.x & 31) & ~3;
+  const int source = (tq >> 1) | ((tq & 1) << 1);  // lanes 0, 2, 1, 3 of the quad, then those ^ 1
+  const bool even = (tq & 1) == 0;
+  const uint32_t x = __shfl_sync(0xffffffffu, even ? first : second, quad_lane + source);
+  const uint32_t y = __shfl_sync(0xffffffffu, even ? second : first, quad_lane + (source ^ 1));
+  return tq < 2 ? make_uint2(x, y) : make_uint2(y, x);
+}
+
+// Stores the 4 bf16 of quad_bf16x4_columns at out[0..3], only those below count: one 8-byte store where out is
+// 8-byte aligned and all 4 are stored, else one 2-byte store each.
+__device__ __forceinline__ void store_bf16x4(__nv_bfloat16* out, uint2 columns, int count) {
+  if (count >= 4 && (reinterpret_cast<uintptr_t>(out) & 7) == 0) {
+    *reinterpret_cast<uint2*>(out) = columns;
+    return;
+  }
+  const uint32_t words[2] = {columns.x, columns.y};
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    if (i < count) out[i] = __ushort_as_bfloat16(static_cast<unsigned short>(words[i / 2] >> (16 * (i % 2))));
+}
+
 // The two floats a packed bf16x2 holds (low half first).
 __device__ __forceinline__ float2 unpack_bf16x2(uint32_t packed) {
   return make_float2(__uint_as_float(packed << 16), __uint_as_float(packed & 0xffff0000u));
