@@ -83,19 +83,16 @@ __device__ __forceinline__ void prefill_store_rows(const PrefillKernelParams& p,
   prefill_row_sums(l_run);
   const int64_t out_token_stride = static_cast<int64_t>(p.num_heads) * kV;
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {  // rows past q_len shuffle with the others (every lane must), unstored
-    const bool valid = row_q[half] < q_len;
+  for (int half = 0; half < 2; ++half) {
+    if (row_q[half] >= q_len) continue;
     const float inv_l = l_run[half] > 0.0f ? 1.0f / l_run[half] : 0.0f;
     const int64_t row = static_cast<int64_t>(q_begin) + row_q[half];
-    if (valid && p.lse_log2 != nullptr && tq == 0)
-      p.lse_log2[row * p.num_heads + h] = prefill_row_lse_log2(m_run[half], l_run[half]);
+    if (p.lse_log2 != nullptr && tq == 0) p.lse_log2[row * p.num_heads + h] = prefill_row_lse_log2(m_run[half], l_run[half]);
     __nv_bfloat16* out = p.out + row * out_token_stride + h * kV;
 #pragma unroll
-    for (int j = 0; j < 16; j += 2) {  // two n8 tiles: 8 bytes per thread (quad_bf16x4_columns)
-      const uint2 columns =
-          quad_bf16x4_columns(pack_bf16x2(o[4 * j + 2 * half] * inv_l, o[4 * j + 2 * half + 1] * inv_l),
-                              pack_bf16x2(o[4 * j + 4 + 2 * half] * inv_l, o[4 * j + 5 + 2 * half] * inv_l), tq);
-      if (valid) store_bf16x4(out + j * 8 + 4 * tq, columns, 4);
+    for (int j = 0; j < 16; ++j) {
+      *reinterpret_cast<__nv_bfloat162*>(out + j * 8 + 2 * tq) =
+          __floats2bfloat162_rn(o[4 * j + 2 * half] * inv_l, o[4 * j + 2 * half + 1] * inv_l);
     }
   }
 }
