@@ -62,9 +62,10 @@ __device__ __forceinline__ void add_weighted_columns(float4& acc, float w, Parti
 // keeps its lanes in registers, without shared memory for them, in 32 registers: at 40, batch 16 in 4 splits ran
 // 0.2-4% slower than the single-loop combine before it (34 registers; H100), at 32 0-3% faster (H200; RESULTS.md).
 // kDeep (2 or 4 groups; MlaDecodePlan::deep_combine): each thread issues its first kCombineDeepRows rows' loads before
-// the weights exist (warp 0's log-sum-exp round trip runs under them), at 102 registers (one CTA per SM); with more
-// CTAs than SMs the 4-8 rows in flight of the plain form at 2 CTAs per SM are faster (H100, bench/RESULTS.md
-// thirty-sixth session). The sums, and so the bits, are the same.
+// the weights exist (warp 0's log-sum-exp round trip runs under them): 102 registers with fp32 partials (one CTA of 4
+// groups per SM), 72-80 with the bf16 ones; where the grid has more CTAs than SMs the 4-8 rows in flight of the plain
+// form were faster (H100, fp32 partials, bench/RESULTS.md thirty-sixth session). The sums, and so the bits, are the
+// same.
 template <int kGroups, bool kDeep>
 __global__ void __launch_bounds__(kCombineColumnThreads * kGroups, kGroups == 1 ? 16 : 1) mla_decode_combine_kernel(
     const __nv_bfloat16* __restrict__ partial_out,  // [batch, num_splits, num_heads, kv_lora]
