@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/mla/sm90/mla_decode_splits.cuh"
+#include "kernels/cuda/mla/sm90/mma_primitives.cuh"  // unpack_bf16x2, store_bf16x4
 #include "kernels/cuda/programmatic_launch.cuh"
 
 namespace fathom::kernels::cuda::mla_detail {
@@ -48,12 +49,13 @@ __device__ __forceinline__ PartialColumns load_partial_columns(const __nv_bfloat
   return x;
 }
 
-// acc += w · columns (bf16 -> fp32 is exact: the bits moved to the high half).
+// acc += w · columns (bf16 -> fp32 is exact).
 __device__ __forceinline__ void add_weighted_columns(float4& acc, float w, PartialColumns x) {
-  acc.x += w * __uint_as_float(x.lo << 16);
-  acc.y += w * __uint_as_float(x.lo & 0xffff0000u);
-  acc.z += w * __uint_as_float(x.hi << 16);
-  acc.w += w * __uint_as_float(x.hi & 0xffff0000u);
+  const float2 low = unpack_bf16x2(x.lo), high = unpack_bf16x2(x.hi);
+  acc.x += w * low.x;
+  acc.y += w * low.y;
+  acc.z += w * high.x;
+  acc.w += w * high.y;
 }
 
 // grid (num_heads, batch), kCombineColumnThreads * kGroups threads (kGroups = mla_decode_combine_split_groups of the
@@ -200,19 +202,11 @@ __global__ void __launch_bounds__(kCombineColumnThreads * kGroups, kGroups == 1 
   const float inv_total = inv_total_sh;
   __nv_bfloat16* out = out_latent + (static_cast<int64_t>(b) * num_heads + h) * kv_lora;
   if (vector) {
-    if (d < kv_lora) {
-      const __nv_bfloat162 low = __floats2bfloat162_rn(sum.x * inv_total, sum.y * inv_total);
-      const __nv_bfloat162 high = __floats2bfloat162_rn(sum.z * inv_total, sum.w * inv_total);
-      if ((reinterpret_cast<uintptr_t>(out_latent) & 7) == 0) {  // one 8-byte store: a warp writes whole sectors
-        *reinterpret_cast<uint2*>(out + d) =
-            make_uint2(*reinterpret_cast<const uint32_t*>(&low), *reinterpret_cast<const uint32_t*>(&high));
-      } else {
-        out[d] = low.x;
-        out[d + 1] = low.y;
-        out[d + 2] = high.x;
-        out[d + 3] = high.y;
-      }
-    }
+    if (d < kv_lora)  // one 8-byte store where aligned: a warp writes whole sectors
+      store_bf16x4(out + d,
+                   make_uint2(pack_bf16x2(sum.x * inv_total, sum.y * inv_total),
+                              pack_bf16x2(sum.z * inv_total, sum.w * inv_total)),
+                   4);
   } else {
     const float values[4] = {sum.x, sum.y, sum.z, sum.w};
 #pragma unroll
