@@ -170,7 +170,8 @@ __device__ __forceinline__ void seesaw_zero_tail_rows(uint32_t kv_tile, int kb_b
 // multiple of 64. kv_map: the cache pool as [num_slots][1152 bytes], boxes of [64 rows][128 bytes], 128-byte swizzle.
 __global__ void __launch_bounds__(kDecodeThreads, 1)
 mla_decode_seesaw_kernel(const DecodeKernelParams p, const __grid_constant__ CUtensorMap kv_map) {
-  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
+  wait_for_predecessor();  // launched programmatically (programmatic_launch.cuh)
+  if (!p.late_successor_launch) allow_successor_launch();
   using L = DecodeSeesawLayout;
   using hopper::mbarrier_wait;
   using hopper::named_barrier_arrive;
@@ -451,6 +452,7 @@ mla_decode_seesaw_kernel(const DecodeKernelParams p, const __grid_constant__ CUt
   // buffers take the output rows.
   const float inv_l[2] = {1.0f / l_total[0], 1.0f / l_total[1]};
   static_assert(2 * kOutputStageBytes <= 2 * L::kTileBytes, "both warpgroups' output rows fit the KV buffers");
+  if (p.late_successor_launch) allow_successor_launch();
   store_decode_output_bulk(p, b, split, o, inv_l, smem + L::kKvOffset + warpgroup * kOutputStageBytes,
                            kSeesawStoreBarrier + warpgroup, head_base, warpgroup, wg_tid, r0, r1, tq);
 }

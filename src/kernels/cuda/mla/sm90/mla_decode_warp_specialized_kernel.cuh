@@ -57,7 +57,8 @@ inline constexpr int kBarrierPReady = 1, kBarrierPFree = 2, kBarrierFinal = 3, k
 inline constexpr int kBarrierOutput = 6;  // + warpgroup: its output rows staged, before their bulk stores
 
 __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized_kernel(const DecodeKernelParams p) {
-  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
+  wait_for_predecessor();  // launched programmatically (programmatic_launch.cuh)
+  if (!p.late_successor_launch) allow_successor_launch();
   using L = DecodeWarpSpecializedLayout;
   using hopper::mbarrier_wait;
   using hopper::named_barrier_arrive;
@@ -107,6 +108,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized
                 "each warpgroup's output rows fit its staging region (Q; the KV stages)");
   auto store_rows = [&](float inv_l0, float inv_l1) {
     const float inv_l[2] = {inv_l0, inv_l1};
+    if (p.late_successor_launch) allow_successor_launch();
     store_decode_output_bulk(p, b, split, o, inv_l, smem + (warpgroup == 0 ? L::kQOffset : L::kKvOffset),
                              kBarrierOutput + warpgroup, head_base, warpgroup, tid & 127, r0, r1, tq);
   };
