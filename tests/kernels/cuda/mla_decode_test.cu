@@ -342,52 +342,56 @@ TEST(MlaDecode, CombineSumsInTheCanonicalOrderForEveryGroupCount) {
 // and q_pe (two or more launches back) and q_latent (the launch right before), alternating between two setups of
 // the same shape (different rows, page tables and queries), so a read of the other setup's data (before the wait,
 // or a stale cached line) changes the output. Every run must give the bits of a plain launch of the same setup;
-// split plan of 3 (the combine runs after it). Guards any move of the kernel's reads ahead of its wait.
+// split plan of 3 (the combine runs after it, let launch at the decode's start or at its output). Guards any move
+// of the kernel's reads ahead of its wait.
 TEST(MlaDecode, ProgrammaticChainMatchesPlainLaunch) {
   FATHOM_REQUIRE_GPU();
   for (const WgmmaKernelVariant& variant : kWgmmaKernelVariants) {
-    SCOPED_TRACE(variant.name);
-    const DecodeCase c{"chain", 128, 512, 64, variant.page_size, {700, 1, 129}};
-    DecodeSetup setups[2] = {make_setup(c, 71), make_setup(c, 72)};
-    MlaDecodePlan plan = heuristic_plan(setups[0]);
-    plan.num_splits = 3;
-    plan.warp_specialized = variant.warp_specialized;
-    plan.seesaw = variant.seesaw;
-    std::vector<float> expected[2];
-    for (int i = 0; i < 2; ++i) expected[i] = run_gpu(setups[i], plan);
-    ASSERT_NE(0, std::memcmp(expected[0].data(), expected[1].data(), expected[0].size() * sizeof(float)));
-    const DecodeSetup& shape = setups[0];
-    DeviceBuffer<__nv_bfloat16> pool(shape.cache.pool.size()), q_latent(shape.q_latent_device.size()),
-        q_pe(shape.q_pe_device.size()), out(shape.out_device.size());
-    DeviceBuffer<int32_t> page_table(shape.cache.page_table_device.size());
-    const size_t bytes = kernels::cuda::mla_decode_workspace_bytes(plan, shape.batch(), c.heads, c.kv_lora);
-    DeviceBuffer<uint8_t> workspace(bytes);
-    MlaDecodeArgs args;
-    args.q_latent = q_latent.data();
-    args.q_pe = q_pe.data();
-    args.q_pe_head_stride = c.rope;
-    args.cache = shape.cache.view();
-    args.cache.pool = pool.data();
-    args.batch = shape.cache.batch_view();
-    args.batch.page_table = page_table.data();
-    args.out_latent = out.data();
-    args.num_heads = c.heads;
-    args.softmax_scale = shape.scale;
-    cudaStream_t stream;
-    FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    for (int run = 0; run < 20; ++run) {
-      const DecodeSetup& s = setups[run % 2];
-      FATHOM_CUDA_CHECK(cudaMemsetAsync(out.data(), 0xff, out.bytes(), stream));
-      programmatic_copy(s.cache.pool.data(), pool.data(), pool.bytes(), stream);
-      programmatic_copy(s.cache.page_table_device.data(), page_table.data(), page_table.bytes(), stream);
-      programmatic_copy(s.q_pe_device.data(), q_pe.data(), q_pe.bytes(), stream);          // two launches back
-      programmatic_copy(s.q_latent_device.data(), q_latent.data(), q_latent.bytes(), stream);  // the previous launch
-      kernels::cuda::mla_decode(args, plan, workspace.data(), bytes, stream);
-      FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
-      const std::vector<float> got = bf16_to_float_vector(out.download());
-      ASSERT_EQ(0, std::memcmp(got.data(), expected[run % 2].data(), got.size() * sizeof(float))) << "run " << run;
+    for (const bool late_combine_launch : {false, true}) {
+      SCOPED_TRACE(std::string(variant.name) + (late_combine_launch ? ", late combine launch" : ""));
+      const DecodeCase c{"chain", 128, 512, 64, variant.page_size, {700, 1, 129}};
+      DecodeSetup setups[2] = {make_setup(c, 71), make_setup(c, 72)};
+      MlaDecodePlan plan = heuristic_plan(setups[0]);
+      plan.num_splits = 3;
+      plan.warp_specialized = variant.warp_specialized;
+      plan.seesaw = variant.seesaw;
+      plan.late_combine_launch = late_combine_launch;
+      std::vector<float> expected[2];
+      for (int i = 0; i < 2; ++i) expected[i] = run_gpu(setups[i], plan);
+      ASSERT_NE(0, std::memcmp(expected[0].data(), expected[1].data(), expected[0].size() * sizeof(float)));
+      const DecodeSetup& shape = setups[0];
+      DeviceBuffer<__nv_bfloat16> pool(shape.cache.pool.size()), q_latent(shape.q_latent_device.size()),
+          q_pe(shape.q_pe_device.size()), out(shape.out_device.size());
+      DeviceBuffer<int32_t> page_table(shape.cache.page_table_device.size());
+      const size_t bytes = kernels::cuda::mla_decode_workspace_bytes(plan, shape.batch(), c.heads, c.kv_lora);
+      DeviceBuffer<uint8_t> workspace(bytes);
+      MlaDecodeArgs args;
+      args.q_latent = q_latent.data();
+      args.q_pe = q_pe.data();
+      args.q_pe_head_stride = c.rope;
+      args.cache = shape.cache.view();
+      args.cache.pool = pool.data();
+      args.batch = shape.cache.batch_view();
+      args.batch.page_table = page_table.data();
+      args.out_latent = out.data();
+      args.num_heads = c.heads;
+      args.softmax_scale = shape.scale;
+      cudaStream_t stream;
+      FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      for (int run = 0; run < 20; ++run) {
+        const DecodeSetup& s = setups[run % 2];
+        FATHOM_CUDA_CHECK(cudaMemsetAsync(out.data(), 0xff, out.bytes(), stream));
+        programmatic_copy(s.cache.pool.data(), pool.data(), pool.bytes(), stream);
+        programmatic_copy(s.cache.page_table_device.data(), page_table.data(), page_table.bytes(), stream);
+        programmatic_copy(s.q_pe_device.data(), q_pe.data(), q_pe.bytes(), stream);          // two launches back
+        programmatic_copy(s.q_latent_device.data(), q_latent.data(), q_latent.bytes(), stream);  // the previous launch
+        kernels::cuda::mla_decode(args, plan, workspace.data(), bytes, stream);
+        FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+        const std::vector<float> got = bf16_to_float_vector(out.download());
+        ASSERT_EQ(0, std::memcmp(got.data(), expected[run % 2].data(), got.size() * sizeof(float))) << "run " << run;
+      }
+      FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
     }
-    FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
   }
 }
 
@@ -439,6 +443,12 @@ TEST(MlaDecode, PlanAndWorkspace) {  // host code: runs without a GPU (CI)
   EXPECT_FALSE(mla_decode_plan(132, 2, 128, 16384).deep_combine);
   EXPECT_FALSE(mla_decode_plan(132, 128, 128, 4096).deep_combine);  // one split: no combine
   EXPECT_FALSE(kernels::cuda::mla_decode_plan_batch_invariant(128, 16384, 163840).deep_combine);
+  // The combine launched late: split plans whose combine grid is at most 4 CTAs per SM (batch 1-4 at 128 heads).
+  EXPECT_TRUE(mla_decode_plan(132, 1, 128, 131072).late_combine_launch);
+  EXPECT_TRUE(mla_decode_plan(132, 4, 128, 32768).late_combine_launch);
+  EXPECT_FALSE(mla_decode_plan(132, 5, 128, 32768).late_combine_launch);
+  EXPECT_FALSE(mla_decode_plan(132, 8, 128, 16384).late_combine_launch);
+  EXPECT_FALSE(mla_decode_plan(132, 128, 128, 4096).late_combine_launch);  // one split: no combine
   const size_t max_bytes = kernels::cuda::mla_decode_max_workspace_bytes(132, 128, 128, 512, 16384);
   for (int batch : {1, 2, 16, 64, 128}) {
     const MlaDecodePlan plan = mla_decode_plan(132, batch, 128, 16384);

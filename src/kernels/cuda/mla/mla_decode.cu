@@ -142,9 +142,7 @@ void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* work
   params.tiles_per_split = plan.tiles_per_split;
   params.min_tiles_per_split = plan.min_tiles_per_split;
   params.scale_log2 = args.softmax_scale * static_cast<float>(M_LOG2E);
-  // The combine can do nothing before every partial is written; let it launch at this kernel's start cost up to 3.5%
-  // on one-wave split plans (bench/RESULTS.md, thirty-eighth session), so split plans let it launch at the output.
-  params.late_successor_launch = plan.num_splits > 1;
+  params.late_successor_launch = plan.num_splits > 1 && plan.late_combine_launch;
   params.vector_loads = cache.kv_lora_dim == latent_pad && cache.rope_dim == rope_pad && aligned16(args.q_latent) &&
                         aligned16(args.q_pe) && args.q_pe_head_stride % 8 == 0 && aligned16(cache.pool);
 

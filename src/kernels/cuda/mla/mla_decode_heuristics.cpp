@@ -55,6 +55,11 @@ constexpr double kShortSplitTileCost = 1.2;
 // slower (three runs), the same 64-split grid both ways (not understood).
 constexpr int32_t kDeepCombineMaxContext = 65536;
 
+// Most combine CTAs per SM for which the split kernels let the combine launch late. Launched at the decode's start,
+// the combine cost 2-3.6% more at batch 1-4 (one-wave plans of 1 x 131072, 2 x 65536, 4 x 32768 tokens; 128-512 CTAs
+// on 132 SMs) and saved 0.4-1.5% at batch 8-16 (1024-2048 CTAs; H100, bench/RESULTS.md thirty-eighth session).
+constexpr int64_t kLateCombineLaunchMaxCtasPerSm = 4;
+
 int32_t mla_decode_combine_split_groups(int32_t num_splits) { return num_splits >= 16 ? 4 : num_splits >= 8 ? 2 : 1; }
 
 int32_t mla_decode_head_group(int32_t num_heads) {
@@ -97,6 +102,8 @@ MlaDecodePlan mla_decode_plan(int32_t num_sms, int32_t batch, int32_t num_heads,
   plan.min_tiles_per_split = static_cast<int32_t>(min_tiles_per_split(tiles));
   plan.deep_combine = plan.num_splits > 1 && static_cast<int64_t>(batch) * num_heads <= num_sms &&
                       max_context_tokens <= kDeepCombineMaxContext;
+  plan.late_combine_launch = plan.num_splits > 1 && static_cast<int64_t>(batch) * num_heads <=
+                                                        kLateCombineLaunchMaxCtasPerSm * num_sms;
   return plan;
 }
 

@@ -31,6 +31,9 @@ struct MlaDecodePlan {
   // The combine's deep form (mla_decode_combine.cuh: its rows in flight before the weights, one CTA per SM): the
   // plans set it where its grid (heads x batch) fits one CTA per SM, to contexts of 65536 tokens. Same bits.
   bool deep_combine = false;
+  // The seesaw / warp-specialized kernels let the combine launch only at their output, not at their start: the plans
+  // set it where the combine's grid (heads x batch) is at most 4 CTAs per SM. Same bits.
+  bool late_combine_launch = false;
 };
 
 inline constexpr int32_t kMlaDecodeMaxSplits = 64;

@@ -56,7 +56,7 @@ struct DecodeKernelParams {
   int32_t min_tiles_per_split;    // even division: at least this many tiles per split (splits past the end: empty)
   float scale_log2;               // softmax_scale * log2(e)
   int32_t vector_loads;           // 1: kv_lora == kLatentPad, rope == kRopePad and 16-byte aligned rows
-  int32_t late_successor_launch;  // 1 (split plans): seesaw / warp-specialized let the combine launch at their output
+  int32_t late_successor_launch;  // 1: seesaw / warp-specialized let the combine launch at their output (plan)
 };
 
 template <int kLatentPad, int kRopePad, int kHeadGroup>
