@@ -436,10 +436,10 @@ TEST(MlaDecode, PlanAndWorkspace) {  // host code: runs without a GPU (CI)
   // A 64-head plan takes 4-tile splits over 3-tile ones (short CTAs pay their prologue on fewer tiles).
   EXPECT_EQ(16, mla_decode_plan(132, 2, 128, 4096).num_splits);
   EXPECT_TRUE(mla_decode_plan(132, 2, 128, 4096).warp_specialized);
-  // The combine's deep form: grids of one CTA per SM (batch 1 at 128 heads), contexts to 65536 tokens.
+  // The combine's deep form: grids of one CTA per SM (batch 1 at 128 heads), at every context.
   EXPECT_TRUE(mla_decode_plan(132, 1, 128, 16384).deep_combine);
   EXPECT_TRUE(mla_decode_plan(132, 1, 128, 65536).deep_combine);
-  EXPECT_FALSE(mla_decode_plan(132, 1, 128, 131072).deep_combine);
+  EXPECT_TRUE(mla_decode_plan(132, 1, 128, 163840).deep_combine);
   EXPECT_FALSE(mla_decode_plan(132, 2, 128, 16384).deep_combine);
   EXPECT_FALSE(mla_decode_plan(132, 128, 128, 4096).deep_combine);  // one split: no combine
   EXPECT_FALSE(kernels::cuda::mla_decode_plan_batch_invariant(128, 16384, 163840).deep_combine);

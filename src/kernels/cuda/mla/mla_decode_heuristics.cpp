@@ -50,11 +50,6 @@ constexpr double kShortSplitTileCost = 1.2;
 
 }  // namespace
 
-// Longest context the combine's deep form is planned for: H100 (bench/RESULTS.md thirty-sixth session), batch 1 x
-// 2048-65536 tokens 0.3-2.2 us faster per call (the whole decode attention 2-6%), 131072-163840 tokens 1.3-2.9 us
-// slower (three runs), the same 64-split grid both ways (not understood).
-constexpr int32_t kDeepCombineMaxContext = 65536;
-
 // Most combine CTAs per SM for which the split kernels let the combine launch late. Launched at the decode's start,
 // the combine cost 2-3.6% more at batch 1-4 (one-wave plans of 1 x 131072, 2 x 65536, 4 x 32768 tokens; 128-512 CTAs
 // on 132 SMs) and saved 0.4-1.5% at batch 8-16 (1024-2048 CTAs; H100, bench/RESULTS.md thirty-eighth session).
@@ -100,8 +95,10 @@ MlaDecodePlan mla_decode_plan(int32_t num_sms, int32_t batch, int32_t num_heads,
     }
   }
   plan.min_tiles_per_split = static_cast<int32_t>(min_tiles_per_split(tiles));
-  plan.deep_combine = plan.num_splits > 1 && static_cast<int64_t>(batch) * num_heads <= num_sms &&
-                      max_context_tokens <= kDeepCombineMaxContext;
+  // The deep form (always launched late, as its grid is one CTA per SM) is faster at every measured context: H100,
+  // batch 1 x 2048-65536 tokens by 0.3-2.2 us per call (thirty-sixth session), 131072-163840 tokens by 1.5-1.8 us over
+  // the plain form launched late (thirty-eighth; launched early it was 1.3-2.9 us slower there).
+  plan.deep_combine = plan.num_splits > 1 && static_cast<int64_t>(batch) * num_heads <= num_sms;
   plan.late_combine_launch = plan.num_splits > 1 && static_cast<int64_t>(batch) * num_heads <=
                                                         kLateCombineLaunchMaxCtasPerSm * num_sms;
   return plan;

@@ -29,7 +29,7 @@ struct MlaDecodePlan {
   // plans set it for CTAs of at least 32 tiles.
   bool seesaw = true;
   // The combine's deep form (mla_decode_combine.cuh: its rows in flight before the weights, one CTA per SM): the
-  // plans set it where its grid (heads x batch) fits one CTA per SM, to contexts of 65536 tokens. Same bits.
+  // plans set it where its grid (heads x batch) fits one CTA per SM. Same bits.
   bool deep_combine = false;
   // The seesaw / warp-specialized kernels let the combine launch only at their output, not at their start: the plans
   // set it where the combine's grid (heads x batch) is at most 4 CTAs per SM. Same bits.
