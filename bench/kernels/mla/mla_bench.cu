@@ -5,11 +5,14 @@
 //            decode kernel (the default <= 64 tokens) vs the tiled reference kernels at tokens {1,8,32,64,128}
 //   absorb_chain: the same products as a decode step runs them (graph us per launch in captured chains of 20,
 //            weights rotated through copies so every launch misses L2) against size-matched read floors
+//   attention_chain: W_UK product -> decode -> W_UV product as a decode step chains them (graph us per layer, cold
+//            KV and weights), batch {1,2,16,64,128} x context {1k,4k,16k}, against the bytes floor
 //   prefill: causal sequences of 256-8192 tokens, with and without a cached prefix, TFLOP/s
 // Every timed run is preceded by an L2 flush (a 256 MiB memset, or with --flush read a read of it that leaves no dirty
 // lines to write back); times are medians of CUDA-event timings.
 //   decode_long: batch {1,2,4,8} x context {16k,32k,64k,128k,160k}, as decode (pages up to V3's 163840 tokens)
-// Usage: mla_bench [--reps N] [--only copy|decode|decode_long|plans|absorb|absorb_chain|prefill] [--batch B] [--context C]
+// Usage: mla_bench [--reps N] [--only copy|decode|decode_long|plans|absorb|absorb_chain|attention_chain|prefill]
+//                  [--batch B] [--context C]
 //                  [--same-pages] [--contiguous] [--heads H] [--page-size P] [--decode-kernel plan|seesaw|warpspec]
 //                  [--flush write|read]
 //   --batch / --context: one row (any batch 1-128, context 1-16384; decode_long 1-8, 1-163840); --contiguous: each sequence's pages in order,
@@ -20,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -437,6 +441,70 @@ void bench_absorb_chain(double copy_gbps, int num_sms) {
     }
 }
 
+// The decode attention as a decode step runs it: absorb_query (W_UK) -> mla_decode (+ the combine) -> project_values
+// (W_UV), every launch programmatic, in captured chains of 20 layers. Each layer reads its own fp8 kv_b copy and its
+// own KV pages (copies rotated past L2), so every layer streams both from HBM as the model's layers do. us per layer;
+// decode_us: the decode alone in the same kind of chain; floor = (KV + kv_b + activation bytes) / copy bandwidth.
+void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int only_ctx) {
+  constexpr int kWeightCopies = 8, kPageSize = 64;
+  constexpr double kL2BustBytes = 160e6;  // layers between two reads of the same KV: at least this many bytes apart
+  AbsorbOperands operands(71);
+  const size_t weight_bytes = AbsorbOperands::kWeightElems;
+  DeviceBuffer<uint8_t> weight_copies(weight_bytes * kWeightCopies);
+  fill_random_bytes_kernel<<<1024, 256>>>(weight_copies.data(), weight_copies.size(), 72);
+  FATHOM_CUDA_CHECK_LAUNCH();
+  const std::vector<int> batches = only_batch ? std::vector<int>{only_batch} : std::vector<int>{1, 2, 16, 64, 128};
+  const std::vector<int> contexts = only_ctx ? std::vector<int>{only_ctx} : std::vector<int>{1024, 4096, 16384};
+  std::printf("\nattention chain (absorb_query -> decode -> project_values, fp8 kv_b, page %d, %d heads), graph us per "
+              "layer in chains of 20, cold KV and weights\n", kPageSize, kHeads);
+  std::printf("%6s %7s %6s %13s %10s %10s %8s\n", "batch", "context", "splits", "attention_us", "decode_us",
+              "floor_us", "%copy");
+  for (int batch : batches)
+    for (int ctx : contexts) {
+      const int pages_per_seq = (ctx + kPageSize - 1) / kPageSize;
+      const double kv_bytes = static_cast<double>(batch) * ctx * kRow * 2;
+      const int kv_copies = static_cast<int>(std::clamp(std::ceil(kL2BustBytes / kv_bytes), 2.0, 20.0));
+      const int64_t num_pages = static_cast<int64_t>(kv_copies) * batch * pages_per_seq;
+      DeviceBuffer<__nv_bfloat16> pool(static_cast<size_t>(num_pages) * kPageSize * kRow);  // [pages, 64, 576]
+      fill_random(pool.data(), pool.size(), 73);
+      std::vector<int32_t> page_order(static_cast<size_t>(num_pages));
+      std::iota(page_order.begin(), page_order.end(), 0);
+      std::shuffle(page_order.begin(), page_order.end(), std::mt19937(74));
+      DeviceBuffer<int32_t> page_tables(page_order);  // [kv_copies, batch, pages_per_seq]
+      DeviceBuffer<int32_t> seq_lens(std::vector<int32_t>(static_cast<size_t>(batch), ctx));
+      const kc::MlaDecodePlan plan = kc::mla_decode_plan(num_sms, batch, kHeads, ctx);
+      const size_t workspace_bytes = kc::mla_decode_workspace_bytes(plan, batch, kHeads, kLora);
+      DeviceBuffer<uint8_t> workspace(std::max<size_t>(workspace_bytes, 16));
+      kc::MlaDecodeArgs args;
+      args.q_latent = operands.q_latent.data();
+      args.q_pe = operands.q.data() + kNope;  // the rope part of q [tokens, heads, nope + rope], as the model has it
+      args.q_pe_head_stride = kNope + kRope;
+      args.cache = {pool.data(), static_cast<int32_t>(num_pages), kPageSize, kLora, kRope};
+      args.batch = {page_tables.data(), seq_lens.data(), batch, pages_per_seq};
+      args.out_latent = operands.latent.data();
+      args.num_heads = kHeads;
+      args.softmax_scale = 0.1352f;
+      auto layer = [&](int i, cudaStream_t stream, bool with_products) {
+        kc::MlaKvBWeights w = operands.weights(true);
+        w.weight = weight_copies.data() + static_cast<size_t>(i % kWeightCopies) * weight_bytes;
+        kc::MlaDecodeArgs layer_args = args;
+        layer_args.batch.page_table = page_tables.data() + static_cast<int64_t>(i % kv_copies) * batch * pages_per_seq;
+        if (with_products) kc::mla_absorb_query(operands.q.data(), kNope + kRope, batch, w, operands.q_latent.data(), stream);
+        kc::mla_decode(layer_args, plan, workspace.data(), workspace.bytes(), stream);
+        if (with_products) kc::mla_project_values(operands.latent.data(), batch, w, operands.out.data(), stream);
+      };
+      const double attention_ms =
+          fathom::bench::graph_ms_per_launch([&](int i, cudaStream_t stream) { layer(i, stream, true); });
+      const double decode_ms =
+          fathom::bench::graph_ms_per_launch([&](int i, cudaStream_t stream) { layer(i, stream, false); });
+      const double bytes = kv_bytes + static_cast<double>(weight_bytes) +
+                           static_cast<double>(batch) * kHeads * (kNope + kRope + 2 * kLora + kV) * 2;
+      const double floor_ms = bytes / (copy_gbps * 1e9) * 1e3;
+      std::printf("%6d %7d %6d %13.2f %10.2f %10.2f %7.1f%%\n", batch, ctx, plan.num_splits, attention_ms * 1e3,
+                  decode_ms * 1e3, floor_ms * 1e3, 100.0 * floor_ms / attention_ms);
+    }
+}
+
 void bench_prefill(Timer& timer, int reps) {
   std::printf("\nprefill (expanded, causal, %d heads, qk %d, v %d); FLOPs = 2 * heads * visible pairs * (qk + v); the "
               "wgmma and mma.sync kernels on the first two rows only\n",
@@ -570,6 +638,7 @@ int main(int argc, char** argv) {
       bench_absorb_decode(timer, reps, copy_gbps);
     }
     if (only.empty() || only == "absorb_chain") bench_absorb_chain(copy_gbps, num_sms);
+    if (only.empty() || only == "attention_chain") bench_attention_chain(copy_gbps, num_sms, only_batch, only_ctx);
     if (only.empty() || only == "prefill") bench_prefill(timer, std::max(5, reps / 3));
     FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
   } catch (const std::exception& error) {
