@@ -342,13 +342,15 @@ TEST(MlaDecode, CombineSumsInTheCanonicalOrderForEveryGroupCount) {
 // and q_pe (two or more launches back) and q_latent (the launch right before), alternating between two setups of
 // the same shape (different rows, page tables and queries), so a read of the other setup's data (before the wait,
 // or a stale cached line) changes the output. Every run must give the bits of a plain launch of the same setup;
-// split plan of 3 (the combine runs after it, let launch at the decode's start or at its output). Guards any move
-// of the kernel's reads ahead of its wait.
+// split plan of 3 (the combine runs after it, let launch at the decode's start or at its output; the first KV tiles
+// loaded before or after the wait). Guards any move of the kernel's reads ahead of its wait.
 TEST(MlaDecode, ProgrammaticChainMatchesPlainLaunch) {
   FATHOM_REQUIRE_GPU();
   for (const WgmmaKernelVariant& variant : kWgmmaKernelVariants) {
-    for (const bool late_combine_launch : {false, true}) {
-      SCOPED_TRACE(std::string(variant.name) + (late_combine_launch ? ", late combine launch" : ""));
+    for (const int timing : {0, 1, 2, 3}) {  // bit 0: the combine launched late; bit 1: KV tiles before the wait
+      const bool late_combine_launch = (timing & 1) != 0, kv_loads_before_wait = (timing & 2) != 0;
+      SCOPED_TRACE(std::string(variant.name) + (late_combine_launch ? ", late combine launch" : "") +
+                   (kv_loads_before_wait ? ", KV loads before the wait" : ""));
       const DecodeCase c{"chain", 128, 512, 64, variant.page_size, {700, 1, 129}};
       DecodeSetup setups[2] = {make_setup(c, 71), make_setup(c, 72)};
       MlaDecodePlan plan = heuristic_plan(setups[0]);
@@ -356,6 +358,7 @@ TEST(MlaDecode, ProgrammaticChainMatchesPlainLaunch) {
       plan.warp_specialized = variant.warp_specialized;
       plan.seesaw = variant.seesaw;
       plan.late_combine_launch = late_combine_launch;
+      plan.kv_loads_before_wait = kv_loads_before_wait;
       std::vector<float> expected[2];
       for (int i = 0; i < 2; ++i) expected[i] = run_gpu(setups[i], plan);
       ASSERT_NE(0, std::memcmp(expected[0].data(), expected[1].data(), expected[0].size() * sizeof(float)));
@@ -449,6 +452,9 @@ TEST(MlaDecode, PlanAndWorkspace) {  // host code: runs without a GPU (CI)
   EXPECT_FALSE(mla_decode_plan(132, 5, 128, 32768).late_combine_launch);
   EXPECT_FALSE(mla_decode_plan(132, 8, 128, 16384).late_combine_launch);
   EXPECT_FALSE(mla_decode_plan(132, 128, 128, 4096).late_combine_launch);  // one split: no combine
+  // The first KV tiles loaded before the wait: split plans.
+  EXPECT_TRUE(mla_decode_plan(132, 16, 128, 4096).kv_loads_before_wait);
+  EXPECT_FALSE(mla_decode_plan(132, 128, 128, 4096).kv_loads_before_wait);
   const size_t max_bytes = kernels::cuda::mla_decode_max_workspace_bytes(132, 128, 128, 512, 16384);
   for (int batch : {1, 2, 16, 64, 128}) {
     const MlaDecodePlan plan = mla_decode_plan(132, batch, 128, 16384);

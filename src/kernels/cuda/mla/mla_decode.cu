@@ -143,6 +143,7 @@ void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* work
   params.min_tiles_per_split = plan.min_tiles_per_split;
   params.scale_log2 = args.softmax_scale * static_cast<float>(M_LOG2E);
   params.late_successor_launch = plan.num_splits > 1 && plan.late_combine_launch;
+  params.kv_loads_before_wait = plan.kv_loads_before_wait;
   params.vector_loads = cache.kv_lora_dim == latent_pad && cache.rope_dim == rope_pad && aligned16(args.q_latent) &&
                         aligned16(args.q_pe) && args.q_pe_head_stride % 8 == 0 && aligned16(cache.pool);
 

@@ -57,6 +57,7 @@ struct DecodeKernelParams {
   float scale_log2;               // softmax_scale * log2(e)
   int32_t vector_loads;           // 1: kv_lora == kLatentPad, rope == kRopePad and 16-byte aligned rows
   int32_t late_successor_launch;  // 1: seesaw / warp-specialized let the combine launch at their output (plan)
+  int32_t kv_loads_before_wait;   // 1: seesaw / warp-specialized load their first KV tiles before the wait (plan)
 };
 
 template <int kLatentPad, int kRopePad, int kHeadGroup>

@@ -170,9 +170,14 @@ __device__ __forceinline__ void seesaw_zero_tail_rows(uint32_t kv_tile, int kb_b
 // multiple of 64. kv_map: the cache pool as [num_slots][1152 bytes], boxes of [64 rows][128 bytes], 128-byte swizzle.
 __global__ void __launch_bounds__(kDecodeThreads, 1)
 mla_decode_seesaw_kernel(const DecodeKernelParams p, const __grid_constant__ CUtensorMap kv_map) {
-  wait_for_predecessor();  // launched programmatically (programmatic_launch.cuh)
-  if (!p.late_successor_launch) allow_successor_launch();
   using L = DecodeSeesawLayout;
+  // Launched programmatically (programmatic_launch.cuh): waits for the predecessor before its first KV tiles or
+  // after them (p.kv_loads_before_wait), always before it reads q_latent, the previous launch's output.
+  auto wait_then_allow_successor = [&] {
+    wait_for_predecessor();
+    if (!p.late_successor_launch) allow_successor_launch();
+  };
+  if (!p.kv_loads_before_wait) wait_then_allow_successor();
   using hopper::mbarrier_wait;
   using hopper::named_barrier_arrive;
   using hopper::named_barrier_sync;
@@ -199,6 +204,7 @@ mla_decode_seesaw_kernel(const DecodeKernelParams p, const __grid_constant__ CUt
   const int2 tile_range = split_tile_range(p, split, seq_len);
   const int tile_begin = tile_range.x, num_tiles = tile_range.y - tile_range.x;
   if (num_tiles <= 0) {  // empty split (the combine skips it) or empty sequence
+    wait_for_predecessor();
     if (p.num_splits == 1) store_empty_output(p, b, head_base, L::kHeads);
     return;
   }
@@ -235,10 +241,11 @@ mla_decode_seesaw_kernel(const DecodeKernelParams p, const __grid_constant__ CUt
   }
   if (tid < L::kHeads) max_sh[tid] = -INFINITY;
   __syncthreads();  // barriers initialised before any copy names them
-  if (tid == 0) {
+  if (tid == 0) {  // the cache rows, page table and seq_lens: written two or more launches back
     load_kblocks(0, tile_begin, 0, L::kKBlocks);
     if (num_tiles > 1) load_kblocks(1, tile_begin + 1, 0, L::kKBlocks);
   }
+  if (p.kv_loads_before_wait) wait_then_allow_successor();
   // Q [64 heads, 576] (zero rows for heads >= num_heads) by every thread while the first tiles land.
   const int64_t q_latent_batch = static_cast<int64_t>(b) * p.num_heads * 512;
   const int64_t q_pe_batch = static_cast<int64_t>(b) * p.num_heads * p.q_pe_head_stride;

@@ -57,9 +57,15 @@ inline constexpr int kBarrierPReady = 1, kBarrierPFree = 2, kBarrierFinal = 3, k
 inline constexpr int kBarrierOutput = 6;  // + warpgroup: its output rows staged, before their bulk stores
 
 __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized_kernel(const DecodeKernelParams p) {
-  wait_for_predecessor();  // launched programmatically (programmatic_launch.cuh)
-  if (!p.late_successor_launch) allow_successor_launch();
   using L = DecodeWarpSpecializedLayout;
+  // Launched programmatically (programmatic_launch.cuh): waits for the predecessor at the start, or with
+  // p.kv_loads_before_wait after warpgroup 1's first two tiles and before warpgroup 0's Q (q_latent: the previous
+  // launch's output).
+  auto wait_then_allow_successor = [&] {
+    wait_for_predecessor();
+    if (!p.late_successor_launch) allow_successor_launch();
+  };
+  if (!p.kv_loads_before_wait) wait_then_allow_successor();
   using hopper::mbarrier_wait;
   using hopper::named_barrier_arrive;
   using hopper::named_barrier_sync;
@@ -85,6 +91,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized
   const int2 tile_range = split_tile_range(p, split, seq_len);
   const int tile_begin = tile_range.x, num_tiles = tile_range.y - tile_range.x;
   if (num_tiles <= 0) {  // empty split (the combine skips it) or empty sequence
+    wait_for_predecessor();
     if (p.num_splits == 1) store_empty_output(p, b, head_base, L::kHeads);
     return;
   }
@@ -170,6 +177,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized
       fetch_slots(tile_begin + i, slots);
       load_blocks(i, slots, kAll);
     }
+    if (p.kv_loads_before_wait) wait_then_allow_successor();  // the cache rows: written two or more launches back
     for (int i = 0; i < num_tiles; ++i) {
       const int stage = i & 1;
       named_barrier_sync(kBarrierPReady, kDecodeThreads);
@@ -221,6 +229,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized
 
   // Q [64 heads, 576] (zero rows for heads >= num_heads), loaded by this warpgroup while warpgroup 1 loads the first
   // tiles: short splits are bound by how fast the prologue's loads are issued.
+  if (p.kv_loads_before_wait) wait_then_allow_successor();
   const int64_t q_latent_batch = static_cast<int64_t>(b) * p.num_heads * L::kLatent;
   const int64_t q_pe_batch = static_cast<int64_t>(b) * p.num_heads * p.q_pe_head_stride;
   for (int idx = tid; idx < L::kHeads * L::kRowChunks; idx += 128) {
