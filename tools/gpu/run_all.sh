@@ -32,10 +32,10 @@ for bench in .carry/gpu/${BENCHES:-bench_*}; do
   echo "== $name"
   timeout 300 "$bench" > "$out/$name.log" 2>&1 || { echo "bench $name failed"; status=1; }
 done
-# The MLA kernels at V3 dims: the decode tables (batch 1-128 to 16k tokens; batch 1-8 to 160k) and the prefill
-# table; its plans and absorb tables are tuning aids, left out here.
+# The MLA kernels at V3 dims: the decode tables (batch 1-128 to 16k tokens; batch 1-8 to 160k), the attention as the
+# decode step chains it, and the prefill table; its plans and absorb tables are tuning aids, left out here.
 if [ -x .carry/gpu/mla_bench ] && [ -z "${BENCHES:-}" ]; then
-  for part in decode decode_long prefill; do
+  for part in decode decode_long attention_chain prefill; do
     echo "== mla_bench --only $part"
     timeout 300 .carry/gpu/mla_bench --only "$part" > "$out/mla_bench_$part.log" 2>&1 || { echo "bench mla_bench $part failed"; status=1; }
   done
