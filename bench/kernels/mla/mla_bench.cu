@@ -489,7 +489,8 @@ void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int on
         w.weight = weight_copies.data() + static_cast<size_t>(i % kWeightCopies) * weight_bytes;
         kc::MlaDecodeArgs layer_args = args;
         layer_args.batch.page_table = page_tables.data() + static_cast<int64_t>(i % kv_copies) * batch * pages_per_seq;
-        if (with_products) kc::mla_absorb_query(operands.q.data(), kNope + kRope, batch, w, operands.q_latent.data(), stream);
+        if (with_products)
+          kc::mla_absorb_query(operands.q.data(), kNope + kRope, batch, w, operands.q_latent.data(), stream);
         kc::mla_decode(layer_args, plan, workspace.data(), workspace.bytes(), stream);
         if (with_products) kc::mla_project_values(operands.latent.data(), batch, w, operands.out.data(), stream);
       };
