@@ -445,18 +445,20 @@ void bench_absorb_chain(double copy_gbps, int num_sms) {
 // (W_UV), every launch programmatic, in captured chains of 20 layers. Each layer reads its own fp8 kv_b copy and its
 // own KV pages (copies rotated past L2), so every layer streams both from HBM as the model's layers do. us per layer;
 // decode_us: the decode alone in the same kind of chain; floor = (KV + kv_b + activation bytes) / copy bandwidth.
-void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int only_ctx) {
+// heads: query heads per GPU (16: V3 under TP8, each layer's kv_b slice then 1/8 of the whole).
+void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int only_ctx, int heads) {
   constexpr int kWeightCopies = 8, kPageSize = 64;
   constexpr double kL2BustBytes = 160e6;  // layers between two reads of the same KV: at least this many bytes apart
   AbsorbOperands operands(71);
-  const size_t weight_bytes = AbsorbOperands::kWeightElems;
-  DeviceBuffer<uint8_t> weight_copies(weight_bytes * kWeightCopies);
+  const size_t weight_bytes = AbsorbOperands::kWeightElems / kHeads * heads;  // kv_b of `heads` heads, fp8
+  DeviceBuffer<uint8_t> weight_copies(AbsorbOperands::kWeightElems * kWeightCopies);
+  const int weight_slices = static_cast<int>(weight_copies.size() / weight_bytes);  // distinct layers' kv_b
   fill_random_bytes_kernel<<<1024, 256>>>(weight_copies.data(), weight_copies.size(), 72);
   FATHOM_CUDA_CHECK_LAUNCH();
   const std::vector<int> batches = only_batch ? std::vector<int>{only_batch} : std::vector<int>{1, 2, 16, 64, 128};
   const std::vector<int> contexts = only_ctx ? std::vector<int>{only_ctx} : std::vector<int>{1024, 4096, 16384};
   std::printf("\nattention chain (absorb_query -> decode -> project_values, fp8 kv_b, page %d, %d heads), graph us per "
-              "layer in chains of 20, cold KV and weights\n", kPageSize, kHeads);
+              "layer in chains of 20, cold KV and weights\n", kPageSize, heads);
   std::printf("%6s %7s %6s %13s %10s %10s %8s\n", "batch", "context", "splits", "attention_us", "decode_us",
               "floor_us", "%copy");
   for (int batch : batches)
@@ -472,8 +474,8 @@ void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int on
       std::shuffle(page_order.begin(), page_order.end(), std::mt19937(74));
       DeviceBuffer<int32_t> page_tables(page_order);  // [kv_copies, batch, pages_per_seq]
       DeviceBuffer<int32_t> seq_lens(std::vector<int32_t>(static_cast<size_t>(batch), ctx));
-      const kc::MlaDecodePlan plan = kc::mla_decode_plan(num_sms, batch, kHeads, ctx);
-      const size_t workspace_bytes = kc::mla_decode_workspace_bytes(plan, batch, kHeads, kLora);
+      const kc::MlaDecodePlan plan = kc::mla_decode_plan(num_sms, batch, heads, ctx);
+      const size_t workspace_bytes = kc::mla_decode_workspace_bytes(plan, batch, heads, kLora);
       DeviceBuffer<uint8_t> workspace(std::max<size_t>(workspace_bytes, 16));
       kc::MlaDecodeArgs args;
       args.q_latent = operands.q_latent.data();
@@ -482,11 +484,12 @@ void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int on
       args.cache = {pool.data(), static_cast<int32_t>(num_pages), kPageSize, kLora, kRope};
       args.batch = {page_tables.data(), seq_lens.data(), batch, pages_per_seq};
       args.out_latent = operands.latent.data();
-      args.num_heads = kHeads;
+      args.num_heads = heads;
       args.softmax_scale = 0.1352f;
       auto layer = [&](int i, cudaStream_t stream, bool with_products) {
         kc::MlaKvBWeights w = operands.weights(true);
-        w.weight = weight_copies.data() + static_cast<size_t>(i % kWeightCopies) * weight_bytes;
+        w.num_heads = heads;
+        w.weight = weight_copies.data() + static_cast<size_t>(i % weight_slices) * weight_bytes;
         kc::MlaDecodeArgs layer_args = args;
         layer_args.batch.page_table = page_tables.data() + static_cast<int64_t>(i % kv_copies) * batch * pages_per_seq;
         if (with_products)
@@ -499,7 +502,7 @@ void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int on
       const double decode_ms =
           fathom::bench::graph_ms_per_launch([&](int i, cudaStream_t stream) { layer(i, stream, false); });
       const double bytes = kv_bytes + static_cast<double>(weight_bytes) +
-                           static_cast<double>(batch) * kHeads * (kNope + kRope + 2 * kLora + kV) * 2;
+                           static_cast<double>(batch) * heads * (kNope + kRope + 2 * kLora + kV) * 2;
       const double floor_ms = bytes / (copy_gbps * 1e9) * 1e3;
       std::printf("%6d %7d %6d %13.2f %10.2f %10.2f %7.1f%%\n", batch, ctx, plan.num_splits, attention_ms * 1e3,
                   decode_ms * 1e3, floor_ms * 1e3, 100.0 * floor_ms / attention_ms);
@@ -639,7 +642,8 @@ int main(int argc, char** argv) {
       bench_absorb_decode(timer, reps, copy_gbps);
     }
     if (only.empty() || only == "absorb_chain") bench_absorb_chain(copy_gbps, num_sms);
-    if (only.empty() || only == "attention_chain") bench_attention_chain(copy_gbps, num_sms, only_batch, only_ctx);
+    if (only.empty() || only == "attention_chain")
+      bench_attention_chain(copy_gbps, num_sms, only_batch, only_ctx, heads);
     if (only.empty() || only == "prefill") bench_prefill(timer, std::max(5, reps / 3));
     FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
   } catch (const std::exception& error) {
