@@ -142,6 +142,13 @@ __device__ __forceinline__ int2 split_tile_range(const DecodeKernelParams& p, in
   return make_int2(tile_begin, min(total_tiles, tile_begin + tiles));
 }
 
+// The seesaw / warp-specialized kernels' wait for their predecessor (launched programmatically,
+// programmatic_launch.cuh), then the successor's launch unless the plan lets it launch only at their output.
+__device__ __forceinline__ void wait_then_allow_successor(const DecodeKernelParams& p) {
+  wait_for_predecessor();
+  if (!p.late_successor_launch) allow_successor_launch();
+}
+
 template <int kLatentPad, int kRopePad, int kHeadGroup, bool kScoreWgmma, bool kValueWgmma>
 __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const DecodeKernelParams p) {
   begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)

@@ -173,11 +173,7 @@ mla_decode_seesaw_kernel(const DecodeKernelParams p, const __grid_constant__ CUt
   using L = DecodeSeesawLayout;
   // Launched programmatically (programmatic_launch.cuh): waits for the predecessor before its first KV tiles or
   // after them (p.kv_loads_before_wait), always before it reads q_latent, the previous launch's output.
-  auto wait_then_allow_successor = [&] {
-    wait_for_predecessor();
-    if (!p.late_successor_launch) allow_successor_launch();
-  };
-  if (!p.kv_loads_before_wait) wait_then_allow_successor();
+  if (!p.kv_loads_before_wait) wait_then_allow_successor(p);
   using hopper::mbarrier_wait;
   using hopper::named_barrier_arrive;
   using hopper::named_barrier_sync;
@@ -245,7 +241,7 @@ mla_decode_seesaw_kernel(const DecodeKernelParams p, const __grid_constant__ CUt
     load_kblocks(0, tile_begin, 0, L::kKBlocks);
     if (num_tiles > 1) load_kblocks(1, tile_begin + 1, 0, L::kKBlocks);
   }
-  if (p.kv_loads_before_wait) wait_then_allow_successor();
+  if (p.kv_loads_before_wait) wait_then_allow_successor(p);
   // Q [64 heads, 576] (zero rows for heads >= num_heads) by every thread while the first tiles land.
   const int64_t q_latent_batch = static_cast<int64_t>(b) * p.num_heads * 512;
   const int64_t q_pe_batch = static_cast<int64_t>(b) * p.num_heads * p.q_pe_head_stride;

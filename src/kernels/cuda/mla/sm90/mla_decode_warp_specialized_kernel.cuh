@@ -61,11 +61,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized
   // Launched programmatically (programmatic_launch.cuh): waits for the predecessor at the start, or with
   // p.kv_loads_before_wait after warpgroup 1's first two tiles and before warpgroup 0's Q (q_latent: the previous
   // launch's output).
-  auto wait_then_allow_successor = [&] {
-    wait_for_predecessor();
-    if (!p.late_successor_launch) allow_successor_launch();
-  };
-  if (!p.kv_loads_before_wait) wait_then_allow_successor();
+  if (!p.kv_loads_before_wait) wait_then_allow_successor(p);
   using hopper::mbarrier_wait;
   using hopper::named_barrier_arrive;
   using hopper::named_barrier_sync;
@@ -177,7 +173,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized
       fetch_slots(tile_begin + i, slots);
       load_blocks(i, slots, kAll);
     }
-    if (p.kv_loads_before_wait) wait_then_allow_successor();  // the cache rows: written two or more launches back
+    if (p.kv_loads_before_wait) wait_then_allow_successor(p);  // the cache rows: written two or more launches back
     for (int i = 0; i < num_tiles; ++i) {
       const int stage = i & 1;
       named_barrier_sync(kBarrierPReady, kDecodeThreads);
@@ -229,7 +225,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_warp_specialized
 
   // Q [64 heads, 576] (zero rows for heads >= num_heads), loaded by this warpgroup while warpgroup 1 loads the first
   // tiles: short splits are bound by how fast the prologue's loads are issued.
-  if (p.kv_loads_before_wait) wait_then_allow_successor();
+  if (p.kv_loads_before_wait) wait_then_allow_successor(p);
   const int64_t q_latent_batch = static_cast<int64_t>(b) * p.num_heads * L::kLatent;
   const int64_t q_pe_batch = static_cast<int64_t>(b) * p.num_heads * p.q_pe_head_stride;
   for (int idx = tid; idx < L::kHeads * L::kRowChunks; idx += 128) {
