@@ -6,7 +6,8 @@
 //   absorb_chain: the same products as a decode step runs them (graph us per launch in captured chains of 20,
 //            weights rotated through copies so every launch misses L2) against size-matched read floors
 //   attention_chain: W_UK product -> decode -> W_UV product as a decode step chains them (graph us per layer, cold
-//            KV and weights), batch {1,2,16,64,128} x context {1k,4k,16k}, against the bytes floor
+//            KV and weights), batch {1,2,16,64,128} x context {1k,4k,16k}, against the bytes floor; --with-prepare
+//            puts the model's mla_prepare (latent norm, RoPE, cache write) in front of each layer's W_UK product
 //   prefill: causal sequences of 256-8192 tokens, with and without a cached prefix, TFLOP/s
 // Every timed run is preceded by an L2 flush (a 256 MiB memset, or with --flush read a read of it that leaves no dirty
 // lines to write back); times are medians of CUDA-event timings.
@@ -14,7 +15,7 @@
 // Usage: mla_bench [--reps N] [--only copy|decode|decode_long|plans|absorb|absorb_chain|attention_chain|prefill]
 //                  [--batch B] [--context C]
 //                  [--same-pages] [--contiguous] [--heads H] [--page-size P] [--decode-kernel plan|seesaw|warpspec]
-//                  [--flush write|read]
+//                  [--flush write|read] [--with-prepare]
 //   --batch / --context: one row (any batch 1-128, context 1-16384; decode_long 1-8, 1-163840); --contiguous: each sequence's pages in order,
 //   one after another, as a fresh server allocates them (default: scattered); --heads: query heads per GPU (1-128,
 //   16 = V3 under TP8); --page-size: tokens per cache page (default 64, a divisor of the longest context); --decode-kernel: the
@@ -40,6 +41,7 @@
 #include "kernels/cuda/mla/mla_absorb.h"
 #include "kernels/cuda/mla/mla_decode.h"
 #include "kernels/cuda/mla/mla_prefill.h"
+#include "kernels/cuda/mla/mla_prepare.h"
 #include "kernels/cuda/programmatic_launch.cuh"
 
 namespace {
@@ -446,7 +448,9 @@ void bench_absorb_chain(double copy_gbps, int num_sms) {
 // own KV pages (copies rotated past L2), so every layer streams both from HBM as the model's layers do. us per layer;
 // decode_us: the decode alone in the same kind of chain; floor = (KV + kv_b + activation bytes) / copy bandwidth.
 // heads: query heads per GPU (16: V3 under TP8, each layer's kv_b slice then 1/8 of the whole).
-void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int only_ctx, int heads) {
+// with_prepare: each layer starts with mla_prepare (the W_UK product's predecessor in the model), writing this step's
+// cache row of every sequence; its bytes are not in the floor.
+void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int only_ctx, int heads, bool with_prepare) {
   constexpr int kWeightCopies = 8, kPageSize = 64;
   constexpr double kL2BustBytes = 160e6;  // layers between two reads of the same KV: at least this many bytes apart
   AbsorbOperands operands(71);
@@ -457,8 +461,25 @@ void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int on
   FATHOM_CUDA_CHECK_LAUNCH();
   const std::vector<int> batches = only_batch ? std::vector<int>{only_batch} : std::vector<int>{1, 2, 16, 64, 128};
   const std::vector<int> contexts = only_ctx ? std::vector<int>{only_ctx} : std::vector<int>{1024, 4096, 16384};
-  std::printf("\nattention chain (absorb_query -> decode -> project_values, fp8 kv_b, page %d, %d heads), graph us per "
-              "layer in chains of 20, cold KV and weights\n", kPageSize, heads);
+  std::printf("\nattention chain (%sabsorb_query -> decode -> project_values, fp8 kv_b, page %d, %d heads), graph us "
+              "per layer in chains of 20, cold KV and weights\n", with_prepare ? "mla_prepare -> " : "", kPageSize,
+              heads);
+  // mla_prepare's operands: kv_a rows [batch, lora + rope], the latent norm weight, RoPE (V3: theta 10000, YaRN
+  // factor 1 here) through a cos/sin table as the model has it.
+  const int max_batch = *std::max_element(batches.begin(), batches.end());
+  const int max_ctx = *std::max_element(contexts.begin(), contexts.end());
+  DeviceBuffer<__nv_bfloat16> kv_a(static_cast<size_t>(max_batch) * kRow);  // [batch, lora + rope]
+  fill_random(kv_a.data(), kv_a.size(), 75);
+  DeviceBuffer<__nv_bfloat16> latent_norm_weight(kLora);  // [lora]
+  fill_random(latent_norm_weight.data(), latent_norm_weight.size(), 76);
+  std::vector<float> inv_freq_host(kRope / 2);
+  for (int i = 0; i < kRope / 2; ++i) inv_freq_host[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / kRope));
+  DeviceBuffer<float> inv_freq(inv_freq_host);
+  DeviceBuffer<float> cos_sin(static_cast<size_t>(max_ctx) * kRope);  // [max_ctx, rope]
+  kc::RopeParams rope{inv_freq.data(), kRope, 1.0f, true};
+  kc::rope_build_cos_sin_table(rope, max_ctx, cos_sin.data(), nullptr);
+  rope.cos_sin = cos_sin.data();
+  rope.max_positions = max_ctx;
   std::printf("%6s %7s %6s %13s %10s %10s %8s\n", "batch", "context", "splits", "attention_us", "decode_us",
               "floor_us", "%copy");
   for (int batch : batches)
@@ -474,6 +495,12 @@ void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int on
       std::shuffle(page_order.begin(), page_order.end(), std::mt19937(74));
       DeviceBuffer<int32_t> page_tables(page_order);  // [kv_copies, batch, pages_per_seq]
       DeviceBuffer<int32_t> seq_lens(std::vector<int32_t>(static_cast<size_t>(batch), ctx));
+      // This step's token of every sequence: position ctx - 1, its cache slot in each KV copy's pages.
+      DeviceBuffer<int32_t> positions(std::vector<int32_t>(static_cast<size_t>(batch), ctx - 1));
+      std::vector<int32_t> slots_host(static_cast<size_t>(kv_copies) * batch);  // [kv_copies, batch]
+      for (size_t s = 0; s < slots_host.size(); ++s)
+        slots_host[s] = page_order[s * pages_per_seq + (ctx - 1) / kPageSize] * kPageSize + (ctx - 1) % kPageSize;
+      DeviceBuffer<int32_t> slots(slots_host);
       const kc::MlaDecodePlan plan = kc::mla_decode_plan(num_sms, batch, heads, ctx);
       const size_t workspace_bytes = kc::mla_decode_workspace_bytes(plan, batch, heads, kLora);
       DeviceBuffer<uint8_t> workspace(std::max<size_t>(workspace_bytes, 16));
@@ -492,6 +519,17 @@ void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int on
         w.weight = weight_copies.data() + static_cast<size_t>(i % weight_slices) * weight_bytes;
         kc::MlaDecodeArgs layer_args = args;
         layer_args.batch.page_table = page_tables.data() + static_cast<int64_t>(i % kv_copies) * batch * pages_per_seq;
+        if (with_products && with_prepare) {
+          kc::MlaPrepareArgs prepare;
+          prepare.q_pe = {operands.q.data() + kNope, heads, kNope + kRope};
+          prepare.kv_a = kv_a.data();
+          prepare.kv_a_token_stride = kRow;
+          prepare.latent_norm_weight = latent_norm_weight.data();
+          prepare.positions = positions.data();
+          prepare.slots = slots.data() + static_cast<int64_t>(i % kv_copies) * batch;
+          prepare.num_tokens = batch;
+          kc::mla_prepare_qkv(prepare, rope, args.cache, stream);
+        }
         if (with_products)
           kc::mla_absorb_query(operands.q.data(), kNope + kRope, batch, w, operands.q_latent.data(), stream);
         kc::mla_decode(layer_args, plan, workspace.data(), workspace.bytes(), stream);
@@ -582,7 +620,7 @@ void bench_prefill(Timer& timer, int reps) {
 
 int main(int argc, char** argv) {
   int reps = 30, only_batch = 0, only_ctx = 0, heads = kHeads, page_size = 64;
-  bool same_pages = false, contiguous = false;
+  bool same_pages = false, contiguous = false, with_prepare = false;
   std::string only, decode_kernel = "plan", flush = "write";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
@@ -591,6 +629,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--context") && i + 1 < argc) only_ctx = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--same-pages")) same_pages = true;
     else if (!std::strcmp(argv[i], "--contiguous")) contiguous = true;
+    else if (!std::strcmp(argv[i], "--with-prepare")) with_prepare = true;
     else if (!std::strcmp(argv[i], "--heads") && i + 1 < argc) heads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--page-size") && i + 1 < argc) page_size = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--decode-kernel") && i + 1 < argc) decode_kernel = argv[++i];
@@ -643,7 +682,7 @@ int main(int argc, char** argv) {
     }
     if (only.empty() || only == "absorb_chain") bench_absorb_chain(copy_gbps, num_sms);
     if (only.empty() || only == "attention_chain")
-      bench_attention_chain(copy_gbps, num_sms, only_batch, only_ctx, heads);
+      bench_attention_chain(copy_gbps, num_sms, only_batch, only_ctx, heads, with_prepare);
     if (only.empty() || only == "prefill") bench_prefill(timer, std::max(5, reps / 3));
     FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
   } catch (const std::exception& error) {
