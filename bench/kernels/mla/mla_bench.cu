@@ -446,7 +446,8 @@ void bench_absorb_chain(double copy_gbps, int num_sms) {
 // The decode attention as a decode step runs it: absorb_query (W_UK) -> mla_decode (+ the combine) -> project_values
 // (W_UV), every launch programmatic, in captured chains of 20 layers. Each layer reads its own fp8 kv_b copy and its
 // own KV pages (copies rotated past L2), so every layer streams both from HBM as the model's layers do. us per layer;
-// decode_us: the decode alone in the same kind of chain; floor = (KV + kv_b + activation bytes) / copy bandwidth.
+// decode_us: the decode alone in the same kind of chain; floor = (KV + kv_b + activation bytes) / copy bandwidth;
+// +uk_us / +uv_us: what adding only the W_UK (with the prepare) / only the W_UV product to the decode chain costs.
 // heads: query heads per GPU (16: V3 under TP8, each layer's kv_b slice then 1/8 of the whole).
 // with_prepare: each layer starts with mla_prepare (the W_UK product's predecessor in the model), writing this step's
 // cache row of every sequence; its bytes are not in the floor.
@@ -480,8 +481,8 @@ void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int on
   kc::rope_build_cos_sin_table(rope, max_ctx, cos_sin.data(), nullptr);
   rope.cos_sin = cos_sin.data();
   rope.max_positions = max_ctx;
-  std::printf("%6s %7s %6s %13s %10s %10s %8s\n", "batch", "context", "splits", "attention_us", "decode_us",
-              "floor_us", "%copy");
+  std::printf("%6s %7s %6s %13s %10s %10s %8s %10s %10s\n", "batch", "context", "splits", "attention_us", "decode_us",
+              "floor_us", "%copy", "+uk_us", "+uv_us");
   for (int batch : batches)
     for (int ctx : contexts) {
       const int pages_per_seq = (ctx + kPageSize - 1) / kPageSize;
@@ -513,13 +514,13 @@ void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int on
       args.out_latent = operands.latent.data();
       args.num_heads = heads;
       args.softmax_scale = 0.1352f;
-      auto layer = [&](int i, cudaStream_t stream, bool with_products) {
+      auto layer = [&](int i, cudaStream_t stream, bool with_absorb, bool with_project) {
         kc::MlaKvBWeights w = operands.weights(true);
         w.num_heads = heads;
         w.weight = weight_copies.data() + static_cast<size_t>(i % weight_slices) * weight_bytes;
         kc::MlaDecodeArgs layer_args = args;
         layer_args.batch.page_table = page_tables.data() + static_cast<int64_t>(i % kv_copies) * batch * pages_per_seq;
-        if (with_products && with_prepare) {
+        if (with_absorb && with_prepare) {
           kc::MlaPrepareArgs prepare;
           prepare.q_pe = {operands.q.data() + kNope, heads, kNope + kRope};
           prepare.kv_a = kv_a.data();
@@ -530,20 +531,23 @@ void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int on
           prepare.num_tokens = batch;
           kc::mla_prepare_qkv(prepare, rope, args.cache, stream);
         }
-        if (with_products)
+        if (with_absorb)
           kc::mla_absorb_query(operands.q.data(), kNope + kRope, batch, w, operands.q_latent.data(), stream);
         kc::mla_decode(layer_args, plan, workspace.data(), workspace.bytes(), stream);
-        if (with_products) kc::mla_project_values(operands.latent.data(), batch, w, operands.out.data(), stream);
+        if (with_project) kc::mla_project_values(operands.latent.data(), batch, w, operands.out.data(), stream);
       };
-      const double attention_ms =
-          fathom::bench::graph_ms_per_launch([&](int i, cudaStream_t stream) { layer(i, stream, true); });
-      const double decode_ms =
-          fathom::bench::graph_ms_per_launch([&](int i, cudaStream_t stream) { layer(i, stream, false); });
+      auto chain_ms = [&](bool with_absorb, bool with_project) {
+        return fathom::bench::graph_ms_per_launch(
+            [&](int i, cudaStream_t stream) { layer(i, stream, with_absorb, with_project); });
+      };
+      const double attention_ms = chain_ms(true, true), decode_ms = chain_ms(false, false);
+      const double absorb_ms = chain_ms(true, false), project_ms = chain_ms(false, true);
       const double bytes = kv_bytes + static_cast<double>(weight_bytes) +
                            static_cast<double>(batch) * heads * (kNope + kRope + 2 * kLora + kV) * 2;
       const double floor_ms = bytes / (copy_gbps * 1e9) * 1e3;
-      std::printf("%6d %7d %6d %13.2f %10.2f %10.2f %7.1f%%\n", batch, ctx, plan.num_splits, attention_ms * 1e3,
-                  decode_ms * 1e3, floor_ms * 1e3, 100.0 * floor_ms / attention_ms);
+      std::printf("%6d %7d %6d %13.2f %10.2f %10.2f %7.1f%% %10.2f %10.2f\n", batch, ctx, plan.num_splits,
+                  attention_ms * 1e3, decode_ms * 1e3, floor_ms * 1e3, 100.0 * floor_ms / attention_ms,
+                  (absorb_ms - decode_ms) * 1e3, (project_ms - decode_ms) * 1e3);
     }
 }
 
