@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -346,15 +347,21 @@ TEST(MlaDecode, CombineSumsInTheCanonicalOrderForEveryGroupCount) {
 // loaded before or after the wait). Guards any move of the kernel's reads ahead of its wait.
 TEST(MlaDecode, ProgrammaticChainMatchesPlainLaunch) {
   FATHOM_REQUIRE_GPU();
-  for (const WgmmaKernelVariant& variant : kWgmmaKernelVariants) {
+  // The 64-head wgmma kernels at 128 heads, and the mma.sync shared-phase kernel's 16-head groups (V3 under TP8).
+  constexpr WgmmaKernelVariant kMmaSync16Heads{"shared phases, 16 heads (mma.sync)", 16, false, false};
+  std::vector<std::pair<WgmmaKernelVariant, int32_t>> variants;  // (kernel, heads)
+  for (const WgmmaKernelVariant& variant : kWgmmaKernelVariants) variants.emplace_back(variant, 128);
+  variants.emplace_back(kMmaSync16Heads, 16);
+  for (const auto& [variant, heads] : variants) {
     for (const int timing : {0, 1, 2, 3}) {  // bit 0: the combine launched late; bit 1: KV tiles before the wait
       const bool late_combine_launch = (timing & 1) != 0, kv_loads_before_wait = (timing & 2) != 0;
       SCOPED_TRACE(std::string(variant.name) + (late_combine_launch ? ", late combine launch" : "") +
                    (kv_loads_before_wait ? ", KV loads before the wait" : ""));
-      const DecodeCase c{"chain", 128, 512, 64, variant.page_size, {700, 1, 129}};
+      const DecodeCase c{"chain", heads, 512, 64, variant.page_size, {700, 1, 129}};
       DecodeSetup setups[2] = {make_setup(c, 71), make_setup(c, 72)};
       MlaDecodePlan plan = heuristic_plan(setups[0]);
       plan.num_splits = 3;
+      if (heads == 16) ASSERT_EQ(16, plan.head_group);  // the mma.sync kernel with Q in registers
       plan.warp_specialized = variant.warp_specialized;
       plan.seesaw = variant.seesaw;
       plan.late_combine_launch = late_combine_launch;

@@ -34,9 +34,9 @@ struct MlaDecodePlan {
   // The seesaw / warp-specialized kernels let the combine launch only at their output, not at their start: the plans
   // set it where the combine's grid (heads x batch) is at most 4 CTAs per SM. Same bits.
   bool late_combine_launch = false;
-  // The seesaw / warp-specialized kernels issue their first two KV tiles' loads before waiting for their predecessor
-  // (the cache rows and page table are written two or more launches back; only Q needs the wait): the plans set it
-  // for split plans. Same bits.
+  // The decode kernels issue their first KV tiles' loads (seesaw / warp-specialized: two, the shared-phase kernel:
+  // one) before waiting for their predecessor (the cache rows and page table are written two or more launches back;
+  // only Q needs the wait): the plans set it for split plans. Same bits.
   bool kv_loads_before_wait = false;
 };
 

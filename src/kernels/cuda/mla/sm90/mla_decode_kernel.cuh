@@ -57,7 +57,7 @@ struct DecodeKernelParams {
   float scale_log2;               // softmax_scale * log2(e)
   int32_t vector_loads;           // 1: kv_lora == kLatentPad, rope == kRopePad and 16-byte aligned rows
   int32_t late_successor_launch;  // 1: seesaw / warp-specialized let the combine launch at their output (plan)
-  int32_t kv_loads_before_wait;   // 1: seesaw / warp-specialized load their first KV tiles before the wait (plan)
+  int32_t kv_loads_before_wait;   // 1: the kernels load their first KV tiles before the wait (plan)
 };
 
 template <int kLatentPad, int kRopePad, int kHeadGroup>
@@ -151,7 +151,10 @@ __device__ __forceinline__ void wait_then_allow_successor(const DecodeKernelPara
 
 template <int kLatentPad, int kRopePad, int kHeadGroup, bool kScoreWgmma, bool kValueWgmma>
 __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const DecodeKernelParams p) {
-  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
+  // Launched programmatically (programmatic_launch.cuh): waits for the predecessor first, or after issuing the first
+  // KV tile's loads (p.kv_loads_before_wait: cache rows, page table and seq_lens come from two or more launches back),
+  // always before it reads q_latent, the previous launch's output.
+  if (!p.kv_loads_before_wait) begin_dependent_kernel();
   using L = DecodeLayout<kLatentPad, kRopePad, kHeadGroup>;
   static_assert(!kScoreWgmma || kHeadGroup == 64, "wgmma scores: one warpgroup per 32 tokens of 64 heads");
   static_assert(!kValueWgmma || (kHeadGroup == 64 && kLatentPad == 512), "wgmma values: 2 warpgroups x 256 columns");
@@ -176,6 +179,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
   const int tile_begin = tile_range.x, tile_end = tile_range.y;
 
   if (tile_begin >= tile_end) {  // empty split (the combine skips it) or empty sequence
+    if (p.kv_loads_before_wait) begin_dependent_kernel();
     if (p.num_splits == 1) store_empty_output(p, b, head_base, kHeadGroup);
     return;
   }
@@ -184,35 +188,6 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
   const int64_t q_pe_batch = static_cast<int64_t>(b) * p.num_heads * p.q_pe_head_stride;
   const int32_t* pages = p.page_table + static_cast<int64_t>(b) * p.max_pages_per_seq;
   const int64_t cache_row_elems = static_cast<int64_t>(p.kv_lora) + p.rope;
-
-  // ---- Q: [kHeadGroup, kRowElems], zero rows for heads >= num_heads and zero padding columns.
-  if (p.vector_loads) {
-    for (int idx = tid; idx < kHeadGroup * L::kRowChunks; idx += kDecodeThreads) {
-      const int r = idx / L::kRowChunks, c = idx % L::kRowChunks, h = head_base + r;
-      const bool valid = h < p.num_heads;
-      const __nv_bfloat16* src = p.q_latent;
-      if (valid) {
-        src = c < kLatentPad / 8 ? p.q_latent + q_latent_batch + static_cast<int64_t>(h) * p.kv_lora + c * 8
-                                 : p.q_pe + q_pe_batch + h * p.q_pe_head_stride + (c - kLatentPad / 8) * 8;
-      }
-      cp_async_16(q_smem + kblock_chunk_offset(r, c, kHeadGroup), src, valid ? 16 : 0);
-    }
-  } else {
-    for (int r = warp; r < kHeadGroup; r += kDecodeWarps) {
-      const int h = head_base + r;
-      for (int col = lane; col < L::kRowElems; col += 32) {
-        __nv_bfloat16 value = __float2bfloat16(0.0f);
-        if (h < p.num_heads) {
-          if (col < kLatentPad) {
-            if (col < p.kv_lora) value = p.q_latent[q_latent_batch + static_cast<int64_t>(h) * p.kv_lora + col];
-          } else if (col - kLatentPad < p.rope) {
-            value = p.q_pe[q_pe_batch + h * p.q_pe_head_stride + (col - kLatentPad)];
-          }
-        }
-        store_shared_u16(q_smem + kblock_elem_offset(r, col, kHeadGroup), __bfloat16_as_ushort(value));
-      }
-    }
-  }
 
   // ---- KV tile loader: rows [tile*64, tile*64+64) of the sequence into stage `stage`; rows past seq_len are 0.
   // Vector path: 8 threads per row (one 16-byte chunk of every 128-byte block each; a warp's request covers 4 whole
@@ -263,8 +238,44 @@ __global__ void __launch_bounds__(kDecodeThreads, 1) mla_decode_kernel(const Dec
   };
 
   int64_t slots[kLoadPasses];
-  if (p.vector_loads) fetch_slots(tile_begin, slots);
-  load_tile(0, tile_begin, slots);
+  auto load_first_tile = [&] {
+    if (p.vector_loads) fetch_slots(tile_begin, slots);
+    load_tile(0, tile_begin, slots);
+  };
+  if (p.kv_loads_before_wait) {
+    load_first_tile();
+    begin_dependent_kernel();
+  }
+  // ---- Q: [kHeadGroup, kRowElems], zero rows for heads >= num_heads and zero padding columns.
+  if (p.vector_loads) {
+    for (int idx = tid; idx < kHeadGroup * L::kRowChunks; idx += kDecodeThreads) {
+      const int r = idx / L::kRowChunks, c = idx % L::kRowChunks, h = head_base + r;
+      const bool valid = h < p.num_heads;
+      const __nv_bfloat16* src = p.q_latent;
+      if (valid) {
+        src = c < kLatentPad / 8 ? p.q_latent + q_latent_batch + static_cast<int64_t>(h) * p.kv_lora + c * 8
+                                 : p.q_pe + q_pe_batch + h * p.q_pe_head_stride + (c - kLatentPad / 8) * 8;
+      }
+      cp_async_16(q_smem + kblock_chunk_offset(r, c, kHeadGroup), src, valid ? 16 : 0);
+    }
+  } else {
+    for (int r = warp; r < kHeadGroup; r += kDecodeWarps) {
+      const int h = head_base + r;
+      for (int col = lane; col < L::kRowElems; col += 32) {
+        __nv_bfloat16 value = __float2bfloat16(0.0f);
+        if (h < p.num_heads) {
+          if (col < kLatentPad) {
+            if (col < p.kv_lora) value = p.q_latent[q_latent_batch + static_cast<int64_t>(h) * p.kv_lora + col];
+          } else if (col - kLatentPad < p.rope) {
+            value = p.q_pe[q_pe_batch + h * p.q_pe_head_stride + (col - kLatentPad)];
+          }
+        }
+        store_shared_u16(q_smem + kblock_elem_offset(r, col, kHeadGroup), __bfloat16_as_ushort(value));
+      }
+    }
+  }
+
+  if (!p.kv_loads_before_wait) load_first_tile();
   cp_async_commit();  // group: Q and the first tile
   constexpr int kStages = L::kStages;
   if constexpr (kStages == 3) {  // the second tile in flight too; Q from its staging area into registers
