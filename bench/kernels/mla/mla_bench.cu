@@ -531,8 +531,8 @@ void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int on
           prepare.num_tokens = batch;
           kc::mla_prepare_qkv(prepare, rope, args.cache, stream);
         }
-        if (with_absorb)
-          kc::mla_absorb_query(operands.q.data(), kNope + kRope, batch, w, operands.q_latent.data(), stream);
+        if (with_absorb)  // q_nope settled as in the model: no kernel of the chain writes it
+          kc::mla_absorb_query(operands.q.data(), kNope + kRope, batch, w, operands.q_latent.data(), stream, true);
         kc::mla_decode(layer_args, plan, workspace.data(), workspace.bytes(), stream);
         if (with_project) kc::mla_project_values(operands.latent.data(), batch, w, operands.out.data(), stream);
       };

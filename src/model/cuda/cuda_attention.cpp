@@ -63,7 +63,8 @@ kc::SplitKPartials CudaModelImpl::attention(int64_t layer, const BatchLayout& la
     const kc::MlaKvBWeights kv_b = kv_b_absorb_view(config_, w);
     bf16* q_latent = q_latent_.ensure(static_cast<size_t>(n * heads * lora), stream_);      // [n, heads, lora]
     bf16* out_latent = out_latent_.ensure(static_cast<size_t>(n * heads * lora), stream_);  // [n, heads, lora]
-    kc::mla_absorb_query(q, qk, static_cast<int32_t>(n), kv_b, q_latent, stream_);
+    // q_nope settled: written by the q_b (or q) GEMM, with mla_prepare launched between.
+    kc::mla_absorb_query(q, qk, static_cast<int32_t>(n), kv_b, q_latent, stream_, /*q_nope_settled=*/true);
     kc::MlaDecodeArgs args;
     args.q_latent = q_latent;
     args.q_pe = q + nope;

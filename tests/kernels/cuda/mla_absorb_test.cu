@@ -7,6 +7,8 @@
 // shared memory, 2^-9 relative); vs the bf16 path on the unquantized weights cosine similarity >= 0.99.
 // MlaAbsorbDecodeBits: the decode kernel (fp8 weights, <= 32 tokens) against the tiled kernels (the *_reference
 // entry points), bit for bit, for both products, and batch invariance of every token's result.
+// MlaAbsorb.SettledQueryInProgrammaticChain: the W_UK product with q_nope_settled behind programmatic copies (q_nope
+// two launches back, the previous launch writing its output buffer) gives the plain launch's bits.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -24,6 +26,7 @@
 #include "kernels/cpu/mla_attention.h"
 #include "kernels/cuda/mla/mla_absorb.h"
 #include "mla_test_util.h"
+#include "programmatic_copy.cuh"
 
 namespace fathom::testing {
 namespace {
@@ -244,6 +247,66 @@ TEST_P(MlaAbsorbDecodeBits, DecodeKernelMatchesTiledKernelsBitForBit) {
       expect_same_bits(out[0].download(), out[1].download(), out_full, tokens * out_per_token,
                        "project_values, " + what);
     }
+  }
+}
+
+// q_nope_settled lets the decode kernel read q_nope before its wait. Each run writes
+// q_nope two launches back (alternating between two inputs, so a read before that copy finished would see the other
+// input's values) and fills q_latent with poison in the launch just before (so a store before the wait could be
+// overwritten); every run must give the plain launch's bits.
+TEST(MlaAbsorb, SettledQueryInProgrammaticChain) {
+  FATHOM_REQUIRE_GPU();
+  for (const int32_t heads : {128, 16}) {
+    constexpr int32_t kNope = 128, kRope = 64, kV = 128, kLora = 512, kMaxTokens = 32;
+    std::mt19937 rng(static_cast<uint32_t>(heads));
+    const int64_t rows = static_cast<int64_t>(heads) * (kNope + kV);
+    const Fp8Weights fp8 =
+        quantize_fp8(round_to_bf16(random_normal(rng, static_cast<size_t>(rows * kLora), 0.05f)), rows, kLora);
+    DeviceBuffer<uint8_t> w_fp8(fp8.bits);
+    DeviceBuffer<float> w_scale(fp8.scale_inv);
+    MlaKvBWeights weights;
+    weights.weight = w_fp8.data();
+    weights.scale_inv = w_scale.data();
+    weights.is_fp8 = true;
+    weights.num_heads = heads;
+    weights.nope_dim = kNope;
+    weights.v_dim = kV;
+    weights.kv_lora_dim = kLora;
+    const size_t q_elems = static_cast<size_t>(kMaxTokens) * heads * (kNope + kRope);
+    const size_t latent_elems = static_cast<size_t>(kMaxTokens) * heads * kLora;
+    DeviceBuffer<__nv_bfloat16> sources[2] = {
+        DeviceBuffer<__nv_bfloat16>(float_to_bf16_vector(round_to_bf16(random_normal(rng, q_elems)))),
+        DeviceBuffer<__nv_bfloat16>(float_to_bf16_vector(round_to_bf16(random_normal(rng, q_elems))))};
+    DeviceBuffer<__nv_bfloat16> q(q_elems), q_latent(latent_elems), poison(latent_elems);
+    poison.fill_bytes(0xff);
+    cudaStream_t stream;
+    FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    for (const int32_t tokens : {1, 5, 16, 32}) {
+      SCOPED_TRACE(std::to_string(heads) + " heads, " + std::to_string(tokens) + " tokens");
+      ASSERT_TRUE(kernels::cuda::mla_absorb_query_uses_decode_kernel(q.data(), kNope + kRope, tokens, weights,
+                                                                     q_latent.data()));
+      const size_t written = static_cast<size_t>(tokens) * heads * kLora;
+      std::vector<uint16_t> expected[2];
+      for (int i = 0; i < 2; ++i) {
+        q_latent.fill_bytes(0xff);
+        kernels::cuda::mla_absorb_query(sources[i].data(), kNope + kRope, tokens, weights, q_latent.data(), nullptr);
+        FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+        expected[i] = bf16_bits(q_latent.download(), written);
+        ASSERT_EQ(std::count(expected[i].begin(), expected[i].end(), uint16_t{0xffff}), 0);
+      }
+      ASSERT_NE(expected[0], expected[1]);
+      for (int run = 0; run < 12; ++run) {
+        programmatic_copy(sources[run % 2].data(), q.data(), q.bytes(), stream);          // two launches back
+        programmatic_copy(poison.data(), q_latent.data(), q_latent.bytes(), stream);      // the previous launch
+        kernels::cuda::mla_absorb_query(q.data(), kNope + kRope, tokens, weights, q_latent.data(), stream,
+                                        /*q_nope_settled=*/true);
+        FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+        const std::vector<uint16_t> got = bf16_bits(q_latent.download(), written);
+        const int64_t diff = first_mismatch(got, expected[run % 2]);
+        ASSERT_EQ(diff, -1) << "run " << run << ": first difference at element " << diff;
+      }
+    }
+    FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
   }
 }
 

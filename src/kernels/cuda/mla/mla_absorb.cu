@@ -165,10 +165,12 @@ void check_project_args(int32_t num_tokens, const MlaKvBWeights& w) {
 }
 
 void absorb_query(const __nv_bfloat16* q_nope, int64_t q_head_stride, int32_t num_tokens, const MlaKvBWeights& w,
-                  __nv_bfloat16* q_latent, bool allow_decode, cudaStream_t stream) {
+                  __nv_bfloat16* q_latent, bool allow_decode, bool q_nope_settled, cudaStream_t stream) {
   check_absorb_args(q_head_stride, num_tokens, w);
   if (num_tokens == 0) return;
-  launch<true>(absorb_params(q_nope, q_head_stride, num_tokens, w, q_latent), w, allow_decode, stream);
+  HeadBmmParams params = absorb_params(q_nope, q_head_stride, num_tokens, w, q_latent);
+  params.a_settled = q_nope_settled ? 1 : 0;  // read by the decode kernel only; the tiled kernels wait first
+  launch<true>(params, w, allow_decode, stream);
 }
 
 void project_values(const __nv_bfloat16* out_latent, int32_t num_tokens, const MlaKvBWeights& w, __nv_bfloat16* out,
@@ -181,8 +183,8 @@ void project_values(const __nv_bfloat16* out_latent, int32_t num_tokens, const M
 }  // namespace
 
 void mla_absorb_query(const __nv_bfloat16* q_nope, int64_t q_head_stride, int32_t num_tokens, const MlaKvBWeights& w,
-                      __nv_bfloat16* q_latent, cudaStream_t stream) {
-  absorb_query(q_nope, q_head_stride, num_tokens, w, q_latent, true, stream);
+                      __nv_bfloat16* q_latent, cudaStream_t stream, bool q_nope_settled) {
+  absorb_query(q_nope, q_head_stride, num_tokens, w, q_latent, true, q_nope_settled, stream);
 }
 
 void mla_project_values(const __nv_bfloat16* out_latent, int32_t num_tokens, const MlaKvBWeights& w,
@@ -192,7 +194,7 @@ void mla_project_values(const __nv_bfloat16* out_latent, int32_t num_tokens, con
 
 void mla_absorb_query_reference(const __nv_bfloat16* q_nope, int64_t q_head_stride, int32_t num_tokens,
                                 const MlaKvBWeights& w, __nv_bfloat16* q_latent, cudaStream_t stream) {
-  absorb_query(q_nope, q_head_stride, num_tokens, w, q_latent, false, stream);
+  absorb_query(q_nope, q_head_stride, num_tokens, w, q_latent, false, false, stream);
 }
 
 void mla_project_values_reference(const __nv_bfloat16* out_latent, int32_t num_tokens, const MlaKvBWeights& w,

@@ -26,8 +26,11 @@ struct MlaKvBWeights {
 // q_latent[t,h,:] = W_UK[h]ᵀ · q_nope[t,h,:].
 // q_nope: [num_tokens, num_heads, q_head_stride] (its first nope_dim values per head are read, so q [T, H, nope+rope]
 // can be passed with q_head_stride = nope+rope); q_latent: [num_tokens, num_heads, kv_lora_dim].
+// q_nope_settled: the caller's promise that q_nope was written by a kernel launched at least two launches earlier on
+// this stream (the decode step: the q_b GEMM, then mla_prepare, then this), so the decode kernel loads it before
+// waiting for the previous kernel (programmatic launch). Same bits either way.
 void mla_absorb_query(const __nv_bfloat16* q_nope, int64_t q_head_stride, int32_t num_tokens, const MlaKvBWeights& w,
-                      __nv_bfloat16* q_latent, cudaStream_t stream);
+                      __nv_bfloat16* q_latent, cudaStream_t stream, bool q_nope_settled = false);
 
 // out[t,h,:] = W_UV[h] · out_latent[t,h,:].
 // out_latent: [num_tokens, num_heads, kv_lora_dim]; out: [num_tokens, num_heads, v_dim].

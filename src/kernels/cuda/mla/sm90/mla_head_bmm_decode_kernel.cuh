@@ -16,6 +16,9 @@
 //    barrier, per chunk;
 //  - the tokens of the CTA's head are staged once in shared memory (cp.async, zero-filled like the reference's A
 //    tile) and read with ldmatrix; <= 8 tokens read only the 8 rows that can be non-zero (x2, the rest 0).
+// Launched programmatically: W is read before the wait for the previous kernel; A after it, unless p.a_settled (A
+// written two or more launches back, as q_nope is in the model's decode step behind mla_prepare), where A's loads
+// are in flight too before the wait, under the previous kernel.
 // Shapes (checked by the host): k, n multiples of 16; w_rows_per_head and w_row_offset multiples of 16 (a warp's
 // 16-row groups of W sit inside one 128-row scale block); kv_lora (w_cols) a multiple of 16; W and A 16-byte
 // aligned with A strides multiples of 8 elements.
@@ -279,7 +282,7 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_min_blocks<kWeightRowsA
       if (i < chunks) load_chunk(i, ring[i]);
     }
   }
-  begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh): A is the previous kernel's output
+  if (!p.a_settled) begin_dependent_kernel();  // A is the previous kernel's output (programmatic_launch.cuh)
 
   // Stage A [kARows tokens][k_steps * 16] (rows past p.m and k past p.k zero-filled, as the reference's A tile).
   {
@@ -294,6 +297,9 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_min_blocks<kWeightRowsA
     }
     cp_async_commit();
   }
+  // Settled A in flight: now the wait (out may still be read by earlier kernels until the previous kernel has
+  // completed), then the successor's launch, which must follow this wait (programmatic_launch.cuh).
+  if (p.a_settled) begin_dependent_kernel();
 
   cp_async_wait_all();
   __syncthreads();  // the staged tokens are visible; the only CTA barrier

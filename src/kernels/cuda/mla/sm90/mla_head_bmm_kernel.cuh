@@ -38,6 +38,7 @@ struct HeadBmmParams {
   int32_t m, k, n;           // tokens, reduction length, output width
   int32_t a_vector;          // A chunks of 8 are 16-byte aligned (strides, k multiples of 8)
   int32_t w_vector;          // W chunks of 8 are aligned (w_cols multiple of 8; 128-blocks never split a chunk)
+  int32_t a_settled;         // 1: A was written two or more launches back (decode kernel: read before the wait)
 };
 
 // Output columns [n0, n0 + 16) of one token row (out_row: its head's first column) from two adjacent n8 accumulator
