@@ -533,8 +533,11 @@ void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int on
         }
         if (with_absorb)  // q_nope settled as in the model: no kernel of the chain writes it
           kc::mla_absorb_query(operands.q.data(), kNope + kRope, batch, w, operands.q_latent.data(), stream, true);
+        if (with_project) {  // the model's call: W_UV fused with the split combine where the plan says so
+          layer_args.value_weights = &w;
+          layer_args.values_out = operands.out.data();
+        }
         kc::mla_decode(layer_args, plan, workspace.data(), workspace.bytes(), stream);
-        if (with_project) kc::mla_project_values(operands.latent.data(), batch, w, operands.out.data(), stream);
       };
       auto chain_ms = [&](bool with_absorb, bool with_project) {
         return fathom::bench::graph_ms_per_launch(

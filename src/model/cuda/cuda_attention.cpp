@@ -74,8 +74,9 @@ kc::SplitKPartials CudaModelImpl::attention(int64_t layer, const BatchLayout& la
     args.out_latent = out_latent;
     args.num_heads = static_cast<int32_t>(heads);
     args.softmax_scale = softmax_scale;
+    args.value_weights = &kv_b;  // attn = W_UV · out_latent, fused with the split combine where the plan says so
+    args.values_out = attn;
     kc::mla_decode(args, layout.decode_plan, layout.mla_workspace, layout.mla_workspace_bytes, stream_);
-    kc::mla_project_values(out_latent, static_cast<int32_t>(n), kv_b, attn, stream_);
   } else {
     // Keys and values of every position (cached prefix + new) expanded through kv_b_proj, a pass over windows of at
     // most prefill_window_keys_ keys at a time: the later passes' rows merged into the first's by log-sum-exp.

@@ -40,7 +40,8 @@ void launch_decode_tokens(const HeadBmmParams& params, int32_t num_heads, cudaSt
   FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
   constexpr int kCtaCols = mla_detail::kDecodeWarps * mla_detail::DecodeLayout<kWeightRowsAreK, kFp8>::kWarpCols;
   const dim3 grid(static_cast<unsigned>((params.n + kCtaCols - 1) / kCtaCols), static_cast<unsigned>(num_heads));
-  launch_programmatic(kernel, grid, dim3(mla_detail::kDecodeThreads), smem_bytes, stream, params);
+  launch_programmatic(kernel, grid, dim3(mla_detail::kDecodeThreads), smem_bytes, stream, params,
+                      mla_detail::SplitPartialsA{});
 }
 
 // Where the decode kernel is faster than the tiled one (mla_bench on an H200, L2 flushed): fp8 weights up to 32
@@ -212,6 +213,39 @@ bool mla_project_values_uses_decode_kernel(const __nv_bfloat16* out_latent, int3
                                            const MlaKvBWeights& w, __nv_bfloat16* out) {
   check_project_args(num_tokens, w);
   return num_tokens > 0 && decode_kernel_fits(project_params(out_latent, num_tokens, w, out), w);
+}
+
+bool mla_project_split_values_fits(int32_t num_tokens, const MlaKvBWeights& w, const __nv_bfloat16* partial_out,
+                                   __nv_bfloat16* out) {
+  check_project_args(num_tokens, w);
+  if (num_tokens < 1 || num_tokens > kProjectSplitValuesMaxTokens || partial_out == nullptr || !aligned16(partial_out))
+    return false;
+  // The combined A tile: whole 64-wide k tiles of at most the combine's 512 columns; out_latent is never read, so its
+  // pointer only has to pass the decode kernel's checks (project_params reads no memory).
+  if (w.kv_lora_dim % 64 != 0 || w.kv_lora_dim > mla_detail::kCombineMaxLatent) return false;
+  return decode_kernel_fits(project_params(partial_out, num_tokens, w, out), w);
+}
+
+void mla_project_split_values(const MlaSplitPartials& partials, int32_t num_tokens, const MlaKvBWeights& w,
+                              __nv_bfloat16* out, cudaStream_t stream) {
+  FATHOM_CHECK(partials.partial_lse && partials.seq_lens && partials.num_splits >= 1 &&
+                   partials.num_splits <= mla_detail::kCombineMaxSplits && partials.min_tiles_per_split >= 1,
+               "mla_project_split_values: partials (lse " << partials.partial_lse << ", seq_lens " << partials.seq_lens
+                                                          << ", splits " << partials.num_splits << ")");
+  FATHOM_CHECK(mla_project_split_values_fits(num_tokens, w, partials.partial_out, out),
+               "mla_project_split_values: " << num_tokens << " tokens, kv_lora " << w.kv_lora_dim
+                                            << (w.is_fp8 ? "" : ", bf16 weights") << " (see mla_project_split_values_fits)");
+  const HeadBmmParams params = project_params(partials.partial_out, num_tokens, w, out);
+  const mla_detail::SplitPartialsA combined{partials.partial_out, partials.partial_lse, partials.seq_lens, w.num_heads,
+                                            partials.num_splits, partials.tiles_per_split,
+                                            partials.min_tiles_per_split};
+  auto kernel = mla_detail::mla_head_bmm_decode_kernel<false, true, kProjectSplitValuesMaxTokens, true>;
+  const int smem_bytes = mla_detail::decode_smem_bytes<false, true, kProjectSplitValuesMaxTokens, true>(params.k);
+  FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
+  constexpr int kCtaCols = mla_detail::kCombinedWarps * mla_detail::DecodeLayout<false, true>::kWarpCols;
+  const dim3 grid(static_cast<unsigned>((params.n + kCtaCols - 1) / kCtaCols), static_cast<unsigned>(w.num_heads));
+  launch_programmatic(kernel, grid, dim3(mla_detail::kCombinedWarps * 32), smem_bytes, stream, params, combined);
+  FATHOM_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace fathom::kernels::cuda

@@ -44,6 +44,29 @@ void mla_absorb_query_reference(const __nv_bfloat16* q_nope, int64_t q_head_stri
 void mla_project_values_reference(const __nv_bfloat16* out_latent, int32_t num_tokens, const MlaKvBWeights& w,
                                   __nv_bfloat16* out, cudaStream_t stream);
 
+// The split-KV MLA decode's partials (mla_decode's workspace when its plan splits), as mla_decode_combine reads them.
+struct MlaSplitPartials {
+  const __nv_bfloat16* partial_out = nullptr;  // [num_tokens, num_splits, num_heads, kv_lora_dim] bf16, normalized
+  const float* partial_lse = nullptr;          // [num_tokens, num_splits, num_heads] log2-sum-exp
+  const int32_t* seq_lens = nullptr;           // [num_tokens] cache rows of each sequence (its split rule's input)
+  int32_t num_splits = 0;                      // allocated splits (the plan's)
+  int32_t tiles_per_split = 0;                 // the plan's split rule (MlaDecodePlan)
+  int32_t min_tiles_per_split = 1;
+};
+
+// Up to this many tokens (sequences), mla_project_split_values can run.
+inline constexpr int32_t kProjectSplitValuesMaxTokens = 8;
+
+// mla_decode_combine of the partials, then mla_project_values, in one launch with the same bits: the combined rows
+// (out_latent) stay in shared memory, and the W_UV stream and the combine's reads overlap. out: [num_tokens,
+// num_heads, v_dim]. Only where mla_project_split_values_fits.
+void mla_project_split_values(const MlaSplitPartials& partials, int32_t num_tokens, const MlaKvBWeights& w,
+                              __nv_bfloat16* out, cudaStream_t stream);
+// fp8 weights, 1..kProjectSplitValuesMaxTokens tokens, kv_lora_dim a multiple of 64 up to 512, and the decode
+// kernel's shapes (partial_out 16-byte aligned).
+bool mla_project_split_values_fits(int32_t num_tokens, const MlaKvBWeights& w, const __nv_bfloat16* partial_out,
+                                   __nv_bfloat16* out);
+
 // Whether mla_absorb_query / mla_project_values would run the decode kernel for these arguments (tests, benchmarks).
 bool mla_absorb_query_uses_decode_kernel(const __nv_bfloat16* q_nope, int64_t q_head_stride, int32_t num_tokens,
                                          const MlaKvBWeights& w, __nv_bfloat16* q_latent);

@@ -87,6 +87,13 @@ void dispatch_head_group(const DecodeKernelParams& params, const MlaDecodePlan& 
   }
 }
 
+// Whether the plan's combine carries the value projection (partial_out: the workspace's partial rows).
+bool fuses_value_projection(const MlaDecodeArgs& args, const MlaDecodePlan& plan, const __nv_bfloat16* partial_out) {
+  return args.value_weights != nullptr && plan.num_splits > 1 && plan.fused_value_projection &&
+         args.value_weights->num_heads == args.num_heads && args.value_weights->kv_lora_dim == args.cache.kv_lora_dim &&
+         mla_project_split_values_fits(args.batch.batch, *args.value_weights, partial_out, args.values_out);
+}
+
 }  // namespace
 
 void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* workspace, size_t workspace_bytes,
@@ -110,6 +117,12 @@ void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* work
                    plan.min_tiles_per_split >= 1,
                "mla_decode: num_splits " << plan.num_splits << ", tiles_per_split " << plan.tiles_per_split
                                          << ", min_tiles_per_split " << plan.min_tiles_per_split);
+  FATHOM_CHECK((args.value_weights == nullptr) == (args.values_out == nullptr),
+               "mla_decode: value_weights and values_out go together");
+  FATHOM_CHECK(!args.value_weights || (args.value_weights->num_heads == args.num_heads &&
+                                       args.value_weights->kv_lora_dim == cache.kv_lora_dim),
+               "mla_decode: value weights of " << args.value_weights->num_heads << " heads, kv_lora "
+                                               << args.value_weights->kv_lora_dim);
   if (batch.batch == 0) return;
   const size_t needed = mla_decode_workspace_bytes(plan, batch.batch, args.num_heads, cache.kv_lora_dim);
   FATHOM_CHECK(workspace_bytes >= needed && (needed == 0 || (workspace != nullptr && aligned16(workspace))),
@@ -152,10 +165,26 @@ void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* work
   } else {
     dispatch_head_group<512, 64>(params, plan, cache, batch.batch, stream);
   }
+  if (fuses_value_projection(args, plan, params.partial_out)) {
+    MlaSplitPartials partials;
+    partials.partial_out = params.partial_out;
+    partials.partial_lse = params.partial_lse;
+    partials.seq_lens = batch.seq_lens;
+    partials.num_splits = plan.num_splits;
+    partials.tiles_per_split = plan.tiles_per_split;
+    partials.min_tiles_per_split = plan.min_tiles_per_split;
+    mla_project_split_values(partials, batch.batch, *args.value_weights, args.values_out, stream);
+    return;
+  }
   if (plan.num_splits > 1) {
     mla_decode_combine(params.partial_out, params.partial_lse, args.out_latent, batch.seq_lens, batch.batch,
                        args.num_heads, cache.kv_lora_dim, plan, stream);
   }
+  if (args.value_weights) mla_project_values(args.out_latent, batch.batch, *args.value_weights, args.values_out, stream);
+}
+
+bool mla_decode_fuses_value_projection(const MlaDecodeArgs& args, const MlaDecodePlan& plan, const void* workspace) {
+  return fuses_value_projection(args, plan, static_cast<const __nv_bfloat16*>(workspace));
 }
 
 void mla_decode_combine(const __nv_bfloat16* partial_out, const float* partial_lse, __nv_bfloat16* out_latent,

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/mla/mla_absorb.h"
 #include "kernels/cuda/mla/mla_decode_heuristics.h"
 #include "kernels/cuda/mla/mla_types.h"
 
@@ -24,13 +25,19 @@ struct MlaDecodeArgs {
   __nv_bfloat16* out_latent = nullptr;      // [batch, num_heads, kv_lora_dim]
   int32_t num_heads = 0;
   float softmax_scale = 1.0f;               // applied to the raw dot product
+  // Optional, both or neither: the value projection values_out = W_UV · out_latent (mla_project_values) in the same
+  // call, fused with the split combine where the plan says so (MlaDecodePlan::fused_value_projection) and the shapes
+  // allow (mla_project_split_values_fits); out_latent is then scratch, written or not. Same bits either way.
+  const MlaKvBWeights* value_weights = nullptr;
+  __nv_bfloat16* values_out = nullptr;      // [batch, num_heads, v_dim]
 };
 
 // Limits of the kernel instantiations: kv_lora_dim <= 512 and rope_dim <= 64 (padded internally).
 inline constexpr int32_t kMlaDecodeMaxKvLora = 512;
 inline constexpr int32_t kMlaDecodeMaxRope = 64;
 
-// Launches the decode kernel (and, when plan.num_splits > 1, the combine kernel) on `stream`.
+// Launches the decode kernel (and, when plan.num_splits > 1, the combine kernel; with args.value_weights, the value
+// projection, alone or fused with the combine) on `stream`.
 // workspace: device memory of at least mla_decode_workspace_bytes(plan, batch, heads, kv_lora) bytes, 16-byte aligned.
 void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* workspace, size_t workspace_bytes,
                 cudaStream_t stream);
@@ -39,6 +46,9 @@ void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* work
 // partial_out [batch, splits, heads, kv_lora] (bf16, normalized; 16-byte aligned) and partial_lse [batch, splits,
 // heads] (fp32 log2-sum-exp), into out_latent [batch, heads, kv_lora]; a sequence reads only its non-empty splits
 // under the plan's split rule.
+// Whether mla_decode(args, plan, ...) fuses the value projection with the combine (tests, benchmarks).
+bool mla_decode_fuses_value_projection(const MlaDecodeArgs& args, const MlaDecodePlan& plan, const void* workspace);
+
 void mla_decode_combine(const __nv_bfloat16* partial_out, const float* partial_lse, __nv_bfloat16* out_latent,
                         const int32_t* seq_lens, int32_t batch, int32_t num_heads, int32_t kv_lora,
                         const MlaDecodePlan& plan, cudaStream_t stream);

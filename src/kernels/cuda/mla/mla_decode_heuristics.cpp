@@ -55,6 +55,14 @@ constexpr double kShortSplitTileCost = 1.2;
 // on 132 SMs) and saved 0.4-1.5% at batch 8-16 (1024-2048 CTAs; H100, bench/RESULTS.md thirty-eighth session).
 constexpr int64_t kLateCombineLaunchMaxCtasPerSm = 4;
 
+// Where the value projection is fused with the split combine (one CTA per head combines the rows of every sequence,
+// then streams the head's W_UV): batches of at most 4 sequences at 128 heads (V3 without tensor parallelism, as under
+// DP attention). mla_bench attention_chain (H100, thirty-ninth session): 128 heads, batch 1-4, 1024-16384 tokens
+// 2-13% faster per layer (the 8.4 MB W_UV stream hides the combine); batch 8 9-12% slower (8 sequences combined one
+// after another); 16-64 heads mostly slower (16 heads, TP8: 2-16% at batch 1, 13-46% at batch 4-8).
+constexpr int32_t kFusedValueProjectionMaxBatch = 4;
+constexpr int32_t kFusedValueProjectionMinHeads = 128;
+
 int32_t mla_decode_combine_split_groups(int32_t num_splits) { return num_splits >= 16 ? 4 : num_splits >= 8 ? 2 : 1; }
 
 int32_t mla_decode_head_group(int32_t num_heads) {
@@ -105,6 +113,8 @@ MlaDecodePlan mla_decode_plan(int32_t num_sms, int32_t batch, int32_t num_heads,
   // thirty-eighth session) 1.4-5.1% faster per layer at batch 1-16 (split plans), 1.3-1.7% slower at batch 128 x
   // 1024-16384 (one split), even at batch 64.
   plan.kv_loads_before_wait = plan.num_splits > 1;
+  plan.fused_value_projection = plan.num_splits > 1 && batch <= kFusedValueProjectionMaxBatch &&
+                                num_heads >= kFusedValueProjectionMinHeads;
   return plan;
 }
 

@@ -38,6 +38,9 @@ struct MlaDecodePlan {
   // one) before waiting for their predecessor (the cache rows and page table are written two or more launches back;
   // only Q needs the wait): the plans set it for split plans. Same bits.
   bool kv_loads_before_wait = false;
+  // With a value projection (MlaDecodeArgs::value_weights), the split combine computes it too, in one launch
+  // (mla_project_split_values): the plans set it for split plans of 1-4 sequences at 128 heads or more. Same bits.
+  bool fused_value_projection = false;
 };
 
 inline constexpr int32_t kMlaDecodeMaxSplits = 64;

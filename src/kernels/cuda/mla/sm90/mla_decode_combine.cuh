@@ -58,6 +58,46 @@ __device__ __forceinline__ void add_weighted_columns(float4& acc, float w, Parti
   acc.w += w * high.y;
 }
 
+// Splits of a sequence of seq_len tokens that hold tiles (the decode kernel writes nothing for the others), at most
+// num_splits (the allocated count).
+__device__ __forceinline__ int stored_split_count(int seq_len, int num_splits, int tiles_per_split,
+                                                  int min_tiles_per_split) {
+  const int total_tiles = (seq_len + kDecodeTileTokens - 1) / kDecodeTileTokens;
+  const int tiles = split_tiles(total_tiles, num_splits, tiles_per_split, min_tiles_per_split);
+  return min(num_splits, (total_tiles + tiles - 1) / tiles);
+}
+
+// One warp (all 32 lanes call it): the weights 2^(lse_s - max) of the num_splits (<= kCombineMaxSplits) splits of one
+// (sequence, head) into weights[0, num_splits), lse_s = lse[s * split_stride], and the inverse of their sum (0 when
+// every split is empty) into *inv_total, both by fixed butterflies (the same bits in every kernel that combines).
+__device__ __forceinline__ void combine_split_weights(const float* __restrict__ lse, int64_t split_stride,
+                                                      int num_splits, float* weights, float* inv_total) {
+  constexpr int kPerLane = kCombineMaxSplits / 32;
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  float lse_of[kPerLane];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {  // independent loads, all in flight at once
+    const int s = lane + 32 * i;
+    lse_of[i] = s < num_splits ? lse[static_cast<int64_t>(s) * split_stride] : -INFINITY;
+  }
+  float max_lse = lse_of[0];
+#pragma unroll
+  for (int i = 1; i < kPerLane; ++i) max_lse = fmaxf(max_lse, lse_of[i]);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, offset));
+  float total = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int s = lane + 32 * i;
+    const float w = lse_of[i] == -INFINITY ? 0.0f : exp2f(lse_of[i] - max_lse);
+    if (s < num_splits) weights[s] = w;
+    total += w;
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) total += __shfl_xor_sync(0xffffffffu, total, offset);
+  if (lane == 0) *inv_total = total > 0.0f ? 1.0f / total : 0.0f;
+}
+
 // grid (num_heads, batch), kCombineColumnThreads * kGroups threads (kGroups = mla_decode_combine_split_groups of the
 // allocated split count: 1, 2 or 4); kv_lora <= kCombineMaxLatent. Reads only the sequence's non-empty splits (the
 // decode kernel writes nothing for the others), with the decode kernel's split rule. One group (below 8 splits)
@@ -82,10 +122,8 @@ __global__ void __launch_bounds__(kCombineColumnThreads * kGroups, kGroups == 1 
   __shared__ float inv_total_sh;
   const int h = blockIdx.x, b = blockIdx.y;
   const int64_t first_row = static_cast<int64_t>(b) * num_splits * num_heads + h;  // split s: + s * num_heads
-  const int total_tiles = (seq_lens[b] + kDecodeTileTokens - 1) / kDecodeTileTokens;
-  const int tiles = split_tiles(total_tiles, num_splits, tiles_per_split, min_tiles_per_split);
-  const int stored_splits = (total_tiles + tiles - 1) / tiles;
-  num_splits = min(num_splits, stored_splits);  // the row stride above stays the allocated split count
+  // The row stride above stays the allocated split count.
+  num_splits = stored_split_count(seq_lens[b], num_splits, tiles_per_split, min_tiles_per_split);
 
   // This thread's 4 columns (contiguous when kv_lora is a multiple of 4, else strided by 128), summed over the splits
   // of the sum lanes its group owns (lane v: splits v, v + 4, ..., in order; group g owns the lanes v % kGroups == g).
@@ -114,34 +152,8 @@ __global__ void __launch_bounds__(kCombineColumnThreads * kGroups, kGroups == 1 
   };
   if constexpr (kDeep) load_rows(0);
 
-  // Warp 0: the splits' weights and their inverse total (max and sum over lanes by a fixed butterfly).
-  if (threadIdx.x < 32) {
-    constexpr int kPerLane = kCombineMaxSplits / 32;
-    const int lane = threadIdx.x;
-    float lse[kPerLane];
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {  // independent loads, all in flight at once
-      const int s = lane + 32 * i;
-      lse[i] = s < num_splits ? partial_lse[first_row + static_cast<int64_t>(s) * num_heads] : -INFINITY;
-    }
-    float max_lse = lse[0];
-#pragma unroll
-    for (int i = 1; i < kPerLane; ++i) max_lse = fmaxf(max_lse, lse[i]);
-#pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1)
-      max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, offset));
-    float total = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const int s = lane + 32 * i;
-      const float w = lse[i] == -INFINITY ? 0.0f : exp2f(lse[i] - max_lse);
-      if (s < num_splits) weights[s] = w;
-      total += w;
-    }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) total += __shfl_xor_sync(0xffffffffu, total, offset);
-    if (lane == 0) inv_total_sh = total > 0.0f ? 1.0f / total : 0.0f;
-  }
+  // Warp 0: the splits' weights and their inverse total.
+  if (threadIdx.x < 32) combine_split_weights(partial_lse + first_row, num_heads, num_splits, weights, &inv_total_sh);
   __syncthreads();
 
   float4 acc[kCombineSumLanes];

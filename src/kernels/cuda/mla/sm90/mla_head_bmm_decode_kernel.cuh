@@ -19,6 +19,9 @@
 // Launched programmatically: W is read before the wait for the previous kernel; A after it, unless p.a_settled (A
 // written two or more launches back, as q_nope is in the model's decode step behind mla_prepare), where A's loads
 // are in flight too before the wait, under the previous kernel.
+// kCombinedA (W_UV, <= 8 tokens: mla_project_split_values): A is not read from memory but combined from the split-KV
+// decode's partial rows of the CTA's head (the combine kernel's sums, so its bits), so the rows the combine would
+// write to out_latent and this kernel would read back never leave the multiprocessor; a CTA is a whole head.
 // Shapes (checked by the host): k, n multiples of 16; w_rows_per_head and w_row_offset multiples of 16 (a warp's
 // 16-row groups of W sit inside one 128-row scale block); kv_lora (w_cols) a multiple of 16; W and A 16-byte
 // aligned with A strides multiples of 8 elements.
@@ -26,6 +29,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/mla/sm90/mla_decode_combine.cuh"
 #include "kernels/cuda/mla/sm90/mla_head_bmm_kernel.cuh"
 #include "kernels/cuda/mla/sm90/mma_primitives.cuh"
 #include "kernels/cuda/programmatic_launch.cuh"
@@ -35,6 +39,10 @@ namespace fathom::kernels::cuda::mla_detail {
 inline constexpr int kDecodeWarps = 4;
 inline constexpr int kDecodeThreads = kDecodeWarps * 32;
 inline constexpr int kDecodeMaxTokens = 64;
+// The combined-A form (kCombinedA): one CTA per head, its 8 warps the head's 128 W_UV rows, so the head's partials are
+// combined once, by 256 threads: each owns 8 columns of one sum lane (4 lanes x 64 column octets = 512 columns).
+inline constexpr int kCombinedWarps = 8;
+inline constexpr int kCombinedInFlight = 16;  // 16-byte partial loads in flight per thread
 
 // Per-warp tiling. W_UK (rows are k, the output columns contiguous): 4 n8 blocks (32 columns) per warp. W_UV (rows
 // are the output rows, k contiguous): 2 n8 blocks (16 rows) per warp, so its 128 rows per head still give 8 warps.
@@ -59,8 +67,9 @@ struct DecodeLayout {
 // kernel's CTAs could not start their weight stream under programmatic launch (mla_bench absorb_chain, H100: 1 token
 // 5.98 -> 5.64 us, 8 tokens 6.26 -> 5.86; bench/RESULTS.md twelfth session); 32 tokens would spill at 5 and keep 4
 // (128 registers). Others: 2.
-template <bool kWeightRowsAreK, bool kFp8, int kTokens>
+template <bool kWeightRowsAreK, bool kFp8, int kTokens, bool kCombinedA = false>
 constexpr int decode_min_blocks() {
+  if (kCombinedA) return 1;  // 256 threads holding the W ring and kCombinedInFlight loads
   if (kTokens > 32 || !(kWeightRowsAreK && kFp8)) return 2;
   return kTokens <= 16 ? 5 : 4;
 }
@@ -70,13 +79,30 @@ constexpr int decode_a_rows() {
   return kTokens < 16 ? 8 : kTokens;
 }
 
+template <bool kCombinedA>
+constexpr int decode_warps() {
+  return kCombinedA ? kCombinedWarps : kDecodeWarps;
+}
+
 // Dynamic shared memory of mla_head_bmm_decode_kernel: the staged tokens [a_rows][k_steps * 16] bf16 (swizzled)
 // and a double buffer of one chunk per warp.
-template <bool kWeightRowsAreK, bool kFp8, int kTokens>
+template <bool kWeightRowsAreK, bool kFp8, int kTokens, bool kCombinedA = false>
 constexpr int decode_smem_bytes(int k) {
   return decode_a_rows<kTokens>() * 4 * ceil_div_int(k, 64) * 32 +
-         kDecodeWarps * 2 * DecodeLayout<kWeightRowsAreK, kFp8>::kChunkBytes;
+         decode_warps<kCombinedA>() * 2 * DecodeLayout<kWeightRowsAreK, kFp8>::kChunkBytes;
 }
+
+// The split-KV decode's partials that kCombinedA combines into A (token t = sequence t): as mla_decode_combine reads
+// them.
+struct SplitPartialsA {
+  const __nv_bfloat16* partial_out;  // [tokens, num_splits, num_heads, k] bf16, normalized
+  const float* partial_lse;          // [tokens, num_splits, num_heads] log2-sum-exp
+  const int32_t* seq_lens;           // [tokens]
+  int32_t num_heads;
+  int32_t num_splits;                // allocated splits (the row stride)
+  int32_t tiles_per_split;
+  int32_t min_tiles_per_split;
+};
 
 // One chunk of one lane's W loads (raw bytes) and, for fp8, the block scale(s) of its 2 k16 steps.
 template <int kLoads, int kScales>
@@ -85,17 +111,21 @@ struct DecodeChunk {
   float scale[kScales];
 };
 
-// grid (ceil(n / (kDecodeWarps * kWarpCols)), num_heads), kDecodeThreads threads,
-// decode_smem_bytes<kWeightRowsAreK, kFp8, kTokens>(p.k) bytes of dynamic shared memory; p.m <= kTokens.
-template <bool kWeightRowsAreK, bool kFp8, int kTokens>
-__global__ void __launch_bounds__(kDecodeThreads, decode_min_blocks<kWeightRowsAreK, kFp8, kTokens>())
-    mla_head_bmm_decode_kernel(const HeadBmmParams p) {
+// grid (ceil(n / (kWarps * kWarpCols)), num_heads), kWarps * 32 threads (kWarps = decode_warps<kCombinedA>()),
+// decode_smem_bytes<kWeightRowsAreK, kFp8, kTokens, kCombinedA>(p.k) bytes of dynamic shared memory; p.m <= kTokens.
+// partials: read only with kCombinedA (then p.a is unused).
+template <bool kWeightRowsAreK, bool kFp8, int kTokens, bool kCombinedA = false>
+__global__ void __launch_bounds__(decode_warps<kCombinedA>() * 32,
+                                  decode_min_blocks<kWeightRowsAreK, kFp8, kTokens, kCombinedA>())
+    mla_head_bmm_decode_kernel(const HeadBmmParams p, const SplitPartialsA partials) {
+  constexpr int kWarps = decode_warps<kCombinedA>(), kThreads = kWarps * 32;
   using Layout = DecodeLayout<kWeightRowsAreK, kFp8>;
   constexpr int kBlocks = Layout::kBlocks, kLoads = Layout::kLoads, kDepth = Layout::kDepth, kScales = Layout::kScales;
   constexpr int kChunkBytes = Layout::kChunkBytes;
   constexpr int kARows = decode_a_rows<kTokens>();
   constexpr int kMTiles = kTokens < 16 ? 1 : kTokens / 16;
   static_assert(kTokens == 8 || kTokens == 16 || kTokens == 32 || kTokens == 64);
+  static_assert(!kCombinedA || (!kWeightRowsAreK && kTokens == 8), "combined A: W_UV of at most 8 tokens");
 
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
@@ -106,7 +136,7 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_min_blocks<kWeightRowsA
   const uint32_t a_tile = smem_u32(smem);
   const uint32_t w_buffer = a_tile + kARows * a_row_bytes + warp * 2 * kChunkBytes;
   const int64_t w_row_base = static_cast<int64_t>(h) * p.w_rows_per_head + p.w_row_offset;
-  const int n_base = (blockIdx.x * kDecodeWarps + warp) * Layout::kWarpCols;
+  const int n_base = (blockIdx.x * kWarps + warp) * Layout::kWarpCols;
   const bool active = n_base < p.n;
 
   // Per-lane W addressing (chunk 0) and the first k16 step its loads belong to. Layouts (chunk = 2 k16 steps):
@@ -284,10 +314,81 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_min_blocks<kWeightRowsA
   }
   if (!p.a_settled) begin_dependent_kernel();  // A is the previous kernel's output (programmatic_launch.cuh)
 
-  // Stage A [kARows tokens][k_steps * 16] (rows past p.m and k past p.k zero-filled, as the reference's A tile).
-  {
+  if constexpr (kCombinedA) {
+    // A [kARows tokens][k] combined from the partials (k a multiple of 64, <= 512: the host checks; rows past p.m
+    // zero), one token at a time: thread (lane group v, octet o) sums columns 8o..8o+7 of the splits of sum lane v
+    // (s % 4 == v, in split order), 16 bytes per load; the lanes then meet in shared memory and are added in their
+    // order, ((l0 + l1) + l2) + l3, times the inverse total: the combine kernel's sums, so its bits.
+    static_assert(kThreads == kCombineSumLanes * 64, "4 sum lanes x 64 column octets");
+    __shared__ float split_weights[kARows][kCombineMaxSplits];
+    __shared__ float inv_totals[kARows];
+    __shared__ int split_counts[kARows];
+    __shared__ float4 lane_sums[kCombineSumLanes][2][64];  // [lane][column half][octet]
+    for (int t = warp; t < p.m; t += kWarps) {
+      const int splits = stored_split_count(partials.seq_lens[t], partials.num_splits, partials.tiles_per_split,
+                                            partials.min_tiles_per_split);
+      const int64_t first_row = static_cast<int64_t>(t) * partials.num_splits * partials.num_heads + h;
+      combine_split_weights(partials.partial_lse + first_row, partials.num_heads, splits, split_weights[t],
+                            &inv_totals[t]);
+      if (lane == 0) split_counts[t] = splits;
+    }
+    __syncthreads();
+    const int sum_lane = tid / 64, octet = tid % 64;
+    const bool column_ok = 8 * octet < p.k;
+    const int64_t split_stride = static_cast<int64_t>(partials.num_heads) * p.k;  // elements between splits
+    for (int t = 0; t < kARows; ++t) {
+      if (t < p.m) {  // uniform across the CTA
+        const int splits = split_counts[t];
+        const float* weights = split_weights[t];
+        const __nv_bfloat16* first = partials.partial_out +
+                                     (static_cast<int64_t>(t) * partials.num_splits * partials.num_heads + h) * p.k +
+                                     8 * octet;
+        float4 low = make_float4(0.0f, 0.0f, 0.0f, 0.0f), high = low;  // columns 8o..8o+3, 8o+4..8o+7
+#pragma unroll 1
+        for (int base = sum_lane; base < splits; base += kCombineSumLanes * kCombinedInFlight) {
+          uint4 rows[kCombinedInFlight];
+#pragma unroll
+          for (int j = 0; j < kCombinedInFlight; ++j) {  // no dependence between the loads: they overlap
+            const int s = base + kCombineSumLanes * j;
+            rows[j] = column_ok && s < splits ? *reinterpret_cast<const uint4*>(first + s * split_stride)
+                                              : make_uint4(0u, 0u, 0u, 0u);
+          }
+#pragma unroll
+          for (int j = 0; j < kCombinedInFlight; ++j) {
+            const int s = base + kCombineSumLanes * j;
+            if (s >= splits) break;
+            add_weighted_columns(low, weights[s], PartialColumns{rows[j].x, rows[j].y});
+            add_weighted_columns(high, weights[s], PartialColumns{rows[j].z, rows[j].w});
+          }
+        }
+        lane_sums[sum_lane][0][octet] = low;
+        lane_sums[sum_lane][1][octet] = high;
+      }
+      __syncthreads();
+      // Thread tid: columns 2 tid, 2 tid + 1 (octet tid / 4, half (tid / 2) % 2, pair tid % 2 of the half).
+      const int column = 2 * tid;
+      uint32_t pair = 0u;
+      if (t < p.m && column < p.k) {
+        const int o = column / 8, half = (column / 4) % 2;
+        float2 sum = tid % 2 == 0 ? make_float2(lane_sums[0][half][o].x, lane_sums[0][half][o].y)
+                                  : make_float2(lane_sums[0][half][o].z, lane_sums[0][half][o].w);
+#pragma unroll
+        for (int v = 1; v < kCombineSumLanes; ++v) {
+          const float4 x = lane_sums[v][half][o];
+          sum.x += tid % 2 == 0 ? x.x : x.z;
+          sum.y += tid % 2 == 0 ? x.y : x.w;
+        }
+        const float inv_total = inv_totals[t];
+        pair = pack_bf16x2(sum.x * inv_total, sum.y * inv_total);
+      }
+      if (column < k_steps * 16) store_shared_u32(a_tile + swizzled_chunk_offset(t, column / 8, a_row_bytes) +
+                                                      (column % 8) * 2, pair);
+      __syncthreads();  // lane_sums is refilled for the next token
+    }
+  } else {
+    // Stage A [kARows tokens][k_steps * 16] (rows past p.m and k past p.k zero-filled, as the reference's A tile).
     const int row_chunks = k_steps * 2;
-    for (int row = warp; row < kARows; row += kDecodeWarps) {
+    for (int row = warp; row < kARows; row += kWarps) {
       for (int c = lane; c < row_chunks; c += 32) {
         const int k = c * 8;
         const bool valid = row < p.m && k < p.k;
@@ -302,7 +403,7 @@ __global__ void __launch_bounds__(kDecodeThreads, decode_min_blocks<kWeightRowsA
   if (p.a_settled) begin_dependent_kernel();
 
   cp_async_wait_all();
-  __syncthreads();  // the staged tokens are visible; the only CTA barrier
+  __syncthreads();  // the staged tokens are visible (the only CTA barrier but for kCombinedA's weights)
   if (!active) return;
 
   // Rolling ring: slot i holds chunk base + i; it is staged, refilled with chunk base + i + kDepth, then its

@@ -124,6 +124,9 @@ __device__ __forceinline__ void store_shared_u32(uint32_t smem_address, uint32_t
 __device__ __forceinline__ void store_shared_u16(uint32_t smem_address, uint16_t value) {
   asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(smem_address), "h"(value) : "memory");
 }
+__device__ __forceinline__ void store_shared_v2(uint32_t smem_address, uint2 value) {
+  asm volatile("st.shared.v2.u32 [%0], {%1, %2};\n" ::"r"(smem_address), "r"(value.x), "r"(value.y) : "memory");
+}
 __device__ __forceinline__ void store_shared_v4(uint32_t smem_address, uint4 value) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_address), "r"(value.x), "r"(value.y),
                "r"(value.z), "r"(value.w)
