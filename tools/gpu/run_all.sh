@@ -39,6 +39,12 @@ if [ -x .carry/gpu/mla_bench ] && [ -z "${BENCHES:-}" ]; then
     echo "== mla_bench --only $part"
     timeout 300 .carry/gpu/mla_bench --only "$part" > "$out/mla_bench_$part.log" 2>&1 || { echo "bench mla_bench $part failed"; status=1; }
   done
+  # The chain in the model's order (mla_prepare first), at V3's 128 heads and TP8's 16 per GPU.
+  for heads in 128 16; do
+    echo "== mla_bench --only attention_chain --with-prepare --heads $heads"
+    timeout 300 .carry/gpu/mla_bench --only attention_chain --with-prepare --heads "$heads" \
+      > "$out/mla_bench_attention_chain_prepare_$heads.log" 2>&1 || { echo "bench mla_bench chain $heads failed"; status=1; }
+  done
 fi
 # The model-level table (bench/model), the MTP checks through the binary (tools/gpu/mtp_checks.sh) and the serving
 # checks (graphs on/off greedy equality, 2000 concurrent streams).
