@@ -264,14 +264,7 @@ TEST(MlaAbsorb, SettledQueryInProgrammaticChain) {
         quantize_fp8(round_to_bf16(random_normal(rng, static_cast<size_t>(rows * kLora), 0.05f)), rows, kLora);
     DeviceBuffer<uint8_t> w_fp8(fp8.bits);
     DeviceBuffer<float> w_scale(fp8.scale_inv);
-    MlaKvBWeights weights;
-    weights.weight = w_fp8.data();
-    weights.scale_inv = w_scale.data();
-    weights.is_fp8 = true;
-    weights.num_heads = heads;
-    weights.nope_dim = kNope;
-    weights.v_dim = kV;
-    weights.kv_lora_dim = kLora;
+    const MlaKvBWeights weights = v3_fp8_kv_b(w_fp8.data(), w_scale.data(), heads);
     const size_t q_elems = static_cast<size_t>(kMaxTokens) * heads * (kNope + kRope);
     const size_t latent_elems = static_cast<size_t>(kMaxTokens) * heads * kLora;
     DeviceBuffer<__nv_bfloat16> sources[2] = {

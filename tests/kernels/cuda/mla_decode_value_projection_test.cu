@@ -37,17 +37,7 @@ struct ProjectionCase {
 struct Fp8KvB {
   DeviceBuffer<uint8_t> values;
   DeviceBuffer<float> scales;
-  MlaKvBWeights view(int32_t heads) const {
-    MlaKvBWeights w;
-    w.weight = values.data();
-    w.scale_inv = scales.data();
-    w.is_fp8 = true;
-    w.num_heads = heads;
-    w.nope_dim = kNope;
-    w.v_dim = kV;
-    w.kv_lora_dim = kLora;
-    return w;
-  }
+  MlaKvBWeights view(int32_t heads) const { return v3_fp8_kv_b(values.data(), scales.data(), heads); }
 };
 
 Fp8KvB make_kv_b(std::mt19937& rng, int32_t heads) {

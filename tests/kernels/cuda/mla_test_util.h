@@ -11,11 +11,26 @@
 
 #include "cuda_test_util.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/mla/mla_absorb.h"
 #include "kernels/cuda/mla/mla_types.h"
 
 namespace fathom::testing {
 
 using kernels::cuda::DeviceBuffer;
+
+// e4m3 kv_b weights of `heads` heads at DeepSeek-V3's per-head dims (nope 128, v 128, kv_lora 512): values
+// [heads * 256, 512] bytes, scale_inv [heads * 2, 4] fp32.
+inline kernels::cuda::MlaKvBWeights v3_fp8_kv_b(const void* values, const float* scale_inv, int32_t heads) {
+  kernels::cuda::MlaKvBWeights w;
+  w.weight = values;
+  w.scale_inv = scale_inv;
+  w.is_fp8 = true;
+  w.num_heads = heads;
+  w.nope_dim = 128;
+  w.v_dim = 128;
+  w.kv_lora_dim = 512;
+  return w;
+}
 
 // A paged cache holding `seq_lens.size()` sequences: pages are shuffled over the pool (plus spare pages), so
 // consecutive pages of a sequence are not adjacent; unused slots hold NaN so that reading them shows.
