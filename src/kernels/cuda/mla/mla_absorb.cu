@@ -220,9 +220,10 @@ bool mla_project_split_values_fits(int32_t num_tokens, const MlaKvBWeights& w, c
   check_project_args(num_tokens, w);
   if (num_tokens < 1 || num_tokens > kProjectSplitValuesMaxTokens || partial_out == nullptr || !aligned16(partial_out))
     return false;
-  // The combined A tile: whole 64-wide k tiles of at most the combine's 512 columns; out_latent is never read, so its
-  // pointer only has to pass the decode kernel's checks (project_params reads no memory).
-  if (w.kv_lora_dim % 64 != 0 || w.kv_lora_dim > mla_detail::kCombineMaxLatent) return false;
+  // The combined A tile: 4 sum lanes x 64 column octets, exactly DeepSeek-V3's 512 latent columns (the kernel
+  // handles any multiple of 64 up to 512, but only 512 is tested on a GPU); partial_out stands in for A, which is
+  // never read, only checked (project_params reads no memory).
+  if (w.kv_lora_dim != mla_detail::kCombineMaxLatent) return false;
   return decode_kernel_fits(project_params(partial_out, num_tokens, w, out), w);
 }
 

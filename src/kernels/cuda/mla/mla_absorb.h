@@ -62,8 +62,8 @@ inline constexpr int32_t kProjectSplitValuesMaxTokens = 8;
 // num_heads, v_dim]. Only where mla_project_split_values_fits.
 void mla_project_split_values(const MlaSplitPartials& partials, int32_t num_tokens, const MlaKvBWeights& w,
                               __nv_bfloat16* out, cudaStream_t stream);
-// fp8 weights, 1..kProjectSplitValuesMaxTokens tokens, kv_lora_dim a multiple of 64 up to 512, and the decode
-// kernel's shapes (partial_out 16-byte aligned).
+// fp8 weights, 1..kProjectSplitValuesMaxTokens tokens, kv_lora_dim 512 (DeepSeek-V3's), and the decode kernel's
+// shapes (partial_out 16-byte aligned).
 bool mla_project_split_values_fits(int32_t num_tokens, const MlaKvBWeights& w, const __nv_bfloat16* partial_out,
                                    __nv_bfloat16* out);
 
