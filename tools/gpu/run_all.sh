@@ -43,7 +43,8 @@ if [ -x .carry/gpu/mla_bench ] && [ -z "${BENCHES:-}" ]; then
   for heads in 128 16; do
     echo "== mla_bench --only attention_chain --with-prepare --heads $heads"
     timeout 300 .carry/gpu/mla_bench --only attention_chain --with-prepare --heads "$heads" \
-      > "$out/mla_bench_attention_chain_prepare_$heads.log" 2>&1 || { echo "bench mla_bench chain $heads failed"; status=1; }
+      > "$out/mla_bench_attention_chain_prepare_$heads.log" 2>&1 ||
+      { echo "bench mla_bench chain $heads failed"; status=1; }
   done
 fi
 # The model-level table (bench/model), the MTP checks through the binary (tools/gpu/mtp_checks.sh) and the serving

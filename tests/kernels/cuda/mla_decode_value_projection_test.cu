@@ -67,7 +67,8 @@ ProjectionSetup make_setup(const ProjectionCase& c, uint32_t seed) {
   for (auto& q : s.q_latent)
     q = DeviceBuffer<__nv_bfloat16>(float_to_bf16_vector(round_to_bf16(random_normal(rng, batch * c.heads * kLora))));
   s.q_latent_live = DeviceBuffer<__nv_bfloat16>(batch * c.heads * kLora);
-  s.q_pe = DeviceBuffer<__nv_bfloat16>(float_to_bf16_vector(round_to_bf16(random_normal(rng, batch * c.heads * kRope))));
+  s.q_pe =
+      DeviceBuffer<__nv_bfloat16>(float_to_bf16_vector(round_to_bf16(random_normal(rng, batch * c.heads * kRope))));
   s.out_latent = DeviceBuffer<__nv_bfloat16>(batch * c.heads * kLora);
   s.values_out = DeviceBuffer<__nv_bfloat16>(batch * c.heads * kV);
   s.kv_b = make_kv_b(rng, c.heads);

@@ -235,7 +235,8 @@ void mla_project_split_values(const MlaSplitPartials& partials, int32_t num_toke
                                                           << ", splits " << partials.num_splits << ")");
   FATHOM_CHECK(mla_project_split_values_fits(num_tokens, w, partials.partial_out, out),
                "mla_project_split_values: " << num_tokens << " tokens, kv_lora " << w.kv_lora_dim
-                                            << (w.is_fp8 ? "" : ", bf16 weights") << " (see mla_project_split_values_fits)");
+                                            << (w.is_fp8 ? "" : ", bf16 weights")
+                                            << " (see mla_project_split_values_fits)");
   const HeadBmmParams params = project_params(partials.partial_out, num_tokens, w, out);
   const mla_detail::SplitPartialsA combined{partials.partial_out, partials.partial_lse, partials.seq_lens, w.num_heads,
                                             partials.num_splits, partials.tiles_per_split,

@@ -180,7 +180,9 @@ void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* work
     mla_decode_combine(params.partial_out, params.partial_lse, args.out_latent, batch.seq_lens, batch.batch,
                        args.num_heads, cache.kv_lora_dim, plan, stream);
   }
-  if (args.value_weights) mla_project_values(args.out_latent, batch.batch, *args.value_weights, args.values_out, stream);
+  if (args.value_weights) {
+    mla_project_values(args.out_latent, batch.batch, *args.value_weights, args.values_out, stream);
+  }
 }
 
 bool mla_decode_fuses_value_projection(const MlaDecodeArgs& args, const MlaDecodePlan& plan, const void* workspace) {

@@ -84,7 +84,8 @@ __device__ __forceinline__ void combine_split_weights(const float* __restrict__ 
 #pragma unroll
   for (int i = 1; i < kPerLane; ++i) max_lse = fmaxf(max_lse, lse_of[i]);
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, offset));
+  for (int offset = 16; offset > 0; offset >>= 1)
+    max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, offset));
   float total = 0.0f;
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
