@@ -42,13 +42,13 @@ inline constexpr int32_t kMlaDecodeMaxRope = 64;
 void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* workspace, size_t workspace_bytes,
                 cudaStream_t stream);
 
+// Whether mla_decode(args, plan, ...) fuses the value projection with the combine (tests, benchmarks).
+bool mla_decode_fuses_value_projection(const MlaDecodeArgs& args, const MlaDecodePlan& plan, const void* workspace);
+
 // The combine pass alone (mla_decode runs it after a split decode): merges the partials of plan.num_splits splits,
 // partial_out [batch, splits, heads, kv_lora] (bf16, normalized; 16-byte aligned) and partial_lse [batch, splits,
 // heads] (fp32 log2-sum-exp), into out_latent [batch, heads, kv_lora]; a sequence reads only its non-empty splits
 // under the plan's split rule.
-// Whether mla_decode(args, plan, ...) fuses the value projection with the combine (tests, benchmarks).
-bool mla_decode_fuses_value_projection(const MlaDecodeArgs& args, const MlaDecodePlan& plan, const void* workspace);
-
 void mla_decode_combine(const __nv_bfloat16* partial_out, const float* partial_lse, __nv_bfloat16* out_latent,
                         const int32_t* seq_lens, int32_t batch, int32_t num_heads, int32_t kv_lora,
                         const MlaDecodePlan& plan, cudaStream_t stream);

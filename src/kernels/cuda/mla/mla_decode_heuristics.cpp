@@ -59,7 +59,7 @@ constexpr int64_t kLateCombineLaunchMaxCtasPerSm = 4;
 // then streams the head's W_UV): batches of at most 4 sequences at 128 heads (V3 without tensor parallelism, as under
 // DP attention). mla_bench attention_chain (H100, thirty-ninth session): 128 heads, batch 1-4, 1024-16384 tokens
 // 2-13% faster per layer (the 8.4 MB W_UV stream hides the combine); batch 8 9-12% slower (8 sequences combined one
-// after another); 16-64 heads mostly slower (16 heads, TP8: 2-16% at batch 1, 13-46% at batch 4-8).
+// after another); 16-64 heads mostly slower (16 heads, TP8: 2-16% at batch 1, 11-46% at batch 4-8).
 constexpr int32_t kFusedValueProjectionMaxBatch = 4;
 constexpr int32_t kFusedValueProjectionMinHeads = 128;
 
