@@ -15,11 +15,13 @@
 // Usage: mla_bench [--reps N] [--only copy|decode|decode_long|plans|absorb|absorb_chain|attention_chain|prefill]
 //                  [--batch B] [--context C]
 //                  [--same-pages] [--contiguous] [--heads H] [--page-size P] [--decode-kernel plan|seesaw|warpspec]
-//                  [--flush write|read] [--with-prepare]
+//                  [--flush write|read] [--with-prepare] [--plan heuristic|invariant|invariant-plain]
 //   --batch / --context: one row (any batch 1-128, context 1-16384; decode_long 1-8, 1-163840); --contiguous: each sequence's pages in order,
 //   one after another, as a fresh server allocates them (default: scattered); --heads: query heads per GPU (1-128,
 //   16 = V3 under TP8); --page-size: tokens per cache page (default 64, a divisor of the longest context); --decode-kernel: the
-//   kernel of the time_us column, default the plan's, for A/B runs that alternate which kernel is timed first.
+//   kernel of the time_us column, default the plan's, for A/B runs that alternate which kernel is timed first;
+//   --plan (attention_chain): mla_decode_plan, the batch-invariant plan of deterministic inference (V3's 163840-token
+//   context), or that plan without its bit-neutral launch choices (deep / late combine, KV before the wait, fusion).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -451,7 +453,20 @@ void bench_absorb_chain(double copy_gbps, int num_sms) {
 // heads: query heads per GPU (16: V3 under TP8, each layer's kv_b slice then 1/8 of the whole).
 // with_prepare: each layer starts with mla_prepare (the W_UK product's predecessor in the model), writing this step's
 // cache row of every sequence; its bytes are not in the floor.
-void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int only_ctx, int heads, bool with_prepare) {
+// attention_chain's plan: mla_decode_plan, mla_decode_plan_batch_invariant, or the latter without its launch choices.
+enum class PlanKind { kHeuristic, kInvariant, kInvariantPlain };
+
+kc::MlaDecodePlan chain_plan(PlanKind kind, int num_sms, int batch, int heads, int context) {
+  if (kind == PlanKind::kHeuristic) return kc::mla_decode_plan(num_sms, batch, heads, context);
+  kc::MlaDecodePlan plan = kc::mla_decode_plan_batch_invariant(num_sms, batch, heads, context, kLongContextTokens);
+  if (kind == PlanKind::kInvariantPlain) {
+    plan.deep_combine = plan.late_combine_launch = plan.kv_loads_before_wait = plan.fused_value_projection = false;
+  }
+  return plan;
+}
+
+void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int only_ctx, int heads, bool with_prepare,
+                           PlanKind plan_kind) {
   constexpr int kWeightCopies = 8, kPageSize = 64;
   constexpr double kL2BustBytes = 160e6;  // layers between two reads of the same KV: at least this many bytes apart
   AbsorbOperands operands(71);
@@ -481,8 +496,8 @@ void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int on
   kc::rope_build_cos_sin_table(rope, max_ctx, cos_sin.data(), nullptr);
   rope.cos_sin = cos_sin.data();
   rope.max_positions = max_ctx;
-  std::printf("%6s %7s %6s %13s %10s %10s %8s %10s %10s\n", "batch", "context", "splits", "attention_us", "decode_us",
-              "floor_us", "%copy", "+uk_us", "+uv_us");
+  std::printf("%6s %7s %6s %13s %10s %10s %8s %10s %10s %6s\n", "batch", "context", "splits", "attention_us",
+              "decode_us", "floor_us", "%copy", "+uk_us", "+uv_us", "fused");
   for (int batch : batches)
     for (int ctx : contexts) {
       const int pages_per_seq = (ctx + kPageSize - 1) / kPageSize;
@@ -502,7 +517,7 @@ void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int on
       for (size_t s = 0; s < slots_host.size(); ++s)
         slots_host[s] = page_order[s * pages_per_seq + (ctx - 1) / kPageSize] * kPageSize + (ctx - 1) % kPageSize;
       DeviceBuffer<int32_t> slots(slots_host);
-      const kc::MlaDecodePlan plan = kc::mla_decode_plan(num_sms, batch, heads, ctx);
+      const kc::MlaDecodePlan plan = chain_plan(plan_kind, num_sms, batch, heads, ctx);
       const size_t workspace_bytes = kc::mla_decode_workspace_bytes(plan, batch, heads, kLora);
       DeviceBuffer<uint8_t> workspace(std::max<size_t>(workspace_bytes, 16));
       kc::MlaDecodeArgs args;
@@ -548,9 +563,15 @@ void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int on
       const double bytes = kv_bytes + static_cast<double>(weight_bytes) +
                            static_cast<double>(batch) * heads * (kNope + kRope + 2 * kLora + kV) * 2;
       const double floor_ms = bytes / (copy_gbps * 1e9) * 1e3;
-      std::printf("%6d %7d %6d %13.2f %10.2f %10.2f %7.1f%% %10.2f %10.2f\n", batch, ctx, plan.num_splits,
+      kc::MlaKvBWeights value_weights = operands.weights(true);  // fused: whether the W_UV product rode the combine
+      value_weights.num_heads = heads;
+      kc::MlaDecodeArgs fused_args = args;
+      fused_args.value_weights = &value_weights;
+      fused_args.values_out = operands.out.data();
+      const bool fused = kc::mla_decode_fuses_value_projection(fused_args, plan, workspace.data());
+      std::printf("%6d %7d %6d %13.2f %10.2f %10.2f %7.1f%% %10.2f %10.2f %6s\n", batch, ctx, plan.num_splits,
                   attention_ms * 1e3, decode_ms * 1e3, floor_ms * 1e3, 100.0 * floor_ms / attention_ms,
-                  (absorb_ms - decode_ms) * 1e3, (project_ms - decode_ms) * 1e3);
+                  (absorb_ms - decode_ms) * 1e3, (project_ms - decode_ms) * 1e3, fused ? "yes" : "no");
     }
 }
 
@@ -628,7 +649,7 @@ void bench_prefill(Timer& timer, int reps) {
 int main(int argc, char** argv) {
   int reps = 30, only_batch = 0, only_ctx = 0, heads = kHeads, page_size = 64;
   bool same_pages = false, contiguous = false, with_prepare = false;
-  std::string only, decode_kernel = "plan", flush = "write";
+  std::string only, decode_kernel = "plan", flush = "write", plan_arg = "heuristic";
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
@@ -641,6 +662,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--page-size") && i + 1 < argc) page_size = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--decode-kernel") && i + 1 < argc) decode_kernel = argv[++i];
     else if (!std::strcmp(argv[i], "--flush") && i + 1 < argc) flush = argv[++i];
+    else if (!std::strcmp(argv[i], "--plan") && i + 1 < argc) plan_arg = argv[++i];
     else {
       std::fprintf(stderr, "mla_bench: unknown or incomplete argument '%s'\n", argv[i]);
       return 2;
@@ -656,6 +678,15 @@ int main(int argc, char** argv) {
   }
   if (flush != "write" && flush != "read") {
     std::fprintf(stderr, "mla_bench: --flush %s (write or read)\n", flush.c_str());
+    return 2;
+  }
+  PlanKind plan_kind = PlanKind::kHeuristic;
+  if (plan_arg == "invariant") {
+    plan_kind = PlanKind::kInvariant;
+  } else if (plan_arg == "invariant-plain") {
+    plan_kind = PlanKind::kInvariantPlain;
+  } else if (plan_arg != "heuristic") {
+    std::fprintf(stderr, "mla_bench: --plan %s (heuristic, invariant or invariant-plain)\n", plan_arg.c_str());
     return 2;
   }
   const bool long_context = only == "decode_long";
@@ -689,7 +720,7 @@ int main(int argc, char** argv) {
     }
     if (only.empty() || only == "absorb_chain") bench_absorb_chain(copy_gbps, num_sms);
     if (only.empty() || only == "attention_chain")
-      bench_attention_chain(copy_gbps, num_sms, only_batch, only_ctx, heads, with_prepare);
+      bench_attention_chain(copy_gbps, num_sms, only_batch, only_ctx, heads, with_prepare, plan_kind);
     if (only.empty() || only == "prefill") bench_prefill(timer, std::max(5, reps / 3));
     FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
   } catch (const std::exception& error) {

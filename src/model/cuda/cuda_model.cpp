@@ -423,7 +423,8 @@ const int32_t* CudaModelImpl::upload_ints(GrowableBuffer<int32_t>& device, const
 kc::MlaDecodePlan CudaModelImpl::decode_plan(int32_t batch, int32_t max_context) const {
   const int32_t heads = static_cast<int32_t>(config_.num_attention_heads);
   if (options_.deterministic) {
-    return kc::mla_decode_plan_batch_invariant(heads, max_context, static_cast<int32_t>(max_context_tokens_));
+    return kc::mla_decode_plan_batch_invariant(num_sms_, batch, heads, max_context,
+                                               static_cast<int32_t>(max_context_tokens_));
   }
   return kc::mla_decode_plan(num_sms_, batch, heads, max_context);
 }

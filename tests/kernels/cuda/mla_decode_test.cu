@@ -435,14 +435,14 @@ TEST(MlaDecode, PlanAndWorkspace) {  // host code: runs without a GPU (CI)
   EXPECT_TRUE(mla_decode_plan(132, 1, 128, 4096).warp_specialized);
   EXPECT_TRUE(mla_decode_plan(132, 128, 128, 4096).warp_specialized);
   EXPECT_TRUE(mla_decode_plan(132, 16, 128, 16384).warp_specialized);
-  EXPECT_TRUE(kernels::cuda::mla_decode_plan_batch_invariant(128, 100, 163840).warp_specialized);
+  EXPECT_TRUE(kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 128, 100, 163840).warp_specialized);
   // The seesaw kernel (pages of 64 tokens) for CTAs of 32 tiles or more: batch 1 x 4096 splits into 2-tile CTAs.
   EXPECT_TRUE(mla_decode_plan(132, 128, 128, 4096).seesaw);
   EXPECT_TRUE(mla_decode_plan(132, 16, 128, 16384).seesaw);
   EXPECT_FALSE(mla_decode_plan(132, 1, 128, 4096).seesaw);
   EXPECT_FALSE(mla_decode_plan(132, 128, 128, 1024).seesaw);
-  EXPECT_TRUE(kernels::cuda::mla_decode_plan_batch_invariant(128, 100, 163840).seesaw);  // 40-tile splits
-  EXPECT_FALSE(kernels::cuda::mla_decode_plan_batch_invariant(128, 100, 32768).seesaw);  // 16-tile splits
+  EXPECT_TRUE(kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 128, 100, 163840).seesaw);  // 40-tile splits
+  EXPECT_FALSE(kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 128, 100, 32768).seesaw);  // 16-tile splits
   // A 64-head plan takes 4-tile splits over 3-tile ones (short CTAs pay their prologue on fewer tiles).
   EXPECT_EQ(16, mla_decode_plan(132, 2, 128, 4096).num_splits);
   EXPECT_TRUE(mla_decode_plan(132, 2, 128, 4096).warp_specialized);
@@ -452,7 +452,9 @@ TEST(MlaDecode, PlanAndWorkspace) {  // host code: runs without a GPU (CI)
   EXPECT_TRUE(mla_decode_plan(132, 1, 128, 163840).deep_combine);
   EXPECT_FALSE(mla_decode_plan(132, 2, 128, 16384).deep_combine);
   EXPECT_FALSE(mla_decode_plan(132, 128, 128, 4096).deep_combine);  // one split: no combine
-  EXPECT_FALSE(kernels::cuda::mla_decode_plan_batch_invariant(128, 16384, 163840).deep_combine);
+  // The batch-invariant plan takes the same bit-neutral launch choices by its batch.
+  EXPECT_TRUE(kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 128, 16384, 163840).deep_combine);
+  EXPECT_FALSE(kernels::cuda::mla_decode_plan_batch_invariant(132, 2, 128, 16384, 163840).deep_combine);
   // The combine launched late: split plans whose combine grid is at most 4 CTAs per SM (batch 1-4 at 128 heads).
   EXPECT_TRUE(mla_decode_plan(132, 1, 128, 131072).late_combine_launch);
   EXPECT_TRUE(mla_decode_plan(132, 4, 128, 32768).late_combine_launch);

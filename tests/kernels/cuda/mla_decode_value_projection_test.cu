@@ -181,7 +181,10 @@ TEST(MlaDecodeValueProjection, PlanFusesSmallSplitBatchesAt128Heads) {  // host 
   EXPECT_FALSE(mla_decode_plan(132, 8, 128, 4096).fused_value_projection);  // more than 4 sequences
   EXPECT_FALSE(mla_decode_plan(132, 1, 16, 4096).fused_value_projection);   // TP8's 16 heads: W_UV too small
   EXPECT_FALSE(mla_decode_plan(132, 128, 128, 4096).fused_value_projection);  // one split: no combine
-  EXPECT_FALSE(kernels::cuda::mla_decode_plan_batch_invariant(128, 100, 163840).fused_value_projection);
+  using kernels::cuda::mla_decode_plan_batch_invariant;
+  EXPECT_FALSE(mla_decode_plan_batch_invariant(132, 1, 128, 100, 163840).fused_value_projection);  // one split
+  EXPECT_TRUE(mla_decode_plan_batch_invariant(132, 1, 128, 4096, 163840).fused_value_projection);
+  EXPECT_FALSE(mla_decode_plan_batch_invariant(132, 8, 128, 4096, 163840).fused_value_projection);
 }
 
 }  // namespace

@@ -63,6 +63,28 @@ constexpr int64_t kLateCombineLaunchMaxCtasPerSm = 4;
 constexpr int32_t kFusedValueProjectionMaxBatch = 4;
 constexpr int32_t kFusedValueProjectionMinHeads = 128;
 
+namespace {
+
+// The plan's launch choices that never change a bit (the combine's form and launch, KV before the wait, the fused value
+// projection), for a batch of `batch` sequences; both plan kinds use them.
+void set_launch_choices(MlaDecodePlan& plan, int32_t num_sms, int32_t batch, int32_t num_heads) {
+  const bool split = plan.num_splits > 1;
+  // The deep form (always launched late, as its grid is one CTA per SM) is faster at every measured context: H100,
+  // batch 1 x 2048-65536 tokens by 0.3-2.2 us per call (thirty-sixth session), 131072-163840 tokens by 1.5-1.8 us over
+  // the plain form launched late (thirty-eighth; launched early it was 1.3-2.9 us slower there).
+  plan.deep_combine = split && static_cast<int64_t>(batch) * num_heads <= num_sms;
+  plan.late_combine_launch =
+      split && static_cast<int64_t>(batch) * num_heads <= kLateCombineLaunchMaxCtasPerSm * num_sms;
+  // The first KV tiles in flight while the W_UK product before the decode ends: mla_bench attention_chain (H100,
+  // thirty-eighth session) 1.4-5.1% faster per layer at batch 1-16 (split plans), 1.3-1.7% slower at batch 128 x
+  // 1024-16384 (one split), even at batch 64.
+  plan.kv_loads_before_wait = split;
+  plan.fused_value_projection = split && batch <= kFusedValueProjectionMaxBatch &&
+                                num_heads >= kFusedValueProjectionMinHeads;
+}
+
+}  // namespace
+
 int32_t mla_decode_combine_split_groups(int32_t num_splits) { return num_splits >= 16 ? 4 : num_splits >= 8 ? 2 : 1; }
 
 int32_t mla_decode_head_group(int32_t num_heads) {
@@ -103,25 +125,15 @@ MlaDecodePlan mla_decode_plan(int32_t num_sms, int32_t batch, int32_t num_heads,
     }
   }
   plan.min_tiles_per_split = static_cast<int32_t>(min_tiles_per_split(tiles));
-  // The deep form (always launched late, as its grid is one CTA per SM) is faster at every measured context: H100,
-  // batch 1 x 2048-65536 tokens by 0.3-2.2 us per call (thirty-sixth session), 131072-163840 tokens by 1.5-1.8 us over
-  // the plain form launched late (thirty-eighth; launched early it was 1.3-2.9 us slower there).
-  plan.deep_combine = plan.num_splits > 1 && static_cast<int64_t>(batch) * num_heads <= num_sms;
-  plan.late_combine_launch = plan.num_splits > 1 && static_cast<int64_t>(batch) * num_heads <=
-                                                        kLateCombineLaunchMaxCtasPerSm * num_sms;
-  // The first KV tiles in flight while the W_UK product before the decode ends: mla_bench attention_chain (H100,
-  // thirty-eighth session) 1.4-5.1% faster per layer at batch 1-16 (split plans), 1.3-1.7% slower at batch 128 x
-  // 1024-16384 (one split), even at batch 64.
-  plan.kv_loads_before_wait = plan.num_splits > 1;
-  plan.fused_value_projection = plan.num_splits > 1 && batch <= kFusedValueProjectionMaxBatch &&
-                                num_heads >= kFusedValueProjectionMinHeads;
+  set_launch_choices(plan, num_sms, batch, num_heads);
   return plan;
 }
 
-MlaDecodePlan mla_decode_plan_batch_invariant(int32_t num_heads, int32_t max_context_tokens,
-                                              int32_t max_model_context_tokens) {
-  FATHOM_CHECK(max_context_tokens >= 0 && max_model_context_tokens >= max_context_tokens,
-               "mla decode plan: context " << max_context_tokens << " above the model's " << max_model_context_tokens);
+MlaDecodePlan mla_decode_plan_batch_invariant(int32_t num_sms, int32_t batch, int32_t num_heads,
+                                              int32_t max_context_tokens, int32_t max_model_context_tokens) {
+  FATHOM_CHECK(num_sms > 0 && batch > 0 && max_context_tokens >= 0 && max_model_context_tokens >= max_context_tokens,
+               "mla decode plan: num_sms " << num_sms << ", batch " << batch << ", context " << max_context_tokens
+                                           << " (the model's longest: " << max_model_context_tokens << ")");
   MlaDecodePlan plan;
   plan.head_group = mla_decode_head_group(num_heads);
   // 16 tiles (1024 tokens) per split, more when the longest context would need over kMlaDecodeMaxSplits splits.
@@ -131,6 +143,10 @@ MlaDecodePlan mla_decode_plan_batch_invariant(int32_t num_heads, int32_t max_con
   plan.num_splits = static_cast<int32_t>(ceil_div(tiles, plan.tiles_per_split));
   plan.warp_specialized = plan.tiles_per_split >= kWarpSpecializedMinTiles;  // never depends on the batch
   plan.seesaw = plan.tiles_per_split >= kSeesawMinTiles;
+  // By the batch, but bit-neutral, so the results stay invariant. mla_bench attention_chain --plan invariant against
+  // invariant-plain (H100, fortieth session): 128 heads, batch 1-2 x 4096-16384 tokens 1.6-4.1% faster per layer,
+  // batch 4 within +-0.6%; 16 heads, batch 1, 0.4-1.3%.
+  set_launch_choices(plan, num_sms, batch, num_heads);
   return plan;
 }
 

@@ -63,9 +63,11 @@ int32_t mla_decode_head_group(int32_t num_heads);
 MlaDecodePlan mla_decode_plan(int32_t num_sms, int32_t batch, int32_t num_heads, int32_t max_context_tokens);
 
 // Batch-invariant plan: splits of a fixed tile count that depends only on the model's longest context
-// (max_model_context_tokens), never on the batch, so a sequence's attention output is the same in any batch.
-MlaDecodePlan mla_decode_plan_batch_invariant(int32_t num_heads, int32_t max_context_tokens,
-                                              int32_t max_model_context_tokens);
+// (max_model_context_tokens), never on the batch, so a sequence's attention output is the same in any batch. The batch
+// and num_sms pick only the launch choices that give the same bits (deep / late combine, KV loads before the wait, the
+// fused value projection), as in mla_decode_plan.
+MlaDecodePlan mla_decode_plan_batch_invariant(int32_t num_sms, int32_t batch, int32_t num_heads,
+                                              int32_t max_context_tokens, int32_t max_model_context_tokens);
 
 // Where a split plan's partials sit in the workspace: partial_out [batch, splits, heads, kv_lora] bf16 at offset 0,
 // then partial_lse [batch, splits, heads] fp32 at lse_offset_bytes (16-byte aligned); all zeros when num_splits == 1.
