@@ -455,6 +455,24 @@ TEST(MlaDecode, PlanAndWorkspace) {  // host code: runs without a GPU (CI)
   // The batch-invariant plan takes the same bit-neutral launch choices by its batch.
   EXPECT_TRUE(kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 128, 16384, 163840).deep_combine);
   EXPECT_FALSE(kernels::cuda::mla_decode_plan_batch_invariant(132, 2, 128, 16384, 163840).deep_combine);
+  // Only those choices follow the batch: every field that changes a bit is the same for 1 and for 128 sequences.
+  for (int heads : {16, 128})
+    for (int context : {100, 4096, 16384, 163840}) {
+      const MlaDecodePlan one = kernels::cuda::mla_decode_plan_batch_invariant(132, 1, heads, context, 163840);
+      for (int batch : {2, 4, 8, 128}) {
+        const MlaDecodePlan many = kernels::cuda::mla_decode_plan_batch_invariant(132, batch, heads, context, 163840);
+        SCOPED_TRACE(std::to_string(heads) + " heads, " + std::to_string(context) + " tokens, batch " +
+                     std::to_string(batch));
+        EXPECT_EQ(many.head_group, one.head_group);
+        EXPECT_EQ(many.num_splits, one.num_splits);
+        EXPECT_EQ(many.tiles_per_split, one.tiles_per_split);
+        EXPECT_EQ(many.min_tiles_per_split, one.min_tiles_per_split);
+        EXPECT_EQ(many.score_wgmma, one.score_wgmma);
+        EXPECT_EQ(many.value_wgmma, one.value_wgmma);
+        EXPECT_EQ(many.warp_specialized, one.warp_specialized);
+        EXPECT_EQ(many.seesaw, one.seesaw);
+      }
+    }
   // The combine launched late: split plans whose combine grid is at most 4 CTAs per SM (batch 1-4 at 128 heads).
   EXPECT_TRUE(mla_decode_plan(132, 1, 128, 131072).late_combine_launch);
   EXPECT_TRUE(mla_decode_plan(132, 4, 128, 32768).late_combine_launch);
