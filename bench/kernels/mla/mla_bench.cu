@@ -15,13 +15,17 @@
 // Usage: mla_bench [--reps N] [--only copy|decode|decode_long|plans|absorb|absorb_chain|attention_chain|prefill]
 //                  [--batch B] [--context C]
 //                  [--same-pages] [--contiguous] [--heads H] [--page-size P] [--decode-kernel plan|seesaw|warpspec]
-//                  [--flush write|read] [--with-prepare] [--plan heuristic|invariant|invariant-plain]
+//                  [--flush write|read] [--with-prepare] [--plan heuristic|invariant|invariant-plain|invariant-tiles]
+//                  [--split-divisor D] [--min-tiles T]
 //   --batch / --context: one row (any batch 1-128, context 1-16384; decode_long 1-8, 1-163840); --contiguous: each sequence's pages in order,
 //   one after another, as a fresh server allocates them (default: scattered); --heads: query heads per GPU (1-128,
 //   16 = V3 under TP8); --page-size: tokens per cache page (default 64, a divisor of the longest context); --decode-kernel: the
 //   kernel of the time_us column, default the plan's, for A/B runs that alternate which kernel is timed first;
 //   --plan (attention_chain): mla_decode_plan, the batch-invariant plan of deterministic inference (V3's 163840-token
-//   context), or that plan without its bit-neutral launch choices (deep / late combine, KV before the wait, fusion).
+//   context), that plan without its bit-neutral launch choices (deep / late combine, KV before the wait, fusion), or
+//   that plan with fixed 40-tile splits at any head count (the rule of every head count before the forty-first
+//   session); --split-divisor D / --min-tiles T: the batch-invariant plans with own-length splits instead (each
+//   sequence's tiles divided by D, at least T per split); --decode-kernel also forces attention_chain's kernel.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -453,20 +457,30 @@ void bench_absorb_chain(double copy_gbps, int num_sms) {
 // heads: query heads per GPU (16: V3 under TP8, each layer's kv_b slice then 1/8 of the whole).
 // with_prepare: each layer starts with mla_prepare (the W_UK product's predecessor in the model), writing this step's
 // cache row of every sequence; its bytes are not in the floor.
-// attention_chain's plan: mla_decode_plan, mla_decode_plan_batch_invariant, or the latter without its launch choices.
+// attention_chain's plan: mla_decode_plan, mla_decode_plan_batch_invariant (its tuned split rule or choice.rule), or
+// the latter without its launch choices.
 enum class PlanKind { kHeuristic, kInvariant, kInvariantPlain };
+struct ChainPlanChoice {
+  PlanKind kind = PlanKind::kHeuristic;
+  kc::MlaInvariantSplitRule rule;  // batch-invariant kinds; all 0: the tuned rule
+  std::string decode_kernel = "plan";  // plan, seesaw or warpspec
+};
 
-kc::MlaDecodePlan chain_plan(PlanKind kind, int num_sms, int batch, int heads, int context) {
-  if (kind == PlanKind::kHeuristic) return kc::mla_decode_plan(num_sms, batch, heads, context);
-  kc::MlaDecodePlan plan = kc::mla_decode_plan_batch_invariant(num_sms, batch, heads, context, kLongContextTokens);
-  if (kind == PlanKind::kInvariantPlain) {
+kc::MlaDecodePlan chain_plan(const ChainPlanChoice& choice, int num_sms, int batch, int heads, int context) {
+  kc::MlaDecodePlan plan =
+      choice.kind == PlanKind::kHeuristic
+          ? kc::mla_decode_plan(num_sms, batch, heads, context)
+          : kc::mla_decode_plan_batch_invariant(num_sms, batch, heads, context, kLongContextTokens, choice.rule);
+  if (choice.kind == PlanKind::kInvariantPlain) {
     plan.deep_combine = plan.late_combine_launch = plan.kv_loads_before_wait = plan.fused_value_projection = false;
   }
+  if (choice.decode_kernel == "seesaw") plan.seesaw = plan.warp_specialized = true;
+  if (choice.decode_kernel == "warpspec") plan.seesaw = false, plan.warp_specialized = true;
   return plan;
 }
 
 void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int only_ctx, int heads, bool with_prepare,
-                           PlanKind plan_kind) {
+                           const ChainPlanChoice& plan_choice) {
   constexpr int kWeightCopies = 8, kPageSize = 64;
   constexpr double kL2BustBytes = 160e6;  // layers between two reads of the same KV: at least this many bytes apart
   AbsorbOperands operands(71);
@@ -517,7 +531,7 @@ void bench_attention_chain(double copy_gbps, int num_sms, int only_batch, int on
       for (size_t s = 0; s < slots_host.size(); ++s)
         slots_host[s] = page_order[s * pages_per_seq + (ctx - 1) / kPageSize] * kPageSize + (ctx - 1) % kPageSize;
       DeviceBuffer<int32_t> slots(slots_host);
-      const kc::MlaDecodePlan plan = chain_plan(plan_kind, num_sms, batch, heads, ctx);
+      const kc::MlaDecodePlan plan = chain_plan(plan_choice, num_sms, batch, heads, ctx);
       const size_t workspace_bytes = kc::mla_decode_workspace_bytes(plan, batch, heads, kLora);
       DeviceBuffer<uint8_t> workspace(std::max<size_t>(workspace_bytes, 16));
       kc::MlaDecodeArgs args;
@@ -650,6 +664,7 @@ int main(int argc, char** argv) {
   int reps = 30, only_batch = 0, only_ctx = 0, heads = kHeads, page_size = 64;
   bool same_pages = false, contiguous = false, with_prepare = false;
   std::string only, decode_kernel = "plan", flush = "write", plan_arg = "heuristic";
+  ChainPlanChoice plan_choice;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
@@ -663,6 +678,8 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--decode-kernel") && i + 1 < argc) decode_kernel = argv[++i];
     else if (!std::strcmp(argv[i], "--flush") && i + 1 < argc) flush = argv[++i];
     else if (!std::strcmp(argv[i], "--plan") && i + 1 < argc) plan_arg = argv[++i];
+    else if (!std::strcmp(argv[i], "--split-divisor") && i + 1 < argc) plan_choice.rule.divisor = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--min-tiles") && i + 1 < argc) plan_choice.rule.min_tiles = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr, "mla_bench: unknown or incomplete argument '%s'\n", argv[i]);
       return 2;
@@ -680,15 +697,26 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mla_bench: --flush %s (write or read)\n", flush.c_str());
     return 2;
   }
-  PlanKind plan_kind = PlanKind::kHeuristic;
   if (plan_arg == "invariant") {
-    plan_kind = PlanKind::kInvariant;
+    plan_choice.kind = PlanKind::kInvariant;
   } else if (plan_arg == "invariant-plain") {
-    plan_kind = PlanKind::kInvariantPlain;
+    plan_choice.kind = PlanKind::kInvariantPlain;
+  } else if (plan_arg == "invariant-tiles") {  // V3's 2560 tiles in at most 64 splits
+    plan_choice.kind = PlanKind::kInvariant;
+    plan_choice.rule.tiles_per_split = kLongContextTokens / kc::kMlaDecodeTileTokens / kc::kMlaDecodeMaxSplits;
   } else if (plan_arg != "heuristic") {
-    std::fprintf(stderr, "mla_bench: --plan %s (heuristic, invariant or invariant-plain)\n", plan_arg.c_str());
+    std::fprintf(stderr, "mla_bench: --plan %s (heuristic, invariant, invariant-plain or invariant-tiles)\n",
+                 plan_arg.c_str());
     return 2;
   }
+  if (plan_choice.rule.divisor < 0 || plan_choice.rule.divisor > kc::kMlaDecodeMaxSplits ||
+      plan_choice.rule.min_tiles < 0 || (plan_choice.rule.min_tiles > 0 && plan_choice.rule.divisor == 0) ||
+      (plan_choice.rule.divisor > 0 && plan_choice.rule.tiles_per_split > 0)) {
+    std::fprintf(stderr, "mla_bench: --split-divisor %d (1-%d; not with --plan invariant-tiles), --min-tiles %d (with "
+                 "--split-divisor)\n", plan_choice.rule.divisor, kc::kMlaDecodeMaxSplits, plan_choice.rule.min_tiles);
+    return 2;
+  }
+  plan_choice.decode_kernel = decode_kernel;
   const bool long_context = only == "decode_long";
   const int max_batch = long_context ? 8 : 128, max_ctx = long_context ? kLongContextTokens : 16384;
   if (only_batch < 0 || only_batch > max_batch || only_ctx < 0 || only_ctx > max_ctx) {
@@ -720,7 +748,7 @@ int main(int argc, char** argv) {
     }
     if (only.empty() || only == "absorb_chain") bench_absorb_chain(copy_gbps, num_sms);
     if (only.empty() || only == "attention_chain")
-      bench_attention_chain(copy_gbps, num_sms, only_batch, only_ctx, heads, with_prepare, plan_kind);
+      bench_attention_chain(copy_gbps, num_sms, only_batch, only_ctx, heads, with_prepare, plan_choice);
     if (only.empty() || only == "prefill") bench_prefill(timer, std::max(5, reps / 3));
     FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
   } catch (const std::exception& error) {

@@ -476,7 +476,7 @@ size_t CudaModelImpl::decode_workspace_bound() const {
   const int32_t heads = static_cast<int32_t>(config_.num_attention_heads), lora = static_cast<int32_t>(config_.kv_lora_rank);
   const int32_t batch = static_cast<int32_t>(options_.max_decode_batch), context = static_cast<int32_t>(max_context_tokens_);
   size_t bytes = 16;
-  if (options_.deterministic) {  // splits of a fixed size: the most sequences at the longest context need the most
+  if (options_.deterministic) {  // the most splits: at the longest context, for the most sequences
     return std::max(bytes, kc::mla_decode_workspace_bytes(decode_plan(batch, context), batch, heads, lora));
   }
   // Every batch size at contexts doubling up to the longest (the plan's split choice is not monotone in either).

@@ -250,9 +250,71 @@ TEST(MlaDecode, DeterministicAndGraphReplayMatchesDirectLaunch) {
   }
 }
 
-// Batch-invariant plans fix the tiles per split and take the split count from the batch's longest sequence; the
-// combine's thread groups follow that count. A sequence's output must not change with it: the same stored splits
-// combined by 1, 2 and 4 thread groups, in the plain and the deep form, give the same bits.
+constexpr int32_t kV3ContextTokens = 163840;
+
+// Sequence b of the setup decoded alone (a batch of one: its page-table row, seq_len and query rows), with the plan
+// mla_decode_plan_batch_invariant makes for it at context bound `bound` (V3's context, `rule`); its output rows
+// [heads, kv_lora] as floats.
+std::vector<float> run_gpu_alone(DecodeSetup& s, int b, int32_t bound, kernels::cuda::MlaInvariantSplitRule rule) {
+  const MlaDecodePlan plan =
+      kernels::cuda::mla_decode_plan_batch_invariant(device_sm_count(), 1, s.c.heads, bound, kV3ContextTokens, rule);
+  const int64_t rows = static_cast<int64_t>(s.c.heads) * s.c.kv_lora;
+  MlaDecodeArgs args = decode_args(s);
+  args.q_latent += b * rows;
+  args.q_pe += static_cast<int64_t>(b) * s.c.heads * s.c.rope;
+  args.batch = {s.cache.page_table_device.data() + static_cast<int64_t>(b) * s.cache.max_pages_per_seq,
+                s.cache.seq_lens_device.data() + b, 1, s.cache.max_pages_per_seq};
+  DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(rows));
+  out.fill_bytes(0xff);
+  args.out_latent = out.data();
+  const size_t bytes = kernels::cuda::mla_decode_workspace_bytes(plan, 1, s.c.heads, s.c.kv_lora);
+  DeviceBuffer<uint8_t> workspace(std::max<size_t>(bytes, 16));
+  workspace.fill_bytes(0xff);
+  kernels::cuda::mla_decode(args, plan, workspace.data(), workspace.bytes(), nullptr);
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+  return bf16_to_float_vector(out.download());
+}
+
+// Deterministic inference's plans: a sequence's output is the same bits decoded alone (a plan for its own length, or
+// for a graph's larger bound) as in a batch of sequences of other lengths (the batch's plan, or a larger bound's),
+// whatever the allocated split count and the launch choices by the batch: the tuned rules (fixed 40-tile splits at
+// 128 heads, own-length splits at 16) and own-length splits of at least 2 tiles (mla_bench's other rules).
+// Lengths: 1 tile, 2, 3 (odd), just past 64 tiles, 200 tiles.
+TEST(MlaDecode, BatchInvariantPlanOutputFollowsTheSequenceOnly) {
+  FATHOM_REQUIRE_GPU();
+  struct RuleCase {
+    int32_t heads;
+    kernels::cuda::MlaInvariantSplitRule rule;
+  };
+  for (const RuleCase& rc : {RuleCase{128, {}}, RuleCase{128, {0, 32, 2}}, RuleCase{16, {}}, RuleCase{16, {0, 64, 2}}})
+    for (const int32_t page_size : {64, 16}) {
+      const int32_t heads = rc.heads;
+      SCOPED_TRACE(std::to_string(heads) + " heads, divisor " + std::to_string(rc.rule.divisor) + ", pages of " +
+                   std::to_string(page_size));
+      DecodeSetup s = make_setup(DecodeCase{"invariant", heads, 512, 64, page_size, {4100, 1, 130, 12800, 190, 64}},
+                                 2468 + heads + page_size);
+      const int sms = device_sm_count();
+      const int64_t rows = static_cast<int64_t>(heads) * 512;
+      for (const int32_t batch_bound : {s.max_len(), 16384}) {
+        const std::vector<float> batched = run_gpu(
+            s, kernels::cuda::mla_decode_plan_batch_invariant(sms, s.batch(), heads, batch_bound, kV3ContextTokens,
+                                                              rc.rule));
+        ASSERT_TRUE(all_finite(batched));
+        EXPECT_LE(relative_l2_error(batched, run_cpu(s)), kTolerance) << "bound " << batch_bound;
+        for (int b = 0; b < s.batch(); ++b)
+          for (const int32_t alone_bound : {s.c.seq_lens[b], 16384}) {
+            const std::vector<float> alone = run_gpu_alone(s, b, alone_bound, rc.rule);
+            EXPECT_EQ(0, std::memcmp(alone.data(), batched.data() + b * rows, alone.size() * sizeof(float)))
+                << "sequence " << b << " (" << s.c.seq_lens[b] << " tokens) alone at bound " << alone_bound
+                << ", batched at bound " << batch_bound;
+          }
+      }
+    }
+}
+
+// Plans that fix the tiles per split take the split count from the batch's longest sequence; the combine's thread
+// groups follow that count. A sequence's output must not change with it: the same stored splits combined by 1, 2 and
+// 4 thread groups, in the plain and the deep form, give the same bits.
 TEST(MlaDecode, CombineBitsDoNotDependOnTheBatchSplitCount) {
   FATHOM_REQUIRE_GPU();
   for (const int32_t kv_lora : {512, 99}) {  // vector and scalar column paths
@@ -431,7 +493,7 @@ TEST(MlaDecode, PlanAndWorkspace) {  // host code: runs without a GPU (CI)
   EXPECT_EQ(16, mla_decode_plan(132, 1, 16, 100).head_group);
   EXPECT_EQ(32, mla_decode_plan(132, 64, 32, 4096).head_group);
   // The warp-specialized kernel for CTAs of 2 tiles or more (2 at batch 1 x 4096 tokens, 64 at 128 x 4096); the
-  // batch-invariant plan's choice depends only on its fixed split length.
+  // batch-invariant plan's choice depends only on its split rule.
   EXPECT_TRUE(mla_decode_plan(132, 1, 128, 4096).warp_specialized);
   EXPECT_TRUE(mla_decode_plan(132, 128, 128, 4096).warp_specialized);
   EXPECT_TRUE(mla_decode_plan(132, 16, 128, 16384).warp_specialized);
@@ -443,6 +505,30 @@ TEST(MlaDecode, PlanAndWorkspace) {  // host code: runs without a GPU (CI)
   EXPECT_FALSE(mla_decode_plan(132, 128, 128, 1024).seesaw);
   EXPECT_TRUE(kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 128, 100, 163840).seesaw);  // 40-tile splits
   EXPECT_FALSE(kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 128, 100, 32768).seesaw);  // 16-tile splits
+  // Batch-invariant rules: fixed splits at 32-64-head groups (16 tiles, more where the model's context needs over 64
+  // splits), own-length splits at 16-head groups (up to 64 of at least 16 tiles, allocated for the bound's longest).
+  using kernels::cuda::mla_decode_invariant_split_rule;
+  EXPECT_EQ(40, mla_decode_invariant_split_rule(128, 163840).tiles_per_split);
+  EXPECT_EQ(16, mla_decode_invariant_split_rule(32, 32768).tiles_per_split);
+  EXPECT_EQ(0, mla_decode_invariant_split_rule(16, 163840).tiles_per_split);
+  EXPECT_EQ(64, mla_decode_invariant_split_rule(16, 163840).divisor);
+  EXPECT_EQ(16, mla_decode_invariant_split_rule(16, 163840).min_tiles);
+  auto tp8_plan = [](int32_t context) {
+    return kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 16, context, 163840);
+  };
+  EXPECT_EQ(1, tp8_plan(1024).num_splits);  // 16 tiles
+  EXPECT_EQ(4, tp8_plan(4096).num_splits);
+  EXPECT_EQ(16, tp8_plan(16384).num_splits);
+  EXPECT_EQ(64, tp8_plan(65536).num_splits);  // 64 splits of 16 tiles
+  EXPECT_EQ(64, tp8_plan(163840).num_splits);  // 64 of 40
+  EXPECT_EQ(64, tp8_plan(4096).split_divisor);
+  EXPECT_EQ(0, tp8_plan(4096).tiles_per_split);
+  EXPECT_FALSE(tp8_plan(163840).seesaw);
+  EXPECT_EQ(0, kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 128, 4096, 163840).split_divisor);
+  const kernels::cuda::MlaInvariantSplitRule other_rule{0, 8, 4};
+  EXPECT_EQ(8, kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 128, 4096, 163840, other_rule).split_divisor);
+  EXPECT_EQ(3, kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 128, 640, 163840, other_rule).num_splits);
+  EXPECT_FALSE(kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 128, 4096, 163840, other_rule).seesaw);
   // A 64-head plan takes 4-tile splits over 3-tile ones (short CTAs pay their prologue on fewer tiles).
   EXPECT_EQ(16, mla_decode_plan(132, 2, 128, 4096).num_splits);
   EXPECT_TRUE(mla_decode_plan(132, 2, 128, 4096).warp_specialized);
@@ -466,6 +552,7 @@ TEST(MlaDecode, PlanAndWorkspace) {  // host code: runs without a GPU (CI)
         EXPECT_EQ(many.head_group, one.head_group);
         EXPECT_EQ(many.num_splits, one.num_splits);
         EXPECT_EQ(many.tiles_per_split, one.tiles_per_split);
+        EXPECT_EQ(many.split_divisor, one.split_divisor);
         EXPECT_EQ(many.min_tiles_per_split, one.min_tiles_per_split);
         EXPECT_EQ(many.score_wgmma, one.score_wgmma);
         EXPECT_EQ(many.value_wgmma, one.value_wgmma);

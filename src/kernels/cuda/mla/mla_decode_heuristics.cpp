@@ -48,6 +48,12 @@ constexpr int64_t kSeesawMinTiles = 32;
 constexpr int64_t kShortSplitTiles = 4;
 constexpr double kShortSplitTileCost = 1.2;
 
+// Batch-invariant plans at 16-head groups: each sequence's tiles in up to 64 splits of at least this many tiles.
+// mla_bench attention_chain (H100, forty-first session; against the fixed 40-tile splits): batch 1-4 x 4096-16384
+// tokens 47.6-51.1 us per layer vs 94.4-95.5, batch 64 x 1024-16384 -1.7% to +2.1%; at least 2 tiles per split
+// matched the heuristic plan at batch 1-4 (19.9-25.7 us) but lost 12-45% at batch 64-128 (more, shorter CTAs).
+constexpr int32_t kInvariantOwnLengthMinTiles = 16;
+
 }  // namespace
 
 // Most combine CTAs per SM for which the split kernels let the combine launch late. Launched at the decode's start,
@@ -129,20 +135,52 @@ MlaDecodePlan mla_decode_plan(int32_t num_sms, int32_t batch, int32_t num_heads,
   return plan;
 }
 
+MlaInvariantSplitRule mla_decode_invariant_split_rule(int32_t num_heads, int32_t max_model_context_tokens) {
+  FATHOM_CHECK(max_model_context_tokens >= 0,
+               "mla decode plan: the model's longest context " << max_model_context_tokens);
+  MlaInvariantSplitRule rule;
+  if (mla_decode_head_group(num_heads) == 16) {
+    rule.divisor = kMlaDecodeMaxSplits;
+    rule.min_tiles = kInvariantOwnLengthMinTiles;
+    return rule;
+  }
+  // 16 tiles (1024 tokens) per split, more when the longest context would need over kMlaDecodeMaxSplits splits.
+  const int64_t model_tiles = std::max<int64_t>(1, ceil_div(max_model_context_tokens, kMlaDecodeTileTokens));
+  rule.tiles_per_split = static_cast<int32_t>(std::max<int64_t>(16, ceil_div(model_tiles, kMlaDecodeMaxSplits)));
+  return rule;
+}
+
 MlaDecodePlan mla_decode_plan_batch_invariant(int32_t num_sms, int32_t batch, int32_t num_heads,
-                                              int32_t max_context_tokens, int32_t max_model_context_tokens) {
+                                              int32_t max_context_tokens, int32_t max_model_context_tokens,
+                                              MlaInvariantSplitRule rule) {
   FATHOM_CHECK(num_sms > 0 && batch > 0 && max_context_tokens >= 0 && max_model_context_tokens >= max_context_tokens,
                "mla decode plan: num_sms " << num_sms << ", batch " << batch << ", context " << max_context_tokens
                                            << " (the model's longest: " << max_model_context_tokens << ")");
+  FATHOM_CHECK(rule.tiles_per_split >= 0 && rule.divisor >= 0 && rule.divisor <= kMlaDecodeMaxSplits &&
+                   rule.min_tiles >= 0 && (rule.tiles_per_split == 0 || rule.divisor == 0),
+               "mla decode plan: batch-invariant rule of " << rule.tiles_per_split << " tiles per split, divisor "
+                                                            << rule.divisor << ", min tiles " << rule.min_tiles);
+  if (rule.tiles_per_split == 0 && rule.divisor == 0) {
+    rule = mla_decode_invariant_split_rule(num_heads, max_model_context_tokens);
+  }
   MlaDecodePlan plan;
   plan.head_group = mla_decode_head_group(num_heads);
-  // 16 tiles (1024 tokens) per split, more when the longest context would need over kMlaDecodeMaxSplits splits.
-  const int64_t model_tiles = std::max<int64_t>(1, ceil_div(max_model_context_tokens, kMlaDecodeTileTokens));
-  plan.tiles_per_split = static_cast<int32_t>(std::max<int64_t>(16, ceil_div(model_tiles, kMlaDecodeMaxSplits)));
   const int64_t tiles = std::max<int64_t>(1, ceil_div(max_context_tokens, kMlaDecodeTileTokens));
-  plan.num_splits = static_cast<int32_t>(ceil_div(tiles, plan.tiles_per_split));
-  plan.warp_specialized = plan.tiles_per_split >= kWarpSpecializedMinTiles;  // never depends on the batch
-  plan.seesaw = plan.tiles_per_split >= kSeesawMinTiles;
+  if (rule.tiles_per_split > 0) {
+    plan.tiles_per_split = rule.tiles_per_split;
+    plan.num_splits = static_cast<int32_t>(ceil_div(tiles, plan.tiles_per_split));
+    plan.warp_specialized = plan.tiles_per_split >= kWarpSpecializedMinTiles;  // never depends on the batch
+    plan.seesaw = plan.tiles_per_split >= kSeesawMinTiles;
+  } else {
+    plan.split_divisor = rule.divisor;
+    plan.min_tiles_per_split = std::max(1, rule.min_tiles);
+    // A sequence of n tiles takes at most min(divisor, ceil(n / min_tiles)) splits: allocate that for the bound's n.
+    plan.num_splits =
+        static_cast<int32_t>(std::min<int64_t>(plan.split_divisor, ceil_div(tiles, plan.min_tiles_per_split)));
+    // One kernel for CTAs of any length: the seesaw kernel's bits differ from the warp-specialized one's.
+    plan.warp_specialized = true;
+    plan.seesaw = false;
+  }
   // By the batch, but bit-neutral, so the results stay invariant. mla_bench attention_chain --plan invariant against
   // invariant-plain (H100, fortieth session): 128 heads, batch 1-2 x 4096-16384 tokens 1.6-4.1% faster per layer,
   // batch 4 within +-0.6%; 16 heads, batch 1 x 4096-16384, 0.9-1.3%.

@@ -11,10 +11,13 @@ namespace fathom::kernels::cuda {
 struct MlaDecodePlan {
   int32_t head_group = 64;  // 16, 32 or 64 heads per CTA
   int32_t num_splits = 1;   // CTAs along the sequence per (sequence, head group); 1 = no combine pass
-  // > 0: every sequence is cut into splits of this many 64-token tiles (num_splits covers the longest), so its
-  // result does not depend on the batch or on the context bound (batch-invariant plans); 0: each sequence's tiles
-  // are divided evenly among num_splits.
+  // > 0: every sequence is cut into splits of this many 64-token tiles (num_splits covers the longest); 0: each
+  // sequence's tiles are divided evenly (by split_divisor, else by num_splits).
   int32_t tiles_per_split = 0;
+  // > 0, with tiles_per_split 0: each sequence's tiles are divided evenly by this count, not by num_splits, so its
+  // splits follow its own length only and its result does not depend on the batch or on the context bound
+  // (batch-invariant plans); num_splits then covers the most splits a sequence of the plan's bound takes.
+  int32_t split_divisor = 0;
   // With tiles_per_split 0: fewest tiles per split, so a sequence shorter than the plan's context bound (CUDA graphs
   // plan for their bucket's bound) runs fewer, fuller splits; the splits left empty write nothing.
   int32_t min_tiles_per_split = 1;
@@ -62,12 +65,26 @@ int32_t mla_decode_head_group(int32_t num_heads);
 // (the plan is made on the host, so a captured graph replays it for any seq_lens up to that bound).
 MlaDecodePlan mla_decode_plan(int32_t num_sms, int32_t batch, int32_t num_heads, int32_t max_context_tokens);
 
-// Batch-invariant plan: splits of a fixed tile count that depends only on the model's longest context
-// (max_model_context_tokens), never on the batch, so a sequence's attention output is the same in any batch. The batch
-// and num_sms pick only the launch choices that give the same bits (deep / late combine, KV loads before the wait, the
-// fused value projection), as in mla_decode_plan.
+// How a batch-invariant plan cuts a sequence, never by the batch or the context bound: splits of tiles_per_split tiles,
+// or (divisor > 0) its own tiles divided by `divisor`, at least `min_tiles` per split.
+struct MlaInvariantSplitRule {
+  int32_t tiles_per_split = 0;
+  int32_t divisor = 0;
+  int32_t min_tiles = 0;
+};
+// The tuned rule: own-length splits at 16-head groups (up to 64 of at least 16 tiles: short CTAs cost little there);
+// 32-64-head groups, whose CTAs carry more fixed cost (Q and the partial output of 32-64 heads; own-length splits lost
+// 1.5-2.8x at batch 64-128, bench/RESULTS.md forty-first session), splits of 16 tiles, more where the model's longest
+// context would need over 64 (V3's 163840 tokens: 40).
+MlaInvariantSplitRule mla_decode_invariant_split_rule(int32_t num_heads, int32_t max_model_context_tokens);
+
+// Batch-invariant plan: each sequence's splits follow its split rule (the tuned one, or `rule` where it has a field
+// set, for benchmarks) and the kernel follows the rule only, so a sequence's attention output is the same in any batch.
+// The batch and num_sms pick only the launch choices that give the same bits (deep / late combine, KV loads before the
+// wait, the fused value projection), as in mla_decode_plan.
 MlaDecodePlan mla_decode_plan_batch_invariant(int32_t num_sms, int32_t batch, int32_t num_heads,
-                                              int32_t max_context_tokens, int32_t max_model_context_tokens);
+                                              int32_t max_context_tokens, int32_t max_model_context_tokens,
+                                              MlaInvariantSplitRule rule = {});
 
 // Where a split plan's partials sit in the workspace: partial_out [batch, splits, heads, kv_lora] bf16 at offset 0,
 // then partial_lse [batch, splits, heads] fp32 at lse_offset_bytes (16-byte aligned); all zeros when num_splits == 1.
