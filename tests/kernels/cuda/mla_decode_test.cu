@@ -278,7 +278,7 @@ std::vector<float> run_gpu_alone(DecodeSetup& s, int b, int32_t bound, kernels::
 // Deterministic inference's plans: a sequence's output is the same bits decoded alone (a plan for its own length, or
 // for a graph's larger bound) as in a batch of sequences of other lengths (the batch's plan, or a larger bound's),
 // whatever the allocated split count and the launch choices by the batch: the tuned rules (fixed 40-tile splits at
-// 128 heads, own-length splits at 16) and own-length splits of at least 2 tiles (mla_bench's other rules).
+// 128 heads, own-length splits at 16 and 32) and own-length splits of at least 2 tiles (mla_bench's other rules).
 // Lengths: 1 tile, 2, 3 (odd), just past 64 tiles, 200 tiles.
 TEST(MlaDecode, BatchInvariantPlanOutputFollowsTheSequenceOnly) {
   FATHOM_REQUIRE_GPU();
@@ -286,7 +286,8 @@ TEST(MlaDecode, BatchInvariantPlanOutputFollowsTheSequenceOnly) {
     int32_t heads;
     kernels::cuda::MlaInvariantSplitRule rule;
   };
-  for (const RuleCase& rc : {RuleCase{128, {}}, RuleCase{128, {0, 32, 2}}, RuleCase{16, {}}, RuleCase{16, {0, 64, 2}}})
+  for (const RuleCase& rc : {RuleCase{128, {}}, RuleCase{128, {0, 32, 2}}, RuleCase{32, {}}, RuleCase{32, {0, 64, 8}},
+                             RuleCase{16, {}}, RuleCase{16, {0, 64, 2}}})
     for (const int32_t page_size : {64, 16}) {
       const int32_t heads = rc.heads;
       SCOPED_TRACE(std::to_string(heads) + " heads, divisor " + std::to_string(rc.rule.divisor) + ", pages of " +
@@ -505,25 +506,38 @@ TEST(MlaDecode, PlanAndWorkspace) {  // host code: runs without a GPU (CI)
   EXPECT_FALSE(mla_decode_plan(132, 128, 128, 1024).seesaw);
   EXPECT_TRUE(kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 128, 100, 163840).seesaw);  // 40-tile splits
   EXPECT_FALSE(kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 128, 100, 32768).seesaw);  // 16-tile splits
-  // Batch-invariant rules: fixed splits at 32-64-head groups (16 tiles, more where the model's context needs over 64
-  // splits), own-length splits at 16-head groups (up to 64 of at least 16 tiles, allocated for the bound's longest).
+  // Batch-invariant rules: fixed splits at 64-head groups (16 tiles, more where the model's context needs over 64
+  // splits), own-length splits at 16-32-head groups (up to 64 of at least 8 or 16 tiles, allocated for the bound's
+  // longest).
   using kernels::cuda::mla_decode_invariant_split_rule;
   EXPECT_EQ(40, mla_decode_invariant_split_rule(128, 163840).tiles_per_split);
-  EXPECT_EQ(16, mla_decode_invariant_split_rule(32, 32768).tiles_per_split);
-  EXPECT_EQ(0, mla_decode_invariant_split_rule(16, 163840).tiles_per_split);
-  EXPECT_EQ(64, mla_decode_invariant_split_rule(16, 163840).divisor);
-  EXPECT_EQ(16, mla_decode_invariant_split_rule(16, 163840).min_tiles);
+  EXPECT_EQ(16, mla_decode_invariant_split_rule(64, 32768).tiles_per_split);
+  for (const int heads : {16, 8, 32, 24}) {
+    EXPECT_EQ(0, mla_decode_invariant_split_rule(heads, 163840).tiles_per_split) << heads;
+    EXPECT_EQ(64, mla_decode_invariant_split_rule(heads, 163840).divisor) << heads;
+  }
+  EXPECT_EQ(8, mla_decode_invariant_split_rule(16, 163840).min_tiles);
+  EXPECT_EQ(16, mla_decode_invariant_split_rule(32, 163840).min_tiles);
   auto tp8_plan = [](int32_t context) {
     return kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 16, context, 163840);
   };
-  EXPECT_EQ(1, tp8_plan(1024).num_splits);  // 16 tiles
-  EXPECT_EQ(4, tp8_plan(4096).num_splits);
-  EXPECT_EQ(16, tp8_plan(16384).num_splits);
-  EXPECT_EQ(64, tp8_plan(65536).num_splits);  // 64 splits of 16 tiles
+  EXPECT_EQ(1, tp8_plan(512).num_splits);  // 8 tiles
+  EXPECT_EQ(2, tp8_plan(1024).num_splits);
+  EXPECT_EQ(8, tp8_plan(4096).num_splits);
+  EXPECT_EQ(32, tp8_plan(16384).num_splits);
+  EXPECT_EQ(64, tp8_plan(32768).num_splits);  // 64 splits of 8 tiles
   EXPECT_EQ(64, tp8_plan(163840).num_splits);  // 64 of 40
   EXPECT_EQ(64, tp8_plan(4096).split_divisor);
   EXPECT_EQ(0, tp8_plan(4096).tiles_per_split);
   EXPECT_FALSE(tp8_plan(163840).seesaw);
+  auto tp4_plan = [](int32_t context) {
+    return kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 32, context, 163840);
+  };
+  EXPECT_EQ(32, tp4_plan(4096).head_group);
+  EXPECT_EQ(1, tp4_plan(1024).num_splits);  // 16 tiles
+  EXPECT_EQ(4, tp4_plan(4096).num_splits);
+  EXPECT_EQ(64, tp4_plan(65536).num_splits);  // 64 of 16
+  EXPECT_EQ(64, tp4_plan(4096).split_divisor);
   EXPECT_EQ(0, kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 128, 4096, 163840).split_divisor);
   const kernels::cuda::MlaInvariantSplitRule other_rule{0, 8, 4};
   EXPECT_EQ(8, kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 128, 4096, 163840, other_rule).split_divisor);
@@ -542,7 +556,7 @@ TEST(MlaDecode, PlanAndWorkspace) {  // host code: runs without a GPU (CI)
   EXPECT_TRUE(kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 128, 16384, 163840).deep_combine);
   EXPECT_FALSE(kernels::cuda::mla_decode_plan_batch_invariant(132, 2, 128, 16384, 163840).deep_combine);
   // Only those choices follow the batch: every field that changes a bit is the same for 1 and for 128 sequences.
-  for (int heads : {16, 128})
+  for (int heads : {16, 32, 128})
     for (int context : {100, 4096, 16384, 163840}) {
       const MlaDecodePlan one = kernels::cuda::mla_decode_plan_batch_invariant(132, 1, heads, context, 163840);
       for (int batch : {2, 4, 8, 128}) {

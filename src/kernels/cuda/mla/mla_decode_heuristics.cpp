@@ -48,11 +48,19 @@ constexpr int64_t kSeesawMinTiles = 32;
 constexpr int64_t kShortSplitTiles = 4;
 constexpr double kShortSplitTileCost = 1.2;
 
-// Batch-invariant plans at 16-head groups: each sequence's tiles in up to 64 splits of at least this many tiles.
-// mla_bench attention_chain (H100, forty-first session; against the fixed 40-tile splits): batch 1-4 x 4096-16384
-// tokens 47.6-51.1 us per layer vs 94.4-95.5, batch 64 x 1024-16384 -1.7% to +2.1%; at least 2 tiles per split
-// matched the heuristic plan at batch 1-4 (19.9-25.7 us) but lost 12-45% at batch 64-128 (more, shorter CTAs).
-constexpr int32_t kInvariantOwnLengthMinTiles = 16;
+// Batch-invariant plans at 16-32-head groups: each sequence's tiles in up to 64 splits of at least this many tiles.
+// The fewest tiles bound the partials' share at large batch (a split's bf16 rows, written and read, are ~43% of one
+// tile's KV bytes at 16 heads) and the CTAs' length at small batch (~2 us per tile per CTA at 16 heads).
+// mla_bench attention_chain (H100, forty-second session), 16 heads, at least 8 tiles against 16: batch 1-4 x
+// 1024-16384 tokens 30.6-44.6 us per layer vs 48.0-52.0, batch 16 x 1024-4096 9-35% faster, x 16384 +6.7%; batch
+// 64-128 +4.1% to +8.1% from 4096 tokens, 128 x 1024 +13.7% (2 splits vs 1). At least 4 tiles: batch 1-4 to 4096
+// tokens a further 6-8 us faster, batch 64-128 8-23% slower than 16. Against fixed 40-tile splits: 1 x 4096 3x faster.
+constexpr int32_t kInvariantOwnLengthMinTiles16Heads = 8;
+// 32 heads (V3 under TP4), at least 16 tiles against the fixed 40-tile splits (forty-second session, H100): batch 1-16
+// x 4096 2.1x faster per layer, x 16384 1.06-2.1x, batch 64 x 4096-16384 6-10% faster, 128 x 4096 12% faster, 128 x
+// 16384 9.5% slower; 1024 tokens even (one split either way). At least 8 (one round): batch 1-16 27-39% faster to
+// 4096 tokens, batch 128 7.5-19% slower, 16 x 16384 12% slower.
+constexpr int32_t kInvariantOwnLengthMinTiles32Heads = 16;
 
 }  // namespace
 
@@ -139,9 +147,10 @@ MlaInvariantSplitRule mla_decode_invariant_split_rule(int32_t num_heads, int32_t
   FATHOM_CHECK(max_model_context_tokens >= 0,
                "mla decode plan: the model's longest context " << max_model_context_tokens);
   MlaInvariantSplitRule rule;
-  if (mla_decode_head_group(num_heads) == 16) {
+  const int32_t head_group = mla_decode_head_group(num_heads);
+  if (head_group <= 32) {
     rule.divisor = kMlaDecodeMaxSplits;
-    rule.min_tiles = kInvariantOwnLengthMinTiles;
+    rule.min_tiles = head_group == 16 ? kInvariantOwnLengthMinTiles16Heads : kInvariantOwnLengthMinTiles32Heads;
     return rule;
   }
   // 16 tiles (1024 tokens) per split, more when the longest context would need over kMlaDecodeMaxSplits splits.

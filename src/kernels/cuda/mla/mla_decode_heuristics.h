@@ -72,10 +72,10 @@ struct MlaInvariantSplitRule {
   int32_t divisor = 0;
   int32_t min_tiles = 0;
 };
-// The tuned rule: own-length splits at 16-head groups (up to 64 of at least 16 tiles: short CTAs cost little there);
-// 32-64-head groups, whose CTAs carry more fixed cost (Q and the partial output of 32-64 heads; own-length splits lost
-// 1.5-2.8x at batch 64-128, bench/RESULTS.md forty-first session), splits of 16 tiles, more where the model's longest
-// context would need over 64 (V3's 163840 tokens: 40).
+// The tuned rule: own-length splits at 16-32-head groups (up to 64 of at least 8 tiles at 16 heads, 16 at 32: short
+// CTAs cost little there); 64-head groups, whose CTAs carry more fixed cost (Q and the partial output of 64 heads;
+// own-length splits lost 1.5-2.8x at batch 64-128, bench/RESULTS.md forty-first session), splits of 16 tiles, more
+// where the model's longest context would need over 64 (V3's 163840 tokens: 40).
 MlaInvariantSplitRule mla_decode_invariant_split_rule(int32_t num_heads, int32_t max_model_context_tokens);
 
 // Batch-invariant plan: each sequence's splits follow its split rule (the tuned one, or `rule` where it has a field
