@@ -278,7 +278,7 @@ std::vector<float> run_gpu_alone(DecodeSetup& s, int b, int32_t bound, kernels::
 // Deterministic inference's plans: a sequence's output is the same bits decoded alone (a plan for its own length, or
 // for a graph's larger bound) as in a batch of sequences of other lengths (the batch's plan, or a larger bound's),
 // whatever the allocated split count and the launch choices by the batch: the tuned rules (fixed 40-tile splits at
-// 128 heads, own-length splits at 16 and 32) and own-length splits of at least 2 tiles (mla_bench's other rules).
+// 128 heads, own-length splits at 16 and 32) and own-length splits of at least 2 or 8 tiles (mla_bench's other rules).
 // Lengths: 1 tile, 2, 3 (odd), just past 64 tiles, 200 tiles.
 TEST(MlaDecode, BatchInvariantPlanOutputFollowsTheSequenceOnly) {
   FATHOM_REQUIRE_GPU();

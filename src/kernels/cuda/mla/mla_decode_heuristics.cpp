@@ -49,12 +49,13 @@ constexpr int64_t kShortSplitTiles = 4;
 constexpr double kShortSplitTileCost = 1.2;
 
 // Batch-invariant plans at 16-32-head groups: each sequence's tiles in up to 64 splits of at least this many tiles.
-// The fewest tiles bound the partials' share at large batch (a split's bf16 rows, written and read, are ~43% of one
+// The fewest tiles bound the partials' share at large batch (a split's bf16 rows, written and read, are ~44% of one
 // tile's KV bytes at 16 heads) and the CTAs' length at small batch (~2 us per tile per CTA at 16 heads).
 // mla_bench attention_chain (H100, forty-second session), 16 heads, at least 8 tiles against 16: batch 1-4 x
 // 1024-16384 tokens 30.6-44.6 us per layer vs 48.0-52.0, batch 16 x 1024-4096 9-35% faster, x 16384 +6.7%; batch
 // 64-128 +4.1% to +8.1% from 4096 tokens, 128 x 1024 +13.7% (2 splits vs 1). At least 4 tiles: batch 1-4 to 4096
-// tokens a further 6-8 us faster, batch 64-128 8-23% slower than 16. Against fixed 40-tile splits: 1 x 4096 3x faster.
+// tokens a further 6-8 us faster, batch 64-128 8-23% slower than 16. The fixed 40-tile splits of the fortieth
+// session: 1 x 4096 3x slower (95.5 us, forty-first).
 constexpr int32_t kInvariantOwnLengthMinTiles16Heads = 8;
 // 32 heads (V3 under TP4), at least 16 tiles against the fixed 40-tile splits (forty-second session, H100): batch 1-16
 // x 4096 2.1x faster per layer, x 16384 1.06-2.1x, batch 64 x 4096-16384 6-10% faster, 128 x 4096 12% faster, 128 x
