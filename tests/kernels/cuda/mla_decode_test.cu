@@ -20,6 +20,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/mla_attention.h"
 #include "kernels/cuda/mla/mla_decode.h"
+#include "kernels/cuda/mla/sm90/mla_decode_splits.cuh"
 #include "mla_test_util.h"
 #include "programmatic_copy.cuh"
 
@@ -597,6 +598,41 @@ TEST(MlaDecode, PlanAndWorkspace) {  // host code: runs without a GPU (CI)
   EXPECT_EQ(layout.total_bytes, kernels::cuda::mla_decode_workspace_bytes(split_plan, 3, 5, 99));
   split_plan.num_splits = 1;
   EXPECT_EQ(0u, kernels::cuda::mla_decode_workspace_bytes(split_plan, 3, 5, 99));
+}
+
+// Host check of what BatchInvariantPlanOutputFollowsTheSequenceOnly runs on the GPU for a few lengths, at every head
+// count and over a sweep of lengths: under the batch-invariant plan a sequence's split size (split_tiles, as the
+// kernels and the combine compute it) depends on its own length only, never on the batch or on the plan's bound (a
+// CUDA graph captured for a larger context), and the bound's allocation holds every split it takes.
+TEST(MlaDecode, BatchInvariantSplitsFollowTheSequenceLengthOnly) {  // host code: runs without a GPU (CI)
+  using kernels::cuda::mla_decode_plan_batch_invariant;
+  using kernels::cuda::mla_detail::split_tiles;
+  constexpr int32_t kModelContext = 163840;
+  for (const int heads : {8, 16, 24, 32, 64, 128})
+    for (const int32_t length : {1, 63, 64, 65, 511, 512, 513, 1024, 1025, 4096, 4100, 16384, 32769, 65537, 163840}) {
+      const int tiles = (length + kernels::cuda::mla_detail::kDecodeTileTokens - 1) /
+                        kernels::cuda::mla_detail::kDecodeTileTokens;
+      const MlaDecodePlan own = mla_decode_plan_batch_invariant(132, 1, heads, length, kModelContext);
+      const int own_split = split_tiles(tiles, own.num_splits, own.split_divisor, own.tiles_per_split,
+                                        own.min_tiles_per_split);
+      for (const int32_t bound : {length, 16384, 65536, kModelContext}) {
+        if (bound < length) continue;
+        for (const int batch : {1, 7, 128}) {
+          SCOPED_TRACE(std::to_string(heads) + " heads, " + std::to_string(length) + " tokens, bound " +
+                       std::to_string(bound) + ", batch " + std::to_string(batch));
+          const MlaDecodePlan plan = mla_decode_plan_batch_invariant(132, batch, heads, bound, kModelContext);
+          const int split = split_tiles(tiles, plan.num_splits, plan.split_divisor, plan.tiles_per_split,
+                                        plan.min_tiles_per_split);
+          EXPECT_EQ(own_split, split);
+          EXPECT_GE(split, 1);
+          EXPECT_LE((tiles + split - 1) / split, plan.num_splits);  // the allocation holds the sequence's splits
+          EXPECT_LE(plan.num_splits, kernels::cuda::kMlaDecodeMaxSplits);
+          EXPECT_EQ(own.head_group, plan.head_group);
+          EXPECT_EQ(own.warp_specialized, plan.warp_specialized);
+          EXPECT_EQ(own.seesaw, plan.seesaw);
+        }
+      }
+    }
 }
 
 }  // namespace
