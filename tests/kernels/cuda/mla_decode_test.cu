@@ -528,7 +528,7 @@ TEST(MlaDecode, PlanAndWorkspace) {  // host code: runs without a GPU (CI)
   EXPECT_EQ(32, tp8_plan(16384).num_splits);
   EXPECT_EQ(64, tp8_plan(32768).num_splits);  // 64 splits of 8 tiles
   EXPECT_EQ(64, tp8_plan(163840).num_splits);  // 64 of 40
-  EXPECT_EQ(64, tp8_plan(4096).split_divisor);
+  EXPECT_EQ(8, tp8_plan(4096).min_tiles_per_split);
   EXPECT_EQ(0, tp8_plan(4096).tiles_per_split);
   EXPECT_FALSE(tp8_plan(163840).seesaw);
   auto tp4_plan = [](int32_t context) {
@@ -538,10 +538,10 @@ TEST(MlaDecode, PlanAndWorkspace) {  // host code: runs without a GPU (CI)
   EXPECT_EQ(1, tp4_plan(1024).num_splits);  // 16 tiles
   EXPECT_EQ(4, tp4_plan(4096).num_splits);
   EXPECT_EQ(64, tp4_plan(65536).num_splits);  // 64 of 16
-  EXPECT_EQ(64, tp4_plan(4096).split_divisor);
-  EXPECT_EQ(0, kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 128, 4096, 163840).split_divisor);
+  EXPECT_EQ(16, tp4_plan(4096).min_tiles_per_split);
+  EXPECT_EQ(40, kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 128, 4096, 163840).tiles_per_split);
   const kernels::cuda::MlaInvariantSplitRule other_rule{0, 8, 4};
-  EXPECT_EQ(8, kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 128, 4096, 163840, other_rule).split_divisor);
+  EXPECT_EQ(8, kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 128, 163840, 163840, other_rule).num_splits);
   EXPECT_EQ(3, kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 128, 640, 163840, other_rule).num_splits);
   EXPECT_FALSE(kernels::cuda::mla_decode_plan_batch_invariant(132, 1, 128, 4096, 163840, other_rule).seesaw);
   // A 64-head plan takes 4-tile splits over 3-tile ones (short CTAs pay their prologue on fewer tiles).
@@ -567,7 +567,6 @@ TEST(MlaDecode, PlanAndWorkspace) {  // host code: runs without a GPU (CI)
         EXPECT_EQ(many.head_group, one.head_group);
         EXPECT_EQ(many.num_splits, one.num_splits);
         EXPECT_EQ(many.tiles_per_split, one.tiles_per_split);
-        EXPECT_EQ(many.split_divisor, one.split_divisor);
         EXPECT_EQ(many.min_tiles_per_split, one.min_tiles_per_split);
         EXPECT_EQ(many.score_wgmma, one.score_wgmma);
         EXPECT_EQ(many.value_wgmma, one.value_wgmma);
@@ -600,39 +599,46 @@ TEST(MlaDecode, PlanAndWorkspace) {  // host code: runs without a GPU (CI)
   EXPECT_EQ(0u, kernels::cuda::mla_decode_workspace_bytes(split_plan, 3, 5, 99));
 }
 
-// Host check of what BatchInvariantPlanOutputFollowsTheSequenceOnly runs on the GPU for a few lengths, at every head
-// count and over a sweep of lengths: under the batch-invariant plan a sequence's split size (split_tiles, as the
-// kernels and the combine compute it) depends on its own length only, never on the batch or on the plan's bound (a
-// CUDA graph captured for a larger context), and the bound's allocation holds every split it takes.
+// Host check of what BatchInvariantPlanOutputFollowsTheSequenceOnly runs on the GPU for a few lengths: under the
+// batch-invariant plan a sequence's split size (split_tiles, as the kernels and the combine compute it from the plan)
+// is its rule's count for its own length -- tiles_per_split, or max(ceil(tiles / divisor), min_tiles) -- whatever the
+// batch and the plan's bound (a CUDA graph captured for a longer context), and the bound's allocation holds its splits.
 TEST(MlaDecode, BatchInvariantSplitsFollowTheSequenceLengthOnly) {  // host code: runs without a GPU (CI)
+  using kernels::cuda::MlaInvariantSplitRule;
   using kernels::cuda::mla_decode_plan_batch_invariant;
-  using kernels::cuda::mla_detail::split_tiles;
+  using kernels::cuda::mla_detail::kDecodeTileTokens;
   constexpr int32_t kModelContext = 163840;
-  for (const int heads : {8, 16, 24, 32, 64, 128})
-    for (const int32_t length : {1, 63, 64, 65, 511, 512, 513, 1024, 1025, 4096, 4100, 16384, 32769, 65537, 163840}) {
-      const int tiles = (length + kernels::cuda::mla_detail::kDecodeTileTokens - 1) /
-                        kernels::cuda::mla_detail::kDecodeTileTokens;
-      const MlaDecodePlan own = mla_decode_plan_batch_invariant(132, 1, heads, length, kModelContext);
-      const int own_split = split_tiles(tiles, own.num_splits, own.split_divisor, own.tiles_per_split,
-                                        own.min_tiles_per_split);
-      for (const int32_t bound : {length, 16384, 65536, kModelContext}) {
-        if (bound < length) continue;
-        for (const int batch : {1, 7, 128}) {
-          SCOPED_TRACE(std::to_string(heads) + " heads, " + std::to_string(length) + " tokens, bound " +
-                       std::to_string(bound) + ", batch " + std::to_string(batch));
-          const MlaDecodePlan plan = mla_decode_plan_batch_invariant(132, batch, heads, bound, kModelContext);
-          const int split = split_tiles(tiles, plan.num_splits, plan.split_divisor, plan.tiles_per_split,
-                                        plan.min_tiles_per_split);
-          EXPECT_EQ(own_split, split);
-          EXPECT_GE(split, 1);
-          EXPECT_LE((tiles + split - 1) / split, plan.num_splits);  // the allocation holds the sequence's splits
-          EXPECT_LE(plan.num_splits, kernels::cuda::kMlaDecodeMaxSplits);
-          EXPECT_EQ(own.head_group, plan.head_group);
-          EXPECT_EQ(own.warp_specialized, plan.warp_specialized);
-          EXPECT_EQ(own.seesaw, plan.seesaw);
+  struct RuleCase {
+    int heads;
+    MlaInvariantSplitRule rule;  // all 0: the tuned rule
+  };
+  const std::vector<RuleCase> cases = {{8, {}},          {16, {}},          {24, {}},         {32, {}},
+                                       {64, {}},         {128, {}},         {16, {0, 64, 2}}, {128, {0, 32, 2}},
+                                       {128, {0, 8, 4}}, {16, {0, 64, 16}}, {32, {0, 64, 8}}};
+  std::vector<int32_t> bounds;
+  for (int32_t tiles = 1; tiles <= 300; ++tiles) bounds.push_back(tiles * kDecodeTileTokens);
+  for (const int32_t tokens : {20000, 32769, 65536, 65537, 100000, 131072, kModelContext}) bounds.push_back(tokens);
+  for (const RuleCase& rc : cases) {
+    const MlaInvariantSplitRule rule = rc.rule.tiles_per_split == 0 && rc.rule.divisor == 0
+                                           ? kernels::cuda::mla_decode_invariant_split_rule(rc.heads, kModelContext)
+                                           : rc.rule;
+    for (const int32_t bound : bounds)
+      for (const int batch : {1, 128}) {
+        const MlaDecodePlan plan = mla_decode_plan_batch_invariant(132, batch, rc.heads, bound, kModelContext, rc.rule);
+        ASSERT_LE(plan.num_splits, kernels::cuda::kMlaDecodeMaxSplits);
+        for (int32_t length = 1; length <= bound; length += length < 2048 ? 61 : 997) {
+          const int tiles = (length + kDecodeTileTokens - 1) / kDecodeTileTokens;
+          const int expected = rule.tiles_per_split > 0
+                                   ? rule.tiles_per_split
+                                   : std::max((tiles + rule.divisor - 1) / rule.divisor, std::max(1, rule.min_tiles));
+          const int split = kernels::cuda::mla_detail::split_tiles(tiles, plan.num_splits, plan.tiles_per_split,
+                                                                   plan.min_tiles_per_split);
+          ASSERT_EQ(expected, split) << rc.heads << " heads, divisor " << rule.divisor << ", " << length
+                                     << " tokens, bound " << bound << ", batch " << batch;
+          ASSERT_LE((tiles + split - 1) / split, plan.num_splits) << length << " tokens, bound " << bound;
         }
       }
-    }
+  }
 }
 
 }  // namespace

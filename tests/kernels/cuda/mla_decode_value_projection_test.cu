@@ -110,17 +110,13 @@ TEST_P(MlaDecodeValueProjection, FusedMatchesCombineThenProjection) {
   MlaDecodePlan fixed = heuristic;   // fixed 3-tile splits
   fixed.num_splits = (max_len + 3 * 64 - 1) / (3 * 64);
   fixed.tiles_per_split = 3;
-  MlaDecodePlan own = heuristic;  // each sequence's tiles divided by 6 (2+ each), 8 splits allocated (a larger bound)
-  own.split_divisor = 6;
-  own.min_tiles_per_split = 2;
-  own.num_splits = 8;
   const MlaDecodePlan invariant =
       kernels::cuda::mla_decode_plan_batch_invariant(device_sm_count(), batch, c.heads, max_len, 163840);
-  for (MlaDecodePlan plan : {heuristic, uneven, fixed, own, invariant}) {
+  for (MlaDecodePlan plan : {heuristic, uneven, fixed, invariant}) {
     if (plan.num_splits < 2) continue;  // nothing to fuse with (the heuristic plan of a large batch)
     plan.fused_value_projection = true;
     SCOPED_TRACE(std::to_string(plan.num_splits) + " splits of " + std::to_string(plan.tiles_per_split) +
-                 " tiles, divisor " + std::to_string(plan.split_divisor));
+                 " tiles, at least " + std::to_string(plan.min_tiles_per_split));
     const size_t bytes = kernels::cuda::mla_decode_workspace_bytes(plan, batch, c.heads, kLora);
     DeviceBuffer<uint8_t> workspace(bytes);
     std::vector<uint16_t> expected[2];  // per q_latent source: mla_decode, then mla_project_values

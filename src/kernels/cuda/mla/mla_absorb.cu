@@ -230,8 +230,7 @@ bool mla_project_split_values_fits(int32_t num_tokens, const MlaKvBWeights& w, c
 void mla_project_split_values(const MlaSplitPartials& partials, int32_t num_tokens, const MlaKvBWeights& w,
                               __nv_bfloat16* out, cudaStream_t stream) {
   FATHOM_CHECK(partials.partial_lse && partials.seq_lens && partials.num_splits >= 1 &&
-                   partials.num_splits <= mla_detail::kCombineMaxSplits && partials.split_divisor >= 0 &&
-                   partials.min_tiles_per_split >= 1,
+                   partials.num_splits <= mla_detail::kCombineMaxSplits && partials.min_tiles_per_split >= 1,
                "mla_project_split_values: partials (lse " << partials.partial_lse << ", seq_lens " << partials.seq_lens
                                                           << ", splits " << partials.num_splits << ")");
   FATHOM_CHECK(mla_project_split_values_fits(num_tokens, w, partials.partial_out, out),
@@ -240,8 +239,8 @@ void mla_project_split_values(const MlaSplitPartials& partials, int32_t num_toke
                                             << " (see mla_project_split_values_fits)");
   const HeadBmmParams params = project_params(partials.partial_out, num_tokens, w, out);
   const mla_detail::SplitPartialsA combined{partials.partial_out, partials.partial_lse, partials.seq_lens, w.num_heads,
-                                            partials.num_splits, partials.split_divisor,
-                                            partials.tiles_per_split, partials.min_tiles_per_split};
+                                            partials.num_splits, partials.tiles_per_split,
+                                            partials.min_tiles_per_split};
   auto kernel = mla_detail::mla_head_bmm_decode_kernel<false, true, kProjectSplitValuesMaxTokens, true>;
   const int smem_bytes = mla_detail::decode_smem_bytes<false, true, kProjectSplitValuesMaxTokens, true>(params.k);
   FATHOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));

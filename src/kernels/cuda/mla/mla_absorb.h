@@ -50,8 +50,7 @@ struct MlaSplitPartials {
   const float* partial_lse = nullptr;          // [num_tokens, num_splits, num_heads] log2-sum-exp
   const int32_t* seq_lens = nullptr;           // [num_tokens] cache rows of each sequence (its split rule's input)
   int32_t num_splits = 0;                      // allocated splits (the plan's)
-  int32_t split_divisor = 0;                   // the plan's split rule (MlaDecodePlan)
-  int32_t tiles_per_split = 0;
+  int32_t tiles_per_split = 0;                 // the plan's split rule (MlaDecodePlan)
   int32_t min_tiles_per_split = 1;
 };
 

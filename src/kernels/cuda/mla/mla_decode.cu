@@ -114,10 +114,9 @@ void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* work
   FATHOM_CHECK(args.softmax_scale > 0.0f && std::isfinite(args.softmax_scale),
                "mla_decode: softmax_scale " << args.softmax_scale << " (positive: the kernels take maxima of raw scores)");
   FATHOM_CHECK(plan.num_splits >= 1 && plan.num_splits <= mla_detail::kCombineMaxSplits && plan.tiles_per_split >= 0 &&
-                   plan.split_divisor >= 0 && plan.min_tiles_per_split >= 1,
-               "mla_decode: num_splits " << plan.num_splits << ", split_divisor " << plan.split_divisor
-                                         << ", tiles_per_split " << plan.tiles_per_split << ", min_tiles_per_split "
-                                         << plan.min_tiles_per_split);
+                   plan.min_tiles_per_split >= 1,
+               "mla_decode: num_splits " << plan.num_splits << ", tiles_per_split " << plan.tiles_per_split
+                                         << ", min_tiles_per_split " << plan.min_tiles_per_split);
   FATHOM_CHECK((args.value_weights == nullptr) == (args.values_out == nullptr),
                "mla_decode: value_weights and values_out go together");
   FATHOM_CHECK(!args.value_weights || (args.value_weights->num_heads == args.num_heads &&
@@ -153,7 +152,6 @@ void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* work
   params.page_shift = std::has_single_bit(page_size) ? std::countr_zero(page_size) : -1;
   params.max_pages_per_seq = batch.max_pages_per_seq;
   params.num_splits = plan.num_splits;
-  params.split_divisor = plan.split_divisor;
   params.tiles_per_split = plan.tiles_per_split;
   params.min_tiles_per_split = plan.min_tiles_per_split;
   params.scale_log2 = args.softmax_scale * static_cast<float>(M_LOG2E);
@@ -173,7 +171,6 @@ void mla_decode(const MlaDecodeArgs& args, const MlaDecodePlan& plan, void* work
     partials.partial_lse = params.partial_lse;
     partials.seq_lens = batch.seq_lens;
     partials.num_splits = plan.num_splits;
-    partials.split_divisor = plan.split_divisor;
     partials.tiles_per_split = plan.tiles_per_split;
     partials.min_tiles_per_split = plan.min_tiles_per_split;
     mla_project_split_values(partials, batch.batch, *args.value_weights, args.values_out, stream);
@@ -206,8 +203,8 @@ void mla_decode_combine(const __nv_bfloat16* partial_out, const float* partial_l
   const dim3 grid(static_cast<unsigned>(num_heads), static_cast<unsigned>(batch));
   auto launch = [&](auto kernel, int groups) {
     launch_programmatic(kernel, grid, dim3(mla_detail::kCombineColumnThreads * groups), 0, stream, partial_out,
-                        partial_lse, out_latent, seq_lens, num_heads, kv_lora, plan.num_splits, plan.split_divisor,
-                        plan.tiles_per_split, plan.min_tiles_per_split);
+                        partial_lse, out_latent, seq_lens, num_heads, kv_lora, plan.num_splits, plan.tiles_per_split,
+                        plan.min_tiles_per_split);
   };
   const bool deep = plan.deep_combine;  // (one group has no deep form)
   switch (const int32_t groups = mla_decode_combine_split_groups(plan.num_splits)) {

@@ -182,11 +182,11 @@ MlaDecodePlan mla_decode_plan_batch_invariant(int32_t num_sms, int32_t batch, in
     plan.warp_specialized = plan.tiles_per_split >= kWarpSpecializedMinTiles;  // never depends on the batch
     plan.seesaw = plan.tiles_per_split >= kSeesawMinTiles;
   } else {
-    plan.split_divisor = rule.divisor;
+    // min(divisor, ceil(bound / min_tiles)) splits of at least min_tiles: the kernels' even division of a sequence of
+    // n <= bound tiles among them gives max(ceil(n / divisor), min_tiles) tiles per split, its own length's count
+    // (below the cap ceil(n / splits) <= min_tiles; at the cap the division is by the divisor).
     plan.min_tiles_per_split = std::max(1, rule.min_tiles);
-    // A sequence of n tiles takes at most min(divisor, ceil(n / min_tiles)) splits: allocate that for the bound's n.
-    plan.num_splits =
-        static_cast<int32_t>(std::min<int64_t>(plan.split_divisor, ceil_div(tiles, plan.min_tiles_per_split)));
+    plan.num_splits = static_cast<int32_t>(std::min<int64_t>(rule.divisor, ceil_div(tiles, plan.min_tiles_per_split)));
     // One kernel for CTAs of any length: the seesaw kernel's bits differ from the warp-specialized one's.
     plan.warp_specialized = true;
     plan.seesaw = false;

@@ -12,12 +12,8 @@ struct MlaDecodePlan {
   int32_t head_group = 64;  // 16, 32 or 64 heads per CTA
   int32_t num_splits = 1;   // CTAs along the sequence per (sequence, head group); 1 = no combine pass
   // > 0: every sequence is cut into splits of this many 64-token tiles (num_splits covers the longest); 0: each
-  // sequence's tiles are divided evenly (by split_divisor, else by num_splits).
+  // sequence's tiles are divided evenly among num_splits.
   int32_t tiles_per_split = 0;
-  // > 0, with tiles_per_split 0: each sequence's tiles are divided evenly by this count, not by num_splits, so its
-  // splits follow its own length only and its result does not depend on the batch or on the context bound
-  // (batch-invariant plans); num_splits then covers the most splits a sequence of the plan's bound takes.
-  int32_t split_divisor = 0;
   // With tiles_per_split 0: fewest tiles per split, so a sequence shorter than the plan's context bound (CUDA graphs
   // plan for their bucket's bound) runs fewer, fuller splits; the splits left empty write nothing.
   int32_t min_tiles_per_split = 1;

@@ -60,10 +60,10 @@ __device__ __forceinline__ void add_weighted_columns(float4& acc, float w, Parti
 
 // Splits of a sequence of seq_len tokens that hold tiles (the decode kernel writes nothing for the others), at most
 // num_splits (the allocated count).
-__device__ __forceinline__ int stored_split_count(int seq_len, int num_splits, int split_divisor, int tiles_per_split,
+__device__ __forceinline__ int stored_split_count(int seq_len, int num_splits, int tiles_per_split,
                                                   int min_tiles_per_split) {
   const int total_tiles = (seq_len + kDecodeTileTokens - 1) / kDecodeTileTokens;
-  const int tiles = split_tiles(total_tiles, num_splits, split_divisor, tiles_per_split, min_tiles_per_split);
+  const int tiles = split_tiles(total_tiles, num_splits, tiles_per_split, min_tiles_per_split);
   return min(num_splits, (total_tiles + tiles - 1) / tiles);
 }
 
@@ -115,8 +115,7 @@ __global__ void __launch_bounds__(kCombineColumnThreads * kGroups, kGroups == 1 
     const float* __restrict__ partial_lse,  // [batch, num_splits, num_heads]
     __nv_bfloat16* __restrict__ out_latent,  // [batch, num_heads, kv_lora]
     const int32_t* __restrict__ seq_lens,   // [batch]
-    int32_t num_heads, int32_t kv_lora, int32_t num_splits, int32_t split_divisor, int32_t tiles_per_split,
-    int32_t min_tiles_per_split) {
+    int32_t num_heads, int32_t kv_lora, int32_t num_splits, int32_t tiles_per_split, int32_t min_tiles_per_split) {
   static_assert(kGroups >= 1 && kCombineSumLanes % kGroups == 0, "each group owns whole lanes");
   static_assert(!kDeep || kGroups > 1, "one group keeps its 32 registers");
   begin_dependent_kernel();  // launched programmatically (programmatic_launch.cuh)
@@ -125,7 +124,7 @@ __global__ void __launch_bounds__(kCombineColumnThreads * kGroups, kGroups == 1 
   const int h = blockIdx.x, b = blockIdx.y;
   const int64_t first_row = static_cast<int64_t>(b) * num_splits * num_heads + h;  // split s: + s * num_heads
   // The row stride above stays the allocated split count.
-  num_splits = stored_split_count(seq_lens[b], num_splits, split_divisor, tiles_per_split, min_tiles_per_split);
+  num_splits = stored_split_count(seq_lens[b], num_splits, tiles_per_split, min_tiles_per_split);
 
   // This thread's 4 columns (contiguous when kv_lora is a multiple of 4, else strided by 128), summed over the splits
   // of the sum lanes its group owns (lane v: splits v, v + 4, ..., in order; group g owns the lanes v % kGroups == g).

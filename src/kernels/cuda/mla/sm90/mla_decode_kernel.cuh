@@ -52,7 +52,6 @@ struct DecodeKernelParams {
   int32_t page_shift;             // log2(page_size) when it is a power of two, else -1 (integer division)
   int32_t max_pages_per_seq;
   int32_t num_splits;
-  int32_t split_divisor;          // even division by this count (0: by num_splits), MlaDecodePlan::split_divisor
   int32_t tiles_per_split;        // > 0: split s covers tiles [s * tiles_per_split, ...); 0: even division
   int32_t min_tiles_per_split;    // even division: at least this many tiles per split (splits past the end: empty)
   float scale_log2;               // softmax_scale * log2(e)
@@ -138,7 +137,7 @@ __device__ __forceinline__ int64_t cache_slot(const DecodeKernelParams& p, const
 // First and one-past-last 64-token tile of split `split` of a sequence of seq_len tokens.
 __device__ __forceinline__ int2 split_tile_range(const DecodeKernelParams& p, int split, int seq_len) {
   const int total_tiles = ceil_div_int(seq_len, kDecodeTileTokens);
-  const int tiles = split_tiles(total_tiles, p.num_splits, p.split_divisor, p.tiles_per_split, p.min_tiles_per_split);
+  const int tiles = split_tiles(total_tiles, p.num_splits, p.tiles_per_split, p.min_tiles_per_split);
   const int tile_begin = split * tiles;
   return make_int2(tile_begin, min(total_tiles, tile_begin + tiles));
 }

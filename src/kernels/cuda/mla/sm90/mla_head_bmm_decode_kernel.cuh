@@ -100,7 +100,6 @@ struct SplitPartialsA {
   const int32_t* seq_lens;           // [tokens]
   int32_t num_heads;
   int32_t num_splits;                // allocated splits (the row stride)
-  int32_t split_divisor;
   int32_t tiles_per_split;
   int32_t min_tiles_per_split;
 };
@@ -326,8 +325,8 @@ __global__ void __launch_bounds__(decode_warps<kCombinedA>() * 32,
     __shared__ int split_counts[kARows];
     __shared__ float4 lane_sums[kCombineSumLanes][2][64];  // [lane][column half][octet]
     for (int t = warp; t < p.m; t += kWarps) {
-      const int splits = stored_split_count(partials.seq_lens[t], partials.num_splits, partials.split_divisor,
-                                            partials.tiles_per_split, partials.min_tiles_per_split);
+      const int splits = stored_split_count(partials.seq_lens[t], partials.num_splits, partials.tiles_per_split,
+                                            partials.min_tiles_per_split);
       const int64_t first_row = static_cast<int64_t>(t) * partials.num_splits * partials.num_heads + h;
       combine_split_weights(partials.partial_lse + first_row, partials.num_heads, splits, split_weights[t],
                             &inv_totals[t]);
