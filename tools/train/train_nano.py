@@ -13,13 +13,11 @@ Writes OUT/fathom-nano.tar (the model folder), OUT/metrics.json, OUT/master.safe
 weights, for a re-export with --resume), OUT/log.txt.
 """
 import argparse
-import hashlib
-import io
+import functools
 import json
 import math
 import os
 import random
-import re
 import sys
 import tarfile
 import tempfile
@@ -28,346 +26,24 @@ import traceback
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(REPO, "tools", "fixtures"))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the modules beside this file
+# nano_common first: it puts tools/fixtures on sys.path.
+from nano_common import (  # noqa: E402
+    ARCH, BIAS_UPDATE, CHAT_FRACTION, LOG, MTP_WEIGHT, REPO, SEQ, T0, VOCAB, log)
 import chat_data  # noqa: E402
-import make_fixtures  # noqa: E402
-import st_io  # noqa: E402
+from nano_corpus import collect_sources, documents, encode_stream, train_tokenizer  # noqa: E402
+from nano_eval import evaluate, fixed_windows, self_generated_agreement, tool_call_check  # noqa: E402
+from nano_export import NanoExport, load_dequantised, official_names  # noqa: E402
+from nano_goldens import make_goldens  # noqa: E402
+from nano_model import (  # noqa: E402
+    build_model, fp32_router, main_fn_of, make_mtp, mtp_forward, router_hooks, set_experts_impl)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
 
-T0 = time.time()
-LOG = []
 
-
-def log(msg):
-    line = f"[{time.time() - T0:7.1f}s] {msg}"
-    print(line, flush=True)
-    LOG.append(line)
-
-
-VOCAB = 4096
-SEQ = 512
-MTP_WEIGHT = 0.3
-CHAT_FRACTION = 0.10
-BIAS_UPDATE = 1e-3  # DeepSeek-V3's auxiliary-loss-free balancing: bias += gamma * sign(mean load - load)
-ARCH = dict(
-    name="fathom-nano", seed=0, shards=1,
-    hidden_size=256, vocab_size=VOCAB, intermediate_size=768, moe_intermediate_size=128,
-    num_attention_heads=4, qk_nope_head_dim=64, qk_rope_head_dim=32, v_head_dim=64,
-    q_lora_rank=128, kv_lora_rank=128, num_hidden_layers=4, first_k_dense_replace=1,
-    n_routed_experts=8, n_group=4, topk_group=2, num_experts_per_tok=2, n_shared_experts=1,
-    norm_topk_prob=True, routed_scaling_factor=2.5, num_nextn_predict_layers=1,
-    max_position_embeddings=2048,
-    rope_scaling={"beta_fast": 32, "beta_slow": 1, "factor": 4, "mscale": 1.0, "mscale_all_dim": 1.0,
-                  "original_max_position_embeddings": 512, "type": "yarn"},
-)
-
-CODE_PROMPTS = [
-    ("fibonacci", "def fibonacci(n):"),
-    ("numpy_def", "import numpy as np\n\n\ndef "),
-    ("stack_class", "class Stack:\n    def __init__(self):\n"),
-    ("quicksort", "def quicksort(arr):\n    "),
-    ("json_keys", "# Read a JSON file and print its keys\nimport json\n"),
-    ("for_range", "for i in range(10):\n"),
-]
-WEATHER_TOOL = {"type": "function", "function": {
-    "name": "get_weather", "description": "Get current temperature for a given location.",
-    "parameters": {"type": "object", "properties": {"location": {"type": "string",
-                                                                  "description": "City and country e.g. Bogotá, Colombia"}},
-                   "required": ["location"], "additionalProperties": False}, "strict": True}}
-CALC_TOOL = {"type": "function", "function": {
-    "name": "calculator", "description": "Evaluate a math expression.",
-    "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}}}
-CHAT_PROMPTS = [
-    ("chat_sum", [{"role": "user", "content": "Write a Python function that returns the sum of a list."}], None),
-    ("chat_hello", [{"role": "user", "content": "Hello! Who are you?"}], None),
-    ("chat_think", [{"role": "user", "content": "What is 12 + 7?"}], None),
-    ("tool_call_weather", [{"role": "user", "content": "What's the weather like in Paris today?"}], [WEATHER_TOOL]),
-    ("tool_call_calc", [{"role": "system", "content": "You are a helpful assistant."},
-                        {"role": "user", "content": "What is 37 * 12?"}], [WEATHER_TOOL, CALC_TOOL]),
-    ("tool_result_weather", [
-        {"role": "user", "content": "What's the weather like in Paris today?"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"location\": \"Paris\"}"}}]},
-        {"role": "tool", "tool_call_id": "call_1", "content": "{\"temperature\": 18, \"condition\": \"sunny\"}"}],
-     [WEATHER_TOOL]),
-]
-TOOL_CALL_RE = re.compile(r"^<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>([A-Za-z0-9_\-]+)\n```json\n(.*?)\n```"
-                          r"<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>$", re.S)
-
-
-# ================================================================================================ corpus
-def python_roots():
-    import site
-    import sysconfig
-    cands = set()
-    for key in ("purelib", "platlib", "stdlib"):
-        p = sysconfig.get_paths().get(key)
-        if p:
-            cands.add(p)
-    try:
-        cands.update(site.getsitepackages())
-    except Exception:  # noqa: BLE001
-        pass
-    for pattern in ("/usr/lib/python3*", "/usr/lib/python3/dist-packages", "/usr/local/lib/python3*"):
-        import glob
-        cands.update(glob.glob(pattern))
-    roots = sorted({os.path.realpath(p) for p in cands if os.path.isdir(p)})
-    return [r for r in roots if not any(r != o and r.startswith(o + os.sep) for o in roots)]
-
-
-def collect_sources(max_bytes):
-    """-> (train_texts, heldout_texts, stats). Deduplicated .py files; ~1.2% held out by content hash."""
-    paths = []
-    for root in python_roots():
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-            for f in filenames:
-                if f.endswith(".py"):
-                    paths.append(os.path.join(dirpath, f))
-    paths.sort()
-    random.Random(0).shuffle(paths)
-    seen, train, held, total, skipped = set(), [], [], 0, 0
-    for p in paths:
-        try:
-            size = os.path.getsize(p)
-            if size < 200 or size > 150_000:
-                continue
-            with open(p, "rb") as fh:
-                raw = fh.read()
-            text = raw.decode("utf-8")
-        except (OSError, UnicodeDecodeError):
-            skipped += 1
-            continue
-        if max(len(line) for line in text.split("\n")) > 400 or "\x00" in text:
-            skipped += 1
-            continue
-        digest = hashlib.sha1(raw).hexdigest()
-        if digest in seen:
-            continue
-        seen.add(digest)
-        text = text.replace("\r\n", "\n").replace("\t", "    ")
-        if int(digest[:2], 16) < 3:
-            held.append(text)
-        else:
-            train.append(text)
-            total += len(raw)
-            if total >= max_bytes:
-                break
-    return train, held, dict(files_seen=len(paths), train_files=len(train), heldout_files=len(held),
-                             train_bytes=total, skipped=skipped, roots=python_roots())
-
-
-TOP_LEVEL = re.compile(r"^(def |class |async def |@)")
-
-
-def split_top_level(text):
-    """Top-level def/class chunks (decorators kept with what follows); the preamble is one chunk."""
-    chunks, cur, prev_decorator = [], [], False
-    for line in text.split("\n"):
-        starts = bool(TOP_LEVEL.match(line))
-        if starts and not prev_decorator and cur:
-            chunks.append("\n".join(cur).strip("\n") + "\n")
-            cur = []
-        cur.append(line)
-        prev_decorator = line.startswith("@")
-    if cur:
-        chunks.append("\n".join(cur).strip("\n") + "\n")
-    return [c for c in chunks if len(c) > 40]
-
-
-def documents(texts, seed):
-    """Half the files whole, half split into top-level chunks (each its own document after BOS)."""
-    rng = random.Random(seed)
-    docs = []
-    for t in texts:
-        if rng.random() < 0.5:
-            docs.append(t)
-        else:
-            docs.extend(split_top_level(t))
-    return docs
-
-
-# ================================================================================================ tokenizer
-def train_tokenizer(sample_texts, deepseek_tokenizer_json, out_dir):
-    from tokenizers import AddedToken, Tokenizer, pre_tokenizers, processors
-    from tokenizers.trainers import BpeTrainer
-    with open(deepseek_tokenizer_json, encoding="utf-8") as fh:
-        ds = json.load(fh)
-    skeleton = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
-                "normalizer": ds["normalizer"], "pre_tokenizer": ds["pre_tokenizer"], "post_processor": None,
-                "decoder": ds["decoder"],
-                "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                          "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
-                          "ignore_merges": False, "vocab": {}, "merges": []}}
-    tok = Tokenizer.from_str(json.dumps(skeleton))
-    base = VOCAB - len(chat_data.TAIL_TOKENS)
-    trainer = BpeTrainer(vocab_size=base, min_frequency=2, show_progress=False,
-                         special_tokens=[chat_data.BOS, chat_data.EOS, chat_data.PAD],
-                         initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(sample_texts, trainer=trainer)
-    assert tok.get_vocab_size() == base, tok.get_vocab_size()
-    for content, special in chat_data.TAIL_TOKENS:
-        added = AddedToken(content, single_word=False, lstrip=False, rstrip=False, normalized=True, special=special)
-        n = tok.add_special_tokens([added]) if special else tok.add_tokens([added])
-        assert n == 1, content
-    assert tok.get_vocab_size() == VOCAB, tok.get_vocab_size()
-    assert [tok.token_to_id(t) for t in (chat_data.BOS, chat_data.EOS, chat_data.PAD)] == [0, 1, 2]
-    tok.post_processor = processors.TemplateProcessing(
-        single=f"{chat_data.BOS} $A", pair=f"{chat_data.BOS} $A {chat_data.BOS} $B:1",
-        special_tokens=[(chat_data.BOS, 0)])
-    os.makedirs(out_dir, exist_ok=True)
-    tok.save(os.path.join(out_dir, "tokenizer.json"))
-    # Keep DeepSeek's own added-token flags (their normalized flag is as in DeepSeek-V3's tokenizer.json).
-    with open(os.path.join(out_dir, "tokenizer.json"), encoding="utf-8") as fh:
-        saved = json.load(fh)
-    for a in saved["added_tokens"]:
-        if a["id"] < 3:
-            a["normalized"] = False
-    with open(os.path.join(out_dir, "tokenizer.json"), "w", encoding="utf-8") as fh:
-        json.dump(saved, fh, ensure_ascii=False)
-    config = {
-        "add_bos_token": True, "add_eos_token": False,
-        "bos_token": {"__type": "AddedToken", "content": chat_data.BOS, "lstrip": False, "normalized": True,
-                      "rstrip": False, "single_word": False},
-        "clean_up_tokenization_spaces": False,
-        "eos_token": {"__type": "AddedToken", "content": chat_data.EOS, "lstrip": False, "normalized": True,
-                      "rstrip": False, "single_word": False},
-        "legacy": True, "model_max_length": ARCH["max_position_embeddings"],
-        "pad_token": {"__type": "AddedToken", "content": chat_data.EOS, "lstrip": False, "normalized": True,
-                      "rstrip": False, "single_word": False},
-        "sp_model_kwargs": {}, "unk_token": None, "tokenizer_class": "PreTrainedTokenizerFast",
-        "chat_template": chat_data.CHAT_TEMPLATE,
-    }
-    with open(os.path.join(out_dir, "tokenizer_config.json"), "w", encoding="utf-8") as fh:
-        json.dump(config, fh, ensure_ascii=False, indent=2)
-        fh.write("\n")
-    return Tokenizer.from_file(os.path.join(out_dir, "tokenizer.json"))
-
-
-def encode_stream(tok, texts, add_bos_eos, deadline=None):
-    """Concatenated uint16 ids ([BOS] text [EOS] per document when add_bos_eos)."""
-    parts, n_docs = [], 0
-    enc_fn = getattr(tok, "encode_batch_fast", None) or tok.encode_batch
-    for i in range(0, len(texts), 2000):
-        batch = texts[i:i + 2000]
-        for e in enc_fn(batch, add_special_tokens=False):
-            ids = e.ids
-            if add_bos_eos:
-                ids = [0] + ids + [1]
-            parts.append(np.asarray(ids, dtype=np.uint16))
-        n_docs += len(batch)
-        if deadline is not None and time.time() > deadline:
-            log(f"  encoding stopped by its time budget after {n_docs}/{len(texts)} documents")
-            break
-    return np.concatenate(parts) if parts else np.zeros(0, np.uint16)
-
-
-# ================================================================================================ model
-def hf_config(n_layers):
-    from transformers import DeepseekV3Config
-    cfg = json.loads(json.dumps(make_fixtures.make_config(ARCH)))  # a deep copy: transformers edits rope_scaling
-    cfg.pop("quantization_config")
-    cfg.update(torch_dtype="float32", num_hidden_layers=n_layers)
-    return DeepseekV3Config(**cfg)
-
-
-def build_model(n_layers):
-    from transformers import DeepseekV3ForCausalLM
-    config = hf_config(n_layers)
-    errors = []
-    for kwargs in ({"attn_implementation": "sdpa", "experts_implementation": "eager"}, {"attn_implementation": "sdpa"}):
-        try:
-            return DeepseekV3ForCausalLM._from_config(config, **kwargs)
-        except Exception as e:  # noqa: BLE001
-            errors.append(repr(e))
-    raise RuntimeError("cannot build DeepseekV3ForCausalLM: " + "; ".join(errors))
-
-
-def set_experts_impl(module, name):
-    for m in module.modules():
-        cfg = getattr(m, "config", None)
-        if cfg is not None and hasattr(cfg, "_experts_implementation"):
-            cfg._experts_implementation = name
-
-
-def make_mtp(torch, L):
-    """The MTP module: enorm, hnorm, eh_proj, a MoE decoder layer (layer L of an (L+1)-layer model, so that
-    transformers builds and initialises it), shared_head.norm; embedding and head shared with the main model."""
-    from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3RMSNorm
-    holder = build_model(L + 1)
-    H, eps = ARCH["hidden_size"], 1e-6
-    mtp = torch.nn.Module()
-    mtp.layer = holder.model.layers[L]
-    mtp.enorm = DeepseekV3RMSNorm(H, eps=eps)
-    mtp.hnorm = DeepseekV3RMSNorm(H, eps=eps)
-    mtp.head_norm = DeepseekV3RMSNorm(H, eps=eps)
-    mtp.eh_proj = torch.nn.Linear(2 * H, H, bias=False)
-    torch.nn.init.normal_(mtp.eh_proj.weight, std=0.02)
-    if not hasattr(mtp.layer.mlp, "gate"):
-        raise RuntimeError("the MTP decoder layer is not a MoE layer")
-    return mtp, holder.config
-
-
-def layer_out(o):
-    return o[0] if isinstance(o, tuple) else o
-
-
-def mtp_forward(torch, model, mtp, ids, hidden):
-    """MTP logits [B, T-1, V]: row i reads embed(ids[i+1]) and the main final-normed hidden h_i, predicts ids[i+2]."""
-    e = model.model.embed_tokens(ids[:, 1:])
-    h = hidden[:, :-1]
-    u = mtp.eh_proj(torch.cat([mtp.enorm(e), mtp.hnorm(h)], dim=-1))
-    T = u.shape[1]
-    pos = torch.arange(T, device=u.device).unsqueeze(0)
-    pe = model.model.rotary_emb(e, pos)  # e is float32 (embeddings are not autocast): float32 cos/sin
-    mask = None  # sdpa: causal when no mask is given (checked at the start of training)
-    if getattr(mtp.layer.self_attn.config, "_attn_implementation", None) != "sdpa":
-        mask = torch.full((T, T), torch.finfo(u.dtype).min, dtype=u.dtype, device=u.device).triu(1)[None, None]
-    out = layer_out(mtp.layer(u, attention_mask=mask, position_ids=pos, position_embeddings=pe, use_cache=False))
-    return model.lm_head(mtp.head_norm(out))
-
-
-def router_hooks(torch, modules, counts):
-    """Counts each MoE layer's expert selections (for the bias update), replicating transformers' selection."""
-    E, G, TG, K = ARCH["n_routed_experts"], ARCH["n_group"], ARCH["topk_group"], ARCH["num_experts_per_tok"]
-
-    def hook(mod, inputs, output):
-        outs = output if isinstance(output, tuple) else (output,)
-        with torch.no_grad():
-            idx = next((o for o in outs if torch.is_tensor(o) and not o.is_floating_point()), None)
-            if idx is None:
-                logits = next(o for o in outs if torch.is_tensor(o) and o.shape[-1] == E)
-                s = logits.float().reshape(-1, E).sigmoid() + mod.e_score_correction_bias
-                g = s.view(-1, G, E // G).topk(2, dim=-1).values.sum(-1)
-                gm = torch.zeros_like(g).scatter_(1, g.topk(TG, dim=-1).indices, 1.0)
-                sm = gm.unsqueeze(-1).expand(-1, G, E // G).reshape(-1, E)
-                idx = s.masked_fill(sm == 0, float("-inf")).topk(K, dim=-1).indices
-            counts[mod] += torch.bincount(idx.reshape(-1), minlength=E).float()
-
-    gates = [m for m in modules if hasattr(m, "e_score_correction_bias")]
-    for g in gates:
-        counts[g] = torch.zeros(E, device=g.e_score_correction_bias.device)
-        g.register_forward_hook(hook)
-    return gates
-
-
-def fp32_router(torch, gate_cls):
-    """Routing in float32 under autocast (as at inference), so that training sees the same expert choices."""
-    orig = gate_cls.forward
-
-    def forward(self, *args, **kwargs):
-        with torch.autocast(device_type="cuda", enabled=False):
-            args = [a.float() if torch.is_tensor(a) and a.is_floating_point() else a for a in args]
-            return orig(self, *args, **kwargs)
-    gate_cls.forward = forward
-
-
+# ================================================================================================ training
 class Batches:
     def __init__(self, torch, code, chat, batch, device, seed):
         self.torch, self.batch, self.device = torch, batch, device
@@ -384,37 +60,6 @@ class Batches:
 
     def __call__(self):
         return self.torch.cat([self.windows(self.code, self.batch - self.n_chat), self.windows(self.chat, self.n_chat)])
-
-
-def fixed_windows(stream, n, seed, length=SEQ + 1):
-    rng = np.random.default_rng(seed)
-    starts = rng.integers(0, len(stream) - length, n)
-    return np.stack([stream[s:s + length] for s in starts]).astype(np.int64)
-
-
-def evaluate(torch, main_fn, mtp_fn, windows, device, batch=16):
-    """Mean main CE, MTP CE, accuracies and MTP top-1 agreement with the main model's next-next greedy token."""
-    F = torch.nn.functional
-    tot = dict(main_ce=0.0, mtp_ce=0.0, main_acc=0.0, mtp_acc=0.0, mtp_agree=0.0)
-    n_main = n_mtp = 0
-    with torch.no_grad():
-        for i in range(0, len(windows), batch):
-            x = torch.from_numpy(windows[i:i + batch]).to(device)
-            hidden, logits = main_fn(x[:, :-1])
-            logits = logits.float()
-            V = logits.shape[-1]
-            tot["main_ce"] += F.cross_entropy(logits.reshape(-1, V), x[:, 1:].reshape(-1), reduction="sum").item()
-            tot["main_acc"] += (logits.argmax(-1) == x[:, 1:]).sum().item()
-            n_main += x[:, 1:].numel()
-            ml = mtp_fn(x[:, :-1], hidden).float()
-            tot["mtp_ce"] += F.cross_entropy(ml.reshape(-1, V), x[:, 2:].reshape(-1), reduction="sum").item()
-            top = ml.argmax(-1)
-            tot["mtp_acc"] += (top == x[:, 2:]).sum().item()
-            tot["mtp_agree"] += (top == logits[:, 1:].argmax(-1)).sum().item()
-            n_mtp += x[:, 2:].numel()
-    return {"main_ce": tot["main_ce"] / n_main, "main_top1_acc": tot["main_acc"] / n_main,
-            "mtp_ce": tot["mtp_ce"] / n_mtp, "mtp_top1_acc": tot["mtp_acc"] / n_mtp,
-            "mtp_agreement_with_main_next_next": tot["mtp_agree"] / n_mtp, "tokens": n_main}
 
 
 def train(args, torch, code, chat, budget_s):
@@ -540,244 +185,6 @@ def train(args, torch, code, chat, budget_s):
                             batch=args.batch, seq=SEQ, lr=args.lr, loss_history=hist)
 
 
-# ================================================================================================ export
-class NanoExport:
-    """The trained weights in the official layout (attributes as tools/fixtures' Fixture, so that its checkpoint
-    writer and golden_hf's loaders work on it)."""
-    write_checkpoint = make_fixtures.Fixture.write_checkpoint
-
-    def __init__(self, master):
-        self.name, self.seed, self.shards = ARCH["name"], 0, 1
-        self.cfg = json.loads(json.dumps(make_fixtures.make_config(ARCH)))
-        self.ckpt, self.deq, self.fp8_quot, self.bf16_master = {}, {}, {}, {}
-        for name, shape, kind, init in make_fixtures.tensor_specs(self.cfg):
-            w = master[init[1]] if init[0] == "copy" else master[name]
-            w = np.ascontiguousarray(w, dtype=np.float32)
-            if w.shape != tuple(shape):
-                raise ValueError(f"{name}: trained shape {w.shape}, spec {shape}")
-            make_fixtures.encode_tensor(self, name, kind, w)
-        used = {n for n, _, _, _ in make_fixtures.tensor_specs(self.cfg)}
-        extra = sorted(set(master) - used)
-        if extra:
-            raise ValueError(f"trained tensors with no place in the checkpoint: {extra[:8]}")
-
-
-def official_names(torch, model, mtp):
-    """Trained tensors (float32 numpy) under the official DeepSeek-V3 names; fused experts split per expert."""
-    L, E = ARCH["num_hidden_layers"], ARCH["n_routed_experts"]
-    out = {}
-
-    def put(prefix, sd):
-        for k, v in sd.items():
-            if "rotary_emb" in k:
-                continue
-            v = v.detach().float().cpu().numpy()
-            name = prefix + k
-            if name.endswith("mlp.experts.gate_up_proj"):
-                p = name[: -len("gate_up_proj")]
-                inter = v.shape[1] // 2
-                for e in range(E):
-                    out[f"{p}{e}.gate_proj.weight"] = v[e, :inter]
-                    out[f"{p}{e}.up_proj.weight"] = v[e, inter:]
-            elif name.endswith("mlp.experts.down_proj"):
-                p = name[: -len("down_proj")]
-                for e in range(E):
-                    out[f"{p}{e}.down_proj.weight"] = v[e]
-            else:
-                out[name] = v
-    put("", model.state_dict())
-    P = f"model.layers.{L}."
-    put(P, mtp.layer.state_dict())
-    out[P + "enorm.weight"] = mtp.enorm.weight.detach().float().cpu().numpy()
-    out[P + "hnorm.weight"] = mtp.hnorm.weight.detach().float().cpu().numpy()
-    out[P + "eh_proj.weight"] = mtp.eh_proj.weight.detach().float().cpu().numpy()
-    out[P + "shared_head.norm.weight"] = mtp.head_norm.weight.detach().float().cpu().numpy()
-    return out
-
-
-# ================================================================================================ goldens
-def load_dequantised(torch, golden_hf, f, tmp):
-    """transformers fp32 models of the dequantised export: (main model, MTP pieces)."""
-    from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3RMSNorm
-    L, H = ARCH["num_hidden_layers"], ARCH["hidden_size"]
-    main_keys = [k for k in f.deq if not (k.startswith("model.layers.") and int(k.split(".")[2]) >= L)]
-    P = f"model.layers.{L}."
-    mtp_only = ("embed_tokens.", "enorm.", "hnorm.", "eh_proj.", "shared_head.")
-    dec_keys = [k for k in f.deq if k.startswith(P) and not k[len(P):].startswith(mtp_only)]
-    model = golden_hf.load_hf(f, main_keys, L, os.path.join(tmp, "main"))
-    holder = golden_hf.load_hf(f, main_keys + dec_keys, L + 1, os.path.join(tmp, "mtp"))
-    mtp = torch.nn.Module()
-    mtp.layer = holder.model.layers[L]
-    for attr, key in (("enorm", "enorm"), ("hnorm", "hnorm"), ("head_norm", "shared_head.norm")):
-        norm = DeepseekV3RMSNorm(H, eps=1e-6)
-        with torch.no_grad():
-            norm.weight.copy_(torch.from_numpy(f.deq[P + key + ".weight"]))
-        setattr(mtp, attr, norm)
-    mtp.eh_proj = torch.nn.Linear(2 * H, H, bias=False)
-    with torch.no_grad():
-        mtp.eh_proj.weight.copy_(torch.from_numpy(f.deq[P + "eh_proj.weight"]))
-    return model.eval(), mtp.eval()
-
-
-def main_fn_of(model):
-    def fn(ids):
-        hidden = model.model(input_ids=ids, use_cache=False).last_hidden_state
-        return hidden, model.lm_head(hidden)
-    return fn
-
-
-def greedy(torch, model, ids, max_new, eos=1):
-    """Full-recompute greedy (no KV cache), as the fixtures' goldens: tokens and top-1 margins."""
-    cur, toks, margins = list(ids), [], []
-    with torch.no_grad():
-        for _ in range(max_new):
-            last = model(input_ids=torch.tensor([cur]), use_cache=False).logits[0, -1].float()
-            top = torch.topk(last, 2)
-            margins.append(float(top.values[0] - top.values[1]))
-            t = int(top.indices[0])
-            toks.append(t)
-            cur.append(t)
-            if t == eos:
-                break
-    return toks, margins
-
-
-def make_goldens(torch, tok, hf_tok, model, mtp, model_dir, held_code, chat_render):
-    """golden/golden.json (prompts, transformers greedy) and golden/logits.safetensors (logit rows)."""
-    gdir = os.path.join(model_dir, "golden")
-    os.makedirs(gdir, exist_ok=True)
-    prompts = []
-    for name, text in CODE_PROMPTS:
-        ids = hf_tok(text)["input_ids"]
-        prompts.append(dict(name=name, kind="completion", prompt=text, ids=ids, max_new_tokens=32))
-    for name, messages, tools in CHAT_PROMPTS:
-        text = hf_tok.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
-        mine = chat_render(messages, tools, add_generation_prompt=True)
-        if text != mine:
-            log(f"WARNING {name}: transformers' chat render differs from the Jinja2 one:\n{text!r}\n{mine!r}")
-        ids = hf_tok(text, add_special_tokens=False)["input_ids"]
-        prompts.append(dict(name=name, kind="chat", messages=messages, tools=tools, prompt=text, ids=ids,
-                            max_new_tokens=64))
-    min_margin = 1e9
-    for p in prompts:
-        raw = tok.encode(p["prompt"], add_special_tokens=(p["kind"] == "completion")).ids
-        if raw != p["ids"]:
-            raise RuntimeError(f"{p['name']}: tokenizers ids {raw[:20]} != transformers ids {p['ids'][:20]}")
-        toks, margins = greedy(torch, model, p["ids"], p["max_new_tokens"])
-        # Cut the golden before any near-tie (fp32 rounding could flip it); keep the tokens before it.
-        keep = len(toks)
-        for i, m in enumerate(margins):
-            if m < 2e-3:
-                keep = i
-                break
-        p.update(greedy=toks[:keep], greedy_full=toks, step_margins=[round(m, 5) for m in margins],
-                 truncated_at_near_tie=keep < len(toks), completion=tok.decode(toks, skip_special_tokens=False))
-        min_margin = min([min_margin] + margins[:keep])
-        log(f"  golden {p['name']}: {len(toks)} tokens (kept {keep}), min margin {min(margins):.4f}: {p['completion'][:400]!r}")
-    # Logit rows for two sequences: held-out code and a chat render.
-    seqs = [fixed_windows(held_code, 1, 5, length=40)[0].tolist(),
-            tok.encode(chat_render(CHAT_PROMPTS[-1][1] + [{"role": "assistant", "content": "It is 18°C and sunny in Paris."}],
-                                   CHAT_PROMPTS[-1][2]), add_special_tokens=False).ids[-40:]]
-    tensors, rows_info = {}, []
-    with torch.no_grad():
-        for i, ids in enumerate(seqs):
-            x = torch.tensor([ids])
-            hidden, logits = main_fn_of(model)(x)
-            ml = mtp_forward(torch, model, mtp, x, hidden)[0].float().numpy()
-            logits = logits[0].float().numpy()
-            T = len(ids)
-            rows = sorted(set(np.linspace(0, T - 1, 6).round().astype(int).tolist()))
-            mrows = sorted(set(np.linspace(0, T - 2, 6).round().astype(int).tolist()))
-            tensors[f"seq{i}.ids"] = ("I64", np.asarray(ids, dtype=np.int64))
-            tensors[f"seq{i}.rows"] = ("I64", np.asarray(rows, dtype=np.int64))
-            tensors[f"seq{i}.logits"] = ("F32", np.ascontiguousarray(logits[rows]))
-            tensors[f"seq{i}.mtp_rows"] = ("I64", np.asarray(mrows, dtype=np.int64))
-            tensors[f"seq{i}.mtp_logits"] = ("F32", np.ascontiguousarray(ml[mrows]))
-            rows_info.append(dict(length=T, rows=rows, mtp_rows=mrows, text=tok.decode(ids, skip_special_tokens=False)))
-    st_io.st_write(os.path.join(gdir, "logits.safetensors"), tensors,
-                   metadata={"format": "pt", "source": "transformers DeepseekV3ForCausalLM fp32, dequantised weights"})
-    import transformers
-    golden = dict(
-        generator="tools/train/train_nano.py",
-        reference=("transformers DeepseekV3ForCausalLM on CPU, float32, eager attention and experts, on the "
-                   "dequantised checkpoint; greedy by full recompute (no KV cache), stopping after eos; tokens "
-                   "after a step whose top-1 margin is < 2e-3 are left out of `greedy`"),
-        versions={"torch": torch.__version__, "transformers": transformers.__version__},
-        min_kept_greedy_margin=min_margin, prompts=prompts, logits=rows_info)
-    with open(os.path.join(gdir, "golden.json"), "w", encoding="utf-8") as fh:
-        json.dump(golden, fh, ensure_ascii=False, indent=1)
-        fh.write("\n")
-    return prompts
-
-
-def tool_call_check(torch, model, tok, chat_render, n, device):
-    """Greedy (KV-cached generate, GPU fp32) on held-out synthetic tool conversations: is the first assistant turn a
-    well-formed call to the right function with the right JSON arguments, and is the answer after the tool output
-    plain text ending in eos?"""
-    rng = random.Random(12345)
-    ok_form = ok_name = ok_args = ok_answer = total = 0
-    examples = []
-    model.to(device)
-    while total < n:
-        conv = chat_data.conversation(rng)
-        msgs = conv["messages"]
-        call_i = next((i for i, m in enumerate(msgs) if m["role"] == "assistant" and m.get("tool_calls")), None)
-        if call_i is None:
-            continue
-        total += 1
-        expect = msgs[call_i]["tool_calls"][0]["function"]
-        prompt = tok.encode(chat_render(msgs[:call_i], conv["tools"], add_generation_prompt=True), add_special_tokens=False).ids
-        out = generate(torch, model, prompt, 64, device)
-        text = tok.decode(out, skip_special_tokens=False)
-        m = TOOL_CALL_RE.match(text)
-        if m:
-            ok_form += 1
-            ok_name += m.group(1) == expect["name"]
-            try:
-                ok_args += json.loads(m.group(2)) == json.loads(expect["arguments"])
-            except ValueError:
-                pass
-        prompt2 = tok.encode(chat_render(msgs[:call_i + 2], conv["tools"], add_generation_prompt=True),
-                             add_special_tokens=False).ids
-        out2 = generate(torch, model, prompt2, 64, device)
-        answer = tok.decode(out2, skip_special_tokens=False)
-        good = answer.endswith(chat_data.EOS) and "<｜tool" not in answer and len(answer) > len(chat_data.EOS) + 2
-        ok_answer += good
-        if len(examples) < 6:
-            examples.append(dict(question=msgs[call_i - 1]["content"], expected=expect, call=text, answer=answer))
-    model.cpu()
-    return dict(conversations=total, well_formed_call=ok_form / total, right_function=ok_name / total,
-                right_arguments=ok_args / total, plain_answer_after_output=ok_answer / total, examples=examples)
-
-
-def generate(torch, model, prompt, max_new, device, eos=1):
-    with torch.no_grad():
-        x = torch.tensor([prompt], device=device)
-        out = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=max_new, do_sample=False,
-                             eos_token_id=eos, pad_token_id=eos)
-    return out[0, len(prompt):].tolist()
-
-
-def self_generated_agreement(torch, model, mtp, prompts, device, max_new=48):
-    """MTP top-1 vs the main model's next-next greedy token on the model's own greedy continuations."""
-    agree = total = 0
-    model.to(device)
-    mtp.to(device)
-    with torch.no_grad():
-        for p in prompts:
-            out = generate(torch, model, p, max_new, device)
-            seq = torch.tensor([p + out], device=device)
-            hidden, logits = main_fn_of(model)(seq)
-            ml = mtp_forward(torch, model, mtp, seq, hidden)[0]
-            lo = len(p) - 1  # rows whose next-next token is generated
-            a = ml[lo:].argmax(-1) == logits[0, lo + 1:].argmax(-1)
-            agree += int(a.sum())
-            total += a.numel()
-    model.cpu()
-    mtp.cpu()
-    return agree / max(1, total), total
-
-
 # ================================================================================================ driver
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -879,9 +286,9 @@ def run(args, deadline, ds_json, metrics, work, model_dir):
     set_experts_impl(model, "eager")
     set_experts_impl(mtp, "eager")
     with torch.no_grad():
-        metrics["eval_trained_fp32"] = {
-            "code": evaluate(torch, main_fn_of(model), lambda x, h: mtp_forward(torch, model, mtp, x, h), eval_code, "cuda"),
-            "chat": evaluate(torch, main_fn_of(model), lambda x, h: mtp_forward(torch, model, mtp, x, h), eval_chat, "cuda")}
+        mtp_fn = functools.partial(mtp_forward, torch, model, mtp)  # a lambda over the deleted model reads as undefined
+        metrics["eval_trained_fp32"] = {"code": evaluate(torch, main_fn_of(model), mtp_fn, eval_code, "cuda"),
+                                        "chat": evaluate(torch, main_fn_of(model), mtp_fn, eval_chat, "cuda")}
     log(f"held-out (trained weights, fp32): {json.dumps(metrics['eval_trained_fp32'])}")
     master = official_names(torch, model, mtp)
     from safetensors.torch import save_file
@@ -890,7 +297,7 @@ def run(args, deadline, ds_json, metrics, work, model_dir):
     with tarfile.open(os.path.join(args.out, "tokenizer.tar"), "w") as tf:
         for f in ("tokenizer.json", "tokenizer_config.json"):
             tf.add(os.path.join(model_dir, f), arcname=f)
-    del model, mtp
+    del model, mtp, mtp_fn
     torch.cuda.empty_cache()
     export_and_check(args, torch, master, tok, model_dir, work, held_code, eval_code, eval_chat, render, metrics)
 
@@ -910,9 +317,11 @@ def export_and_check(args, torch, master, tok, model_dir, work, held_code, eval_
     n_main = sum(v.size for k, v in unique.items() if not k.startswith(f"model.layers.{L}."))
     n_mtp = sum(v.size for k, v in unique.items() if k.startswith(f"model.layers.{L}."))
     E, K = ARCH["n_routed_experts"], ARCH["num_experts_per_tok"]
-    n_experts = sum(v.size for k, v in unique.items() if ".mlp.experts." in k and not k.startswith(f"model.layers.{L}."))
+    n_experts = sum(v.size for k, v in unique.items()
+                    if ".mlp.experts." in k and not k.startswith(f"model.layers.{L}."))
     metrics["params"] = {"main_model": int(n_main), "mtp_module_excluding_shared_embedding_and_head": int(n_mtp),
-                         "total": int(n_main + n_mtp), "main_activated_per_token": int(n_main - n_experts * (E - K) / E),
+                         "total": int(n_main + n_mtp),
+                         "main_activated_per_token": int(n_main - n_experts * (E - K) / E),
                          "checkpoint_elements": counts}
     log(f"params: {metrics['params']}")
     with open(os.path.join(model_dir, "config.json")) as fh:
@@ -978,7 +387,8 @@ def export_and_check(args, torch, master, tok, model_dir, work, held_code, eval_
         log("numpy reference check failed:\n" + traceback.format_exc())
     files = sorted(os.listdir(model_dir))
     size = sum(os.path.getsize(os.path.join(model_dir, x)) for x in files if os.path.isfile(os.path.join(model_dir, x)))
-    size += sum(os.path.getsize(os.path.join(model_dir, "golden", x)) for x in os.listdir(os.path.join(model_dir, "golden")))
+    size += sum(os.path.getsize(os.path.join(model_dir, "golden", x))
+                for x in os.listdir(os.path.join(model_dir, "golden")))
     metrics["model_dir_bytes"] = size
     log(f"model folder: {files}, {size} bytes")
     with tarfile.open(os.path.join(args.out, "fathom-nano.tar"), "w") as tf:
