@@ -66,6 +66,7 @@ TEST_P(DecodeWgmmaGemm, MatchesCpuW8A8AtEverySplitCount) {
     ASSERT_GE(used, 1);
     ASSERT_LE(used, k_blocks);
     DeviceBuffer<float> partials(gemm.small_m_workspace_bytes(s.rows, s.cols) / sizeof(float) + 1);
+    partials.fill_bytes(0xff);  // poisoned: only the used splits are written
     const Fp8GemmWorkspace ws{partials.data(), partials.bytes()};
     std::vector<uint16_t> full_batch;  // 64 tokens: the bits the smaller batches of the same tile size must give
     std::vector<uint16_t> tile32_batch;
@@ -111,6 +112,7 @@ TEST(DecodeWgmma, DeferredPartialsSumToTheStoredOutput) {
   gemm.set_wgmma_decode_splits_override(4);
   ASSERT_EQ(gemm.wgmma_decode_splits(rows, cols), 4);
   DeviceBuffer<float> partials(gemm.small_m_workspace_bytes(rows, cols) / sizeof(float) + 1);
+  partials.fill_bytes(0xff);  // poisoned: only the used splits are written
   const Fp8GemmWorkspace ws{partials.data(), partials.bytes()};
   const std::vector<uint16_t> stored = run_bf16(gemm, a, tokens, w.view(), ws);  // kAuto at 24 tokens: wgmma
 
@@ -153,6 +155,7 @@ TEST(DecodeWgmma, KernelChoice) {
     TestActivations a = make_activations(rng, 64, cols);
     Fp8Gemm gemm(device_sm_count());
     DeviceBuffer<float> partials(gemm.small_m_workspace_bytes(rows, cols) / sizeof(float) + 1);
+    partials.fill_bytes(0xff);  // poisoned: only the used splits are written
     const Fp8GemmWorkspace ws{partials.data(), partials.bytes()};
     for (const int64_t tokens : {int64_t{8}, int64_t{9}, int64_t{17}, int64_t{64}}) {
       gemm.set_decode_kernel(DecodeKernel::kMmaSync);
@@ -187,6 +190,7 @@ TEST_P(DecodeWgmmaGraphChain, ReplaysMatchSingleRuns) {
   gemm.set_decode_kernel(DecodeKernel::kWgmma);
   gemm.set_wgmma_decode_splits_override(c.splits);
   DeviceBuffer<float> partials(gemm.small_m_workspace_bytes(c.rows, c.cols) / sizeof(float) + 1);
+  partials.fill_bytes(0xff);  // poisoned: only the used splits are written
   const Fp8GemmWorkspace ws{partials.data(), partials.bytes()};
   const std::vector<uint16_t> single[2] = {run_bf16(gemm, a, c.tokens, weights[0].view(), ws),
                                            run_bf16(gemm, a, c.tokens, weights[1].view(), ws)};

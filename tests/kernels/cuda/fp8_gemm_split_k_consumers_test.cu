@@ -36,6 +36,7 @@ SplitGemm run_split_gemm(Fp8Gemm& gemm, const TestWeight& w, int64_t tokens, std
   const DeviceFp8Activations activations{g.x_values.data(), g.x_scales.data(), tokens, cols};
   const size_t bytes = gemm.small_m_workspace_bytes(rows, cols);
   g.workspace = DeviceBuffer<float>(bytes / sizeof(float));
+  g.workspace.fill_bytes(0xff);  // poisoned: only the used splits are written
   Fp8GemmWorkspace workspace{g.workspace.data(), bytes};
   g.reduced = DeviceBuffer<__nv_bfloat16>(static_cast<size_t>(tokens * rows));
   g.reduced.fill_bytes(0xff);

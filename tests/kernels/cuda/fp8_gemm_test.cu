@@ -78,6 +78,7 @@ TEST_P(SmallMGemm, MatchesCpuW8A8) {
   TestActivations a = make_activations(rng, s.tokens, s.cols);
   Fp8Gemm gemm(device_sm_count());
   DeviceBuffer<float> workspace(gemm.small_m_workspace_bytes(s.rows, s.cols) / sizeof(float) + 1);
+  workspace.fill_bytes(0xff);  // poisoned: only the used splits are written
   Fp8GemmWorkspace ws{workspace.data(), workspace.bytes()};
   DeviceBuffer<float> out(static_cast<size_t>(s.tokens * s.rows));
   out.fill_bytes(0xff);
@@ -212,6 +213,7 @@ TEST(SmallMVariants, BitIdenticalToReference) {
     const DeviceFp8Weight& w = weight.view;
     TestActivations a = make_activations(rng, 64, cols);
     DeviceBuffer<float> partials(gemm.small_m_workspace_bytes(rows, cols) / sizeof(float) + 1);
+    partials.fill_bytes(0xff);  // poisoned: only the used splits are written
     DeviceBuffer<uint32_t> counters(gemm.small_m_counter_bytes(rows, cols) / sizeof(uint32_t) + 1);
     counters.fill_bytes(0);  // zero at rest
     const Fp8GemmWorkspace ws{partials.data(), partials.bytes(), counters.data(), counters.bytes()};
@@ -240,6 +242,7 @@ TEST(SmallMVariants, DefaultDeferredCallMatchesPlainCall) {
     const DeviceFp8Weight& w = weight.view;
     TestActivations a = make_activations(rng, 16, cols);
     DeviceBuffer<float> partials(gemm.small_m_workspace_bytes(rows, cols) / sizeof(float) + 1);
+    partials.fill_bytes(0xff);  // poisoned: only the used splits are written
     const Fp8GemmWorkspace ws{partials.data(), partials.bytes()};
     const int splits = gemm.small_m_splits(rows, cols);
     const bool cta = gemv_cta_applies(rows, cols, splits, device_sm_count());

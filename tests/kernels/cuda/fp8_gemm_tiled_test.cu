@@ -58,6 +58,7 @@ void run_small_m_path(const DeviceFp8Activations& x, const DeviceFp8Weight& w, O
   Fp8Gemm gemm(device_sm_count());
   gemm.set_decode_kernel(DecodeKernel::kMmaSync);
   DeviceBuffer<float> partials(std::max<size_t>(1, gemm.small_m_workspace_bytes(w.rows, w.cols) / sizeof(float)));
+  partials.fill_bytes(0xff);  // poisoned: only the used splits are written
   DeviceBuffer<uint32_t> counters(std::max<size_t>(1, gemm.small_m_counter_bytes(w.rows, w.cols) / sizeof(uint32_t)));
   counters.fill_bytes(0);
   Fp8GemmWorkspace workspace{partials.data(), partials.bytes(), counters.data(), counters.bytes()};

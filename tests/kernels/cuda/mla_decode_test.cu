@@ -233,6 +233,8 @@ TEST(MlaDecode, DeterministicAndGraphReplayMatchesDirectLaunch) {
     FATHOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     const size_t bytes = kernels::cuda::mla_decode_workspace_bytes(plan, s.batch(), s.c.heads, s.c.kv_lora);
     DeviceBuffer<uint8_t> workspace(bytes);
+    workspace.fill_bytes(0xff);  // poisoned: a split read but never written shows as NaN
+    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());  // the fill (legacy stream) before the non-blocking stream's work
     const MlaDecodeArgs args = decode_args(s);
     cudaGraph_t graph;
     cudaGraphExec_t graph_exec;
@@ -439,6 +441,8 @@ TEST(MlaDecode, ProgrammaticChainMatchesPlainLaunch) {
       DeviceBuffer<int32_t> page_table(shape.cache.page_table_device.size());
       const size_t bytes = kernels::cuda::mla_decode_workspace_bytes(plan, shape.batch(), c.heads, c.kv_lora);
       DeviceBuffer<uint8_t> workspace(bytes);
+      workspace.fill_bytes(0xff);  // poisoned: a split read but never written shows as NaN
+      FATHOM_CUDA_CHECK(cudaDeviceSynchronize());  // the fill before the non-blocking stream's work
       MlaDecodeArgs args;
       args.q_latent = q_latent.data();
       args.q_pe = q_pe.data();

@@ -119,6 +119,7 @@ TEST_P(MlaDecodeValueProjection, FusedMatchesCombineThenProjection) {
                  " tiles, at least " + std::to_string(plan.min_tiles_per_split));
     const size_t bytes = kernels::cuda::mla_decode_workspace_bytes(plan, batch, c.heads, kLora);
     DeviceBuffer<uint8_t> workspace(bytes);
+    workspace.fill_bytes(0xff);  // poisoned: a split read but never written shows as NaN
     std::vector<uint16_t> expected[2];  // per q_latent source: mla_decode, then mla_project_values
     for (int source = 0; source < 2; ++source) {
       MlaDecodePlan unfused = plan;

@@ -197,6 +197,9 @@ TEST(MlaPrepare, RejectsBadArguments) {
   DeviceBuffer<__nv_bfloat16> q(64), kv_a(64), weight(32), pool(64);
   DeviceBuffer<int32_t> ints(std::vector<int32_t>(4, 0));  // positions and slots
   DeviceBuffer<float> inv_freq(8);
+  // The accepted call reads real numbers.
+  for (DeviceBuffer<__nv_bfloat16>* buffer : {&q, &kv_a, &weight, &pool}) buffer->fill_bytes(0);
+  inv_freq.fill_bytes(0);
   MlaPrepareArgs args;
   args.q_pe = RopeTarget{q.data(), 1, 16};
   args.kv_a = kv_a.data();

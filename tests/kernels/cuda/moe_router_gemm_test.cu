@@ -210,6 +210,8 @@ TEST(CudaMoeRouterGemm, RejectsBadArguments) {
   DeviceBuffer<float> x(static_cast<size_t>(kMaxTokens * kHidden + 4));             // [64, 8] + 4
   DeviceBuffer<float> weight(static_cast<size_t>(kExperts * kHidden + 4));          // [16, 8] + 4
   DeviceBuffer<float> out(static_cast<size_t>((kMaxTokens + 1) * kExperts));        // [65, 16]
+  x.fill_bytes(0);  // the accepted calls read real numbers
+  weight.fill_bytes(0);
   EXPECT_NO_THROW(moe_router_logits_fp32(x.data(), 1, kHidden, weight.data(), kExperts, out.data(), nullptr));
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
 

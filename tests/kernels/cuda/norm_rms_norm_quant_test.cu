@@ -337,11 +337,19 @@ TEST(CudaRmsNormFp8, SeparateQuantizationTakesAnyWidth) {
     for (float& w : weight) w += 1.0f;
     DeviceBuffer<__nv_bfloat16> d_weight(testing::float_to_bf16_vector(weight));
     DeviceBuffer<__nv_bfloat16> d_out(x.size());
+    d_out.fill_bytes(0xff);  // poisoned: the columns between dim and stride must stay so
     Fp8Buffers fp8_buffers(rows, dim);
     const Fp8RowsOut fp8 = fp8_buffers.out();
     rms_norm_bf16(d_x.data(), stride, rows, dim, d_weight.data(), kEps, d_out.data(), stride, &fp8, nullptr);
     FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
-    const std::vector<float> y = testing::bf16_to_float_vector(d_out.download());
+    const std::vector<__nv_bfloat16> out_bits = d_out.download();
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = dim; c < stride; ++c) {
+        uint16_t bits;
+        std::memcpy(&bits, &out_bits[static_cast<size_t>(r * stride + c)], sizeof(bits));
+        ASSERT_EQ(bits, 0xffffu) << "row " << r << " column " << c << " past dim written";
+      }
+    const std::vector<float> y = testing::bf16_to_float_vector(out_bits);
     const int64_t groups = groups_of(dim);
     std::vector<uint8_t> values(static_cast<size_t>(rows * dim));
     std::vector<uint32_t> scales(static_cast<size_t>(rows * groups));
