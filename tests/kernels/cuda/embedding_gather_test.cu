@@ -82,6 +82,7 @@ TEST(CudaEmbedding, NullFlagIsAllowed) {
   DeviceBuffer<uint16_t> table(std::vector<uint16_t>(16 * 8, 0x3f80));
   DeviceBuffer<int32_t> ids(std::vector<int32_t>{-3, 20});
   DeviceBuffer<__nv_bfloat16> out(16);
+  out.fill_bytes(0xff);
   embedding_gather_bf16(reinterpret_cast<const __nv_bfloat16*>(table.data()), 16, 8, ids.data(), 2, out.data(), nullptr,
                         nullptr);
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());

@@ -93,12 +93,15 @@ TEST_P(DecodeWgmmaGemm, MatchesCpuW8A8AtEverySplitCount) {
   }
 }
 
-// V3 decode weights (the fused q_a + kv_a has 2112 rows: a half 128-row block), a weight narrower than one row
-// block, and columns that are not a multiple of 128 (a partial last K block).
+// V3 decode weights (the fused q_a + kv_a has 2112 rows: a half 128-row block; q_b, o_proj, the dense MLP's gate_up
+// and down, the shared expert's), a weight narrower than one row block, and columns that are not a multiple of 128
+// (a partial last K block).
 INSTANTIATE_TEST_SUITE_P(Shapes, DecodeWgmmaGemm,
                          ::testing::Values(DecodeShape{256, 512}, DecodeShape{2112, 7168}, DecodeShape{576, 1536},
                                            DecodeShape{7168, 2048}, DecodeShape{200, 1040}, DecodeShape{72, 272},
-                                           DecodeShape{4096, 7168}));
+                                           DecodeShape{4096, 7168}, DecodeShape{24576, 1536},
+                                           DecodeShape{7168, 16384}, DecodeShape{36864, 7168},
+                                           DecodeShape{7168, 18432}));
 
 // run_small_m_deferred hands back the split partials instead of storing; summed in split order and rounded they are
 // the bf16 output the reduce stores.

@@ -145,6 +145,7 @@ TEST_P(GroupedGemm, MatchesCpuW8A8PerExpert) {
     one_counts[0] = 1;
     DeviceBuffer<int32_t> one_counts_device(one_counts);
     DeviceBuffer<__nv_bfloat16> alone(static_cast<size_t>(s.rows));
+    alone.fill_bytes(0xff);
     args.expert_counts = one_counts_device.data();
     args.max_rows_per_expert = 1;
     fp8_grouped_gemm(args, alone.data(), nullptr);
@@ -204,6 +205,7 @@ TEST(GroupedGemmDecode, SettledExpertsInProgrammaticChain) {
   for (Routing& R : routing) {  // references: plain launches, experts not settled
     DeviceBuffer<int32_t> offsets(R.offsets), counts(R.counts), active(R.active);
     DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(R.total * kRows));
+    out.fill_bytes(0xff);
     Fp8GroupedGemmArgs plain = args;
     plain.x_values = R.x_values.data();
     plain.x_scales = R.x_scales.data();

@@ -1,6 +1,7 @@
 // FP8 block-scaled GEMM and activation quantization on the GPU against the CPU ops (kernels/cpu).
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -93,6 +94,7 @@ TEST_P(SmallMGemm, MatchesCpuW8A8) {
   out_bf16.fill_bytes(0xff);
   gemm.run(a.view(), nullptr, w.view(), out_bf16.data(), ws, nullptr, Fp8GemmPath::kSmallM);
   DeviceBuffer<float> again(static_cast<size_t>(s.tokens * s.rows));
+  again.fill_bytes(0xff);
   gemm.run(a.view(), nullptr, w.view(), again.data(), ws, nullptr, Fp8GemmPath::kSmallM);
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
   EXPECT_LT(relative_l2_error(fathom::testing::bf16_to_float_vector(out_bf16.download()), gpu), 1e-2);
@@ -102,6 +104,7 @@ TEST_P(SmallMGemm, MatchesCpuW8A8) {
   DeviceFp8Activations first = a.view();
   first.tokens = 1;
   DeviceBuffer<float> alone(static_cast<size_t>(s.rows));
+  alone.fill_bytes(0xff);
   gemm.run(first, nullptr, w.view(), alone.data(), ws, nullptr, Fp8GemmPath::kSmallM);
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
   EXPECT_EQ(std::memcmp(alone.download().data(), gpu.data(), static_cast<size_t>(s.rows) * sizeof(float)), 0);
@@ -309,6 +312,70 @@ TEST_P(CublasLtGemm, MatchesCpuW8A8) {
 INSTANTIATE_TEST_SUITE_P(Shapes, CublasLtGemm,
                          ::testing::Values(GemmShape{128, 256, 512}, GemmShape{200, 576, 7168}, GemmShape{1024, 1536, 7168},
                                            GemmShape{256, 7168, 2048}));
+
+// The model's prefill GEMM (CudaModelImpl::gemm): the largest multiple-of-128 row prefix through cuBLASLt with bf16
+// output, reading the block-major scales quantize_activations_fp8 writes for that prefix only, and the rows past it
+// through the small-M kernel 64 at a time; every row against the CPU w8a8 linear.
+class CublasLtRowPrefix : public ::testing::TestWithParam<GemmShape> {};
+
+TEST_P(CublasLtRowPrefix, Bf16PrefixThenSmallMMatchesCpuW8A8) {
+  FATHOM_REQUIRE_GPU();
+  const GemmShape s = GetParam();
+  const int64_t prefix = s.tokens / 128 * 128, k_blocks = ceil_div(s.cols, 128);
+  ASSERT_GT(prefix, 0);
+  std::mt19937 rng(static_cast<uint32_t>(s.tokens * 5 + s.rows + s.cols));
+  TestWeight w = make_weight(rng, s.rows, s.cols);
+  const std::vector<float> x_host =
+      fathom::testing::round_to_bf16(fathom::testing::random_normal(rng, static_cast<size_t>(s.tokens * s.cols), 2.0f));
+  DeviceBuffer<__nv_bfloat16> x(fathom::testing::float_to_bf16_vector(x_host));
+  DeviceBuffer<uint8_t> values(static_cast<size_t>(s.tokens * s.cols));
+  DeviceBuffer<float> scales(static_cast<size_t>(s.tokens * k_blocks));
+  DeviceBuffer<float> block_major(static_cast<size_t>(prefix * k_blocks));  // [k_blocks, prefix]
+  values.fill_bytes(0xff);
+  scales.fill_bytes(0xff);
+  block_major.fill_bytes(0xff);
+  quantize_activations_fp8(x.data(), s.tokens, s.cols, values.data(), scales.data(), block_major.data(), prefix,
+                           nullptr);
+  const DeviceFp8Activations all{values.data(), scales.data(), s.tokens, s.cols};
+
+  Fp8Gemm gemm(device_sm_count());
+  ASSERT_TRUE(gemm.cublaslt().supports(prefix, s.rows, s.cols, CUDA_R_16BF)) << "cuBLASLt offers no algorithm";
+  DeviceBuffer<float> partials(gemm.small_m_workspace_bytes(s.rows, s.cols) / sizeof(float) + 1);
+  DeviceBuffer<uint32_t> counters(gemm.small_m_counter_bytes(s.rows, s.cols) / sizeof(uint32_t) + 1);
+  partials.fill_bytes(0xff);  // poisoned: only the used splits are written
+  counters.fill_bytes(0);     // zero at rest
+  const Fp8GemmWorkspace ws{partials.data(), partials.bytes(), counters.data(), counters.bytes()};
+  DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(s.tokens * s.rows));
+  out.fill_bytes(0xff);
+  DeviceFp8Activations head = all;
+  head.tokens = prefix;
+  gemm.run(head, block_major.data(), w.view(), out.data(), Fp8GemmWorkspace{}, nullptr, Fp8GemmPath::kCublasLt);
+  for (int64_t begin = prefix; begin < s.tokens; begin += Fp8Gemm::kSmallMMaxTokens) {
+    const DeviceFp8Activations part{values.data() + begin * s.cols, scales.data() + begin * k_blocks,
+                                    std::min(Fp8Gemm::kSmallMMaxTokens, s.tokens - begin), s.cols};
+    gemm.run(part, nullptr, w.view(), out.data() + begin * s.rows, ws, nullptr, Fp8GemmPath::kSmallM);
+  }
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+
+  TestActivations reference_input;
+  reference_input.host = x_host;
+  reference_input.tokens = s.tokens;
+  reference_input.cols = s.cols;
+  const std::vector<float> expected = cpu_w8a8(reference_input, w);
+  const std::vector<float> got = fathom::testing::bf16_to_float_vector(out.download());
+  const std::vector<float> got_head(got.begin(), got.begin() + prefix * s.rows);
+  const std::vector<float> expected_head(expected.begin(), expected.begin() + prefix * s.rows);
+  EXPECT_LT(relative_l2_error(got_head, expected_head), 4e-3) << "cuBLASLt prefix of " << prefix << " rows";
+  // bf16 rounding; a row left unwritten stays NaN and fails.
+  EXPECT_LT(relative_l2_error(got, expected), 4e-3) << "all " << s.tokens << " rows";
+}
+
+// V3 prefill weights (q_b, kv_b, o_proj, the fused q_a + kv_a, the shared expert's down) at batches with and without
+// rows past the prefix (1, 44, 72, 77 rows: one and several small-M launches).
+INSTANTIATE_TEST_SUITE_P(Shapes, CublasLtRowPrefix,
+                         ::testing::Values(GemmShape{200, 24576, 1536}, GemmShape{300, 32768, 512},
+                                           GemmShape{129, 7168, 16384}, GemmShape{256, 2112, 7168},
+                                           GemmShape{333, 7168, 2048}));
 
 }  // namespace
 }  // namespace fathom::kernels::cuda

@@ -85,6 +85,7 @@ inline TestActivations make_activations(std::mt19937& rng, int64_t tokens, int64
   a.scales_block_major = DeviceBuffer<float>(static_cast<size_t>(tokens * groups));
   a.values.fill_bytes(0xff);
   a.scales.fill_bytes(0xff);
+  a.scales_block_major.fill_bytes(0xff);
   quantize_activations_fp8(x.data(), tokens, cols, a.values.data(), a.scales.data(), a.scales_block_major.data(), nullptr);
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
   return a;

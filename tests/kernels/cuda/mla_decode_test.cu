@@ -44,6 +44,8 @@ struct DecodeSetup {
   std::vector<float> q_latent, q_pe;  // [batch, heads, kv_lora], [batch, heads, rope] (bf16-rounded)
   DeviceBuffer<__nv_bfloat16> q_latent_device, q_pe_device, out_device;
   float scale = 0;
+  // When set (use_model_q_pe_layout): q_pe read from q_pe_in_q, [batch, heads, kQNope + rope] rows at offset kQNope.
+  DeviceBuffer<__nv_bfloat16> q_pe_in_q;
   int32_t batch() const { return static_cast<int32_t>(c.seq_lens.size()); }
   int32_t max_len() const { return *std::max_element(c.seq_lens.begin(), c.seq_lens.end()); }
 };
@@ -61,12 +63,34 @@ DecodeSetup make_setup(const DecodeCase& c, uint32_t seed) {
   return s;
 }
 
+// The nope width of q in front of each head's rope part: the model passes q_pe as q + 128 at q's head stride.
+constexpr int32_t kQNope = 128;
+
+// q_pe as the model lays it out: each head's rope values at offset kQNope of a [kQNope + rope] row of q, the nope
+// columns NaN (a kernel reading outside the rope part shows). Packed q_pe again with `model_layout` false.
+void use_model_q_pe_layout(DecodeSetup& s, bool model_layout) {
+  if (!model_layout) {
+    s.q_pe_in_q = DeviceBuffer<__nv_bfloat16>();
+    return;
+  }
+  const int64_t rows = static_cast<int64_t>(s.batch()) * s.c.heads, row_elems = kQNope + s.c.rope;
+  const std::vector<__nv_bfloat16> packed = float_to_bf16_vector(s.q_pe);
+  __nv_bfloat16 nan_bits;
+  const uint16_t all_ones = 0xffff;
+  std::memcpy(&nan_bits, &all_ones, sizeof(nan_bits));
+  std::vector<__nv_bfloat16> q(static_cast<size_t>(rows * row_elems), nan_bits);
+  for (int64_t r = 0; r < rows; ++r)
+    std::copy_n(packed.data() + r * s.c.rope, s.c.rope, q.data() + r * row_elems + kQNope);
+  s.q_pe_in_q = DeviceBuffer<__nv_bfloat16>(q);
+}
+
 // Decode arguments over the setup's device tensors (output into s.out_device).
 MlaDecodeArgs decode_args(DecodeSetup& s) {
   MlaDecodeArgs args;
   args.q_latent = s.q_latent_device.data();
-  args.q_pe = s.q_pe_device.data();
-  args.q_pe_head_stride = s.c.rope;
+  const bool model_layout = s.q_pe_in_q.size() > 0;
+  args.q_pe = model_layout ? s.q_pe_in_q.data() + kQNope : s.q_pe_device.data();
+  args.q_pe_head_stride = model_layout ? kQNope + s.c.rope : s.c.rope;
   args.cache = s.cache.view();
   args.batch = s.cache.batch_view();
   args.out_latent = s.out_device.data();
@@ -173,6 +197,41 @@ TEST_P(MlaDecodeSweep, MatchesCpuReferenceWithHeuristicAndForcedSplits) {
     }
   std::printf("[ mla decode ] %-32s rel_l2 %.2e (group %d, splits %d), worst variant %.2e, split change %.2e\n",
               c.name.c_str(), error, plan.head_group, plan.num_splits, worst_variant, worst_split_change);
+}
+
+// q_pe at the model's head stride (inside q's rows, kQNope + rope apart) gives the packed layout's bits on every
+// head group and 64-head path, with the heuristic split count and with splits of 2 tiles.
+TEST_P(MlaDecodeSweep, QPeAtTheModelsHeadStrideGivesTheSameBits) {
+  FATHOM_REQUIRE_GPU();
+  const DecodeCase& c = GetParam();
+  DecodeSetup s = make_setup(c, static_cast<uint32_t>(std::hash<std::string>{}(c.name)) + 1);
+  const MlaDecodePlan plan = heuristic_plan(s);
+  for (int32_t head_group : {16, 32, 64})
+    for (int path = 0; path < 5; ++path) {  // as in MatchesCpuReferenceWithHeuristicAndForcedSplits
+      if (path > 0 && head_group != 64) continue;
+      for (int32_t tiles_per_split : {0, 2}) {
+        MlaDecodePlan forced = plan;
+        forced.head_group = head_group;
+        forced.seesaw = path == 0;
+        forced.warp_specialized = path <= 1;
+        forced.score_wgmma = path < 4;
+        forced.value_wgmma = path < 3;
+        if (tiles_per_split > 0) {
+          forced.tiles_per_split = tiles_per_split;
+          const int32_t split_tokens = kernels::cuda::kMlaDecodeTileTokens * tiles_per_split;
+          forced.num_splits = (s.max_len() + split_tokens - 1) / split_tokens;
+          if (forced.num_splits > kernels::cuda::kMlaDecodeMaxSplits) continue;
+        }
+        SCOPED_TRACE(::testing::Message() << "head_group " << head_group << ", path " << path << ", tiles/split "
+                                          << tiles_per_split);
+        use_model_q_pe_layout(s, false);
+        const std::vector<float> packed = run_gpu(s, forced);
+        use_model_q_pe_layout(s, true);
+        const std::vector<float> in_q = run_gpu(s, forced);
+        ASSERT_TRUE(all_finite(in_q));
+        ASSERT_EQ(0, std::memcmp(packed.data(), in_q.data(), packed.size() * sizeof(float)));
+      }
+    }
 }
 
 std::vector<int32_t> random_lens(uint32_t seed, int count, int min_len, int max_len) {

@@ -222,7 +222,8 @@ void check_combine(int64_t tokens, int32_t top_k, int32_t experts, int64_t hidde
     off_by_more_than_rounding += std::fabs(out[i] - expected[i]) > std::fabs(expected[i]) * (1.0f / 256) + 1e-6f;
   }
   EXPECT_EQ(off_by_more_than_rounding, 0);
-  // Deterministic: a second run gives the same bits.
+  // Deterministic: a second run (into a poisoned output) gives the same bits.
+  d_out.fill_bytes(0xff);
   moe_combine(d_expert_out.data(), d_weights.data(), perm.token_slot_row.data(), with_shared ? d_shared.data() : nullptr,
               tokens, top_k, hidden, d_out.data(), nullptr);
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());

@@ -197,37 +197,40 @@ void expect_rows(const std::vector<__nv_bfloat16>& got_rows, const std::vector<u
   EXPECT_EQ(tail_touched, 0) << what << ": columns past dim changed";
 }
 
-// rms_norm_bf16 over [rows, dim] at a row stride, in place or not; the unfused run and the fused run start from
-// identical inputs and poisoned outputs.
-void check_rms_norm_fp8(int64_t rows, int64_t dim, int64_t stride, bool in_place, uint32_t seed) {
-  SCOPED_TRACE(::testing::Message() << "rms_norm rows " << rows << " dim " << dim << " stride " << stride
-                                    << " in place " << in_place);
+// rms_norm_bf16 over [rows, dim] at row stride x_stride into rows at out_stride, or in place (equal strides); the
+// unfused run and the fused run start from identical inputs and poisoned outputs.
+void check_rms_norm_fp8(int64_t rows, int64_t dim, int64_t x_stride, int64_t out_stride, bool in_place,
+                        uint32_t seed) {
+  SCOPED_TRACE(::testing::Message() << "rms_norm rows " << rows << " dim " << dim << " x stride " << x_stride
+                                    << " out stride " << out_stride << " in place " << in_place);
+  ASSERT_TRUE(!in_place || x_stride == out_stride);
   std::mt19937 rng(seed);
-  const std::vector<float> x = random_rows(rng, rows, stride, 1.0f);  // [rows, stride]
+  const std::vector<float> x = random_rows(rng, rows, x_stride, 1.0f);  // [rows, x_stride]
   const std::vector<float> weight = random_weight(rng, dim);
-  const Expected expected = emulate_norm(x, rows, dim, stride, weight);
+  const Expected expected = emulate_norm(x, rows, dim, x_stride, weight);
   const std::vector<__nv_bfloat16> x_bf16 = testing::float_to_bf16_vector(x);
+  const size_t out_elems = static_cast<size_t>(rows * out_stride);
   const std::vector<uint16_t> tail =
-      in_place ? as_bits<__nv_bfloat16, uint16_t>(x_bf16) : std::vector<uint16_t>(x.size(), kPoisonBf16);
+      in_place ? as_bits<__nv_bfloat16, uint16_t>(x_bf16) : std::vector<uint16_t>(out_elems, kPoisonBf16);
   DeviceBuffer<__nv_bfloat16> d_weight(testing::float_to_bf16_vector(weight));
 
   DeviceBuffer<__nv_bfloat16> x_unfused(x_bf16), x_fused(x_bf16);
-  DeviceBuffer<__nv_bfloat16> out_unfused(x.size()), out_fused(x.size());
+  DeviceBuffer<__nv_bfloat16> out_unfused(out_elems), out_fused(out_elems);
   out_unfused.fill_bytes(0xff);
   out_fused.fill_bytes(0xff);
   __nv_bfloat16* y_unfused = in_place ? x_unfused.data() : out_unfused.data();
   __nv_bfloat16* y_fused = in_place ? x_fused.data() : out_fused.data();
   Fp8Buffers fp8_unfused(rows, dim), fp8_fused(rows, dim);
 
-  rms_norm_bf16(x_unfused.data(), stride, rows, dim, d_weight.data(), kEps, y_unfused, stride, nullptr);
-  quantize_unfused(y_unfused, rows, dim, stride, fp8_unfused);
+  rms_norm_bf16(x_unfused.data(), x_stride, rows, dim, d_weight.data(), kEps, y_unfused, out_stride, nullptr);
+  quantize_unfused(y_unfused, rows, dim, out_stride, fp8_unfused);
   const Fp8RowsOut fp8 = fp8_fused.out();
-  rms_norm_bf16(x_fused.data(), stride, rows, dim, d_weight.data(), kEps, y_fused, stride, &fp8, nullptr);
+  rms_norm_bf16(x_fused.data(), x_stride, rows, dim, d_weight.data(), kEps, y_fused, out_stride, &fp8, nullptr);
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
 
-  expect_rows(in_place ? x_unfused.download() : out_unfused.download(), expected.out, rows, dim, stride, tail,
+  expect_rows(in_place ? x_unfused.download() : out_unfused.download(), expected.out, rows, dim, out_stride, tail,
               "bf16 out (no fp8) vs emulation");
-  expect_rows(in_place ? x_fused.download() : out_fused.download(), expected.out, rows, dim, stride, tail,
+  expect_rows(in_place ? x_fused.download() : out_fused.download(), expected.out, rows, dim, out_stride, tail,
               "bf16 out (with fp8) vs emulation");
   expect_same_fp8(fp8_fused, fp8_unfused);
 }
@@ -291,22 +294,26 @@ constexpr int64_t kRows[] = {1, 2, 7, 64, 300};
 TEST(CudaRmsNormFp8, NormMatchesUnfusedQuantization) {
   FATHOM_REQUIRE_GPU();
   struct Shape {
-    int64_t dim, stride;
+    int64_t dim, x_stride, out_stride;
     bool in_place;
   };
   const Shape shapes[] = {
-      {7168, 7168, false},   // V3 hidden (the first layer's input norm)
-      {1536, 1536, true},    // q_a's output, normalised in place
-      {2048, 2048, false},
-      {512, 576, true},      // kv_a rows: the first 512 of 576, in place
-      {512, 576, false},
-      {200, 200, false},     // not a multiple of 128: separate quantization kernel
-      {1536, 1537, false},   // odd stride: scalar loads, separate quantization kernel
-      {18432, 18432, false}, // the 16-vectors-per-thread kernel
+      {7168, 7168, 7168, false},     // V3 hidden (the first layer's input norm)
+      {1536, 1536, 1536, true},      // q_a's output, normalised in place
+      {1536, 2112, 1536, false},     // q_a's rows of the fused q_a + kv_a output into packed rows (the model's decode)
+      {2048, 2048, 2048, false},
+      {512, 576, 576, true},         // kv_a rows: the first 512 of 576, in place
+      {512, 576, 576, false},
+      {512, 576, 512, false},
+      {200, 200, 200, false},        // not a multiple of 128: separate quantization kernel
+      {1536, 1537, 1537, false},     // odd stride: scalar loads, separate quantization kernel
+      {1536, 2112, 1537, false},     // odd output stride only
+      {7168, 7168, 14336, false},    // into the MTP's [rows, 2 x 7168] concatenation
+      {18432, 18432, 18432, false},  // the 16-vectors-per-thread kernel
   };
   uint32_t seed = 1;
   for (int64_t rows : kRows) {
-    for (const Shape& s : shapes) check_rms_norm_fp8(rows, s.dim, s.stride, s.in_place, seed++);
+    for (const Shape& s : shapes) check_rms_norm_fp8(rows, s.dim, s.x_stride, s.out_stride, s.in_place, seed++);
   }
 }
 

@@ -31,36 +31,38 @@ std::vector<__nv_bfloat16> random_weight(std::mt19937& rng, int64_t dim) {
   return testing::float_to_bf16_vector(w);
 }
 
-// Rows at a stride (columns [0, dim) of [rows, stride]); the columns past dim must stay untouched.
-void check_rms_norm(int64_t rows, int64_t dim, int64_t stride, bool in_place, uint32_t seed) {
-  SCOPED_TRACE(::testing::Message() << "rows " << rows << " dim " << dim << " stride " << stride << " in place "
-                                    << in_place);
+// Rows at a stride (columns [0, dim) of [rows, x_stride]) into rows at out_stride (in place: the same rows); the
+// output columns past dim must stay untouched.
+void check_rms_norm(int64_t rows, int64_t dim, int64_t x_stride, int64_t out_stride, bool in_place, uint32_t seed) {
+  SCOPED_TRACE(::testing::Message() << "rows " << rows << " dim " << dim << " x stride " << x_stride
+                                    << " out stride " << out_stride << " in place " << in_place);
+  ASSERT_TRUE(!in_place || x_stride == out_stride);
   std::mt19937 rng(seed);
-  const std::vector<float> x_full = testing::round_to_bf16(testing::random_normal(rng, rows * stride, 3.0f));
+  const std::vector<float> x_full = testing::round_to_bf16(testing::random_normal(rng, rows * x_stride, 3.0f));
   std::vector<__nv_bfloat16> weight = random_weight(rng, dim);
   std::vector<float> x_rows(static_cast<size_t>(rows * dim));
-  for (int64_t r = 0; r < rows; ++r) std::copy_n(x_full.data() + r * stride, dim, x_rows.data() + r * dim);
+  for (int64_t r = 0; r < rows; ++r) std::copy_n(x_full.data() + r * x_stride, dim, x_rows.data() + r * dim);
   const std::vector<float> expected = cpu_rms_norm(x_rows, rows, dim, weight);
 
   DeviceBuffer<__nv_bfloat16> d_x(testing::float_to_bf16_vector(x_full));
   DeviceBuffer<__nv_bfloat16> d_weight(weight);
-  DeviceBuffer<__nv_bfloat16> d_out(static_cast<size_t>(rows * stride));
+  DeviceBuffer<__nv_bfloat16> d_out(static_cast<size_t>(rows * out_stride));
   d_out.fill_bytes(0xff);
   __nv_bfloat16* out = in_place ? d_x.data() : d_out.data();
-  rms_norm_bf16(d_x.data(), stride, rows, dim, d_weight.data(), kEps, out, stride, nullptr);
+  rms_norm_bf16(d_x.data(), x_stride, rows, dim, d_weight.data(), kEps, out, out_stride, nullptr);
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<__nv_bfloat16> got_bits = in_place ? d_x.download() : d_out.download();
   std::vector<float> got(static_cast<size_t>(rows * dim));
   int64_t tail_touched = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < stride; ++c) {
-      const __nv_bfloat16 v = got_bits[r * stride + c];
+    for (int64_t c = 0; c < out_stride; ++c) {
+      const __nv_bfloat16 v = got_bits[r * out_stride + c];
       if (c < dim) {
         got[r * dim + c] = __bfloat162float(v);
       } else {
         uint16_t bits, original;
         std::memcpy(&bits, &v, 2);
-        const __nv_bfloat16 x_bf16 = __float2bfloat16(x_full[r * stride + c]);
+        const __nv_bfloat16 x_bf16 = __float2bfloat16(x_full[r * x_stride + c]);
         std::memcpy(&original, &x_bf16, 2);
         tail_touched += bits != (in_place ? original : uint16_t{0xffff});
       }
@@ -68,6 +70,10 @@ void check_rms_norm(int64_t rows, int64_t dim, int64_t stride, bool in_place, ui
   }
   EXPECT_EQ(tail_touched, 0);
   EXPECT_LT(testing::relative_l2_error(got, expected), 3e-3);  // bf16 output rounding
+}
+
+void check_rms_norm(int64_t rows, int64_t dim, int64_t stride, bool in_place, uint32_t seed) {
+  check_rms_norm(rows, dim, stride, stride, in_place, seed);
 }
 
 TEST(CudaRmsNorm, MatchesCpuOverShapes) {
@@ -82,6 +88,14 @@ TEST(CudaRmsNorm, MatchesCpuOverShapes) {
   check_rms_norm(5, 7168, 7168, true, seed++);
   for (int64_t dim : {1, 7, 100, 129, 4100, 20000, 32768}) check_rms_norm(3, dim, dim, false, seed++);
   check_rms_norm(4, 100, 103, false, seed++);  // odd stride: scalar path
+  // Input and output strides apart, as the model runs them: q_a's rows of the fused q_a + kv_a output (2112) into
+  // packed rows, and a norm written into the MTP's [rows, 2 x 7168] concatenation; the reverse, and odd strides.
+  for (int64_t rows : {1, 64}) {
+    check_rms_norm(rows, 1536, 2112, 1536, false, seed++);
+    check_rms_norm(rows, 7168, 7168, 14336, false, seed++);
+  }
+  check_rms_norm(5, 512, 512, 576, false, seed++);
+  check_rms_norm(5, 100, 103, 101, false, seed++);
 }
 
 void check_add_rms_norm(int64_t rows, int64_t dim, uint32_t seed) {
@@ -110,6 +124,7 @@ void check_add_rms_norm(int64_t rows, int64_t dim, uint32_t seed) {
   DeviceBuffer<float> d_out_f32(static_cast<size_t>(rows * dim));
   d_out_f32.fill_bytes(0xff);
   const std::vector<__nv_bfloat16> bf16_before = d_out.download();
+  d_out.fill_bytes(0xff);  // the second call must write every element again
   add_rms_norm_bf16(d_x.data(), d_residual.data(), rows, dim, d_weight.data(), kEps, d_out.data(), d_out_f32.data(), nullptr);
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
   EXPECT_EQ(testing::bf16_to_float_vector(d_out.download()), testing::bf16_to_float_vector(bf16_before));
@@ -121,6 +136,7 @@ void check_add_rms_norm(int64_t rows, int64_t dim, uint32_t seed) {
   for (bool with_f32 : {false, true}) {
     SCOPED_TRACE(with_f32 ? "planes and fp32" : "planes only");
     d_residual.upload(testing::float_to_bf16_vector(residual));
+    d_out.fill_bytes(0xff);
     d_out_f32.fill_bytes(0xff);
     DeviceBuffer<__nv_bfloat16> d_planes(static_cast<size_t>(kBf16SplitPlanes * rows * dim));
     d_planes.fill_bytes(0xff);
