@@ -234,8 +234,12 @@ TEST(DenseWgmma, MatchesCpuAndRowsDoNotDependOnTheTokenCount) {
   struct DenseShape {
     int64_t rows, cols, tokens;
   };
+  // V3's weights as the deterministic prefill runs them: the shared expert's down, q_b, the fused q_a + kv_a, o_proj
+  // (128 K blocks), kv_b, the dense MLP's gate_up and down.
   for (const DenseShape& d : {DenseShape{256, 384, 1}, DenseShape{384, 1040, 200}, DenseShape{7168, 2048, 300},
-                              DenseShape{24576, 1536, 65}, DenseShape{2112, 7168, 150}, DenseShape{576, 512, 70}}) {
+                              DenseShape{24576, 1536, 65}, DenseShape{2112, 7168, 150}, DenseShape{576, 512, 70},
+                              DenseShape{7168, 16384, 129}, DenseShape{32768, 512, 200}, DenseShape{36864, 7168, 70},
+                              DenseShape{7168, 18432, 66}}) {
     SCOPED_TRACE("rows " + std::to_string(d.rows) + ", cols " + std::to_string(d.cols) + ", tokens " +
                  std::to_string(d.tokens));
     const WgmmaShape s{1, d.rows, d.cols, {static_cast<int32_t>(d.tokens)}, 0, 0};

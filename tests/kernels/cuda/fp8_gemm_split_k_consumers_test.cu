@@ -2,6 +2,7 @@
 // SwiGLU + fp8 quantization) == the split-K reduce to bf16 followed by the same consumer, bit for bit.
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -68,43 +69,53 @@ TEST_P(SplitKConsumers, AddRmsNormEqualsReduceThenNorm) {
   const int64_t tokens = GetParam();
   std::mt19937 rng(static_cast<uint32_t>(100 + tokens));
   Fp8Gemm gemm(device_sm_count());
-  // 1024 wide (fp8 output fused into the norm) and 1000 wide (separate quantize launch after the norm).
-  for (const int64_t dim : {int64_t{1024}, int64_t{1000}}) {
-    SCOPED_TRACE(::testing::Message() << "tokens " << tokens << " dim " << dim);
-    const TestWeight w = make_weight(rng, dim, 4096);
-    const SplitGemm g = run_split_gemm(gemm, w, tokens, rng);
-    const std::vector<__nv_bfloat16> residual = testing::float_to_bf16_vector(testing::random_normal(rng, tokens * dim));
-    const std::vector<__nv_bfloat16> weight = testing::float_to_bf16_vector(testing::random_normal(rng, dim));
-    DeviceBuffer<__nv_bfloat16> d_weight(weight);
-    struct Outputs {
-      DeviceBuffer<__nv_bfloat16> residual, out;
-      DeviceBuffer<float> out_f32, scales;
-      DeviceBuffer<uint8_t> values;
-    };
-    auto make_outputs = [&] {
-      Outputs o{DeviceBuffer<__nv_bfloat16>(residual), DeviceBuffer<__nv_bfloat16>(static_cast<size_t>(tokens * dim)),
-                DeviceBuffer<float>(static_cast<size_t>(tokens * dim)),
-                DeviceBuffer<float>(static_cast<size_t>(tokens * ((dim + 127) / 128))),
-                DeviceBuffer<uint8_t>(static_cast<size_t>(tokens * dim))};
-      o.out.fill_bytes(0xff);
-      o.out_f32.fill_bytes(0xff);
-      o.scales.fill_bytes(0xff);
-      o.values.fill_bytes(0xff);
-      return o;
-    };
-    Outputs expected = make_outputs(), got = make_outputs();
-    Fp8RowsOut fp8_expected{expected.values.data(), expected.scales.data()};
-    Fp8RowsOut fp8_got{got.values.data(), got.scales.data()};
-    add_rms_norm_bf16(g.reduced.data(), expected.residual.data(), tokens, dim, d_weight.data(), 1e-6f,
-                      expected.out.data(), expected.out_f32.data(), &fp8_expected, nullptr);
-    add_rms_norm_bf16(nullptr, g.partials, got.residual.data(), tokens, dim, d_weight.data(), 1e-6f, got.out.data(),
-                      got.out_f32.data(), &fp8_got, nullptr);
-    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
-    testing::expect_same_device_bits(got.residual, expected.residual, "residual");
-    testing::expect_same_device_bits(got.out, expected.out, "bf16 output");
-    testing::expect_same_device_bits(got.out_f32, expected.out_f32, "fp32 output");
-    testing::expect_same_device_bits(got.values, expected.values, "e4m3 output");
-    testing::expect_same_device_bits(got.scales, expected.scales, "fp8 scales");
+  // 1024 wide (fp8 output fused into the norm), 1000 wide (separate quantize launch after the norm) and V3's 7168
+  // (o_proj's partials into the post-attention norm), each with the fp32 copy alone and with the router's bf16 planes.
+  for (const int64_t dim : {int64_t{1024}, int64_t{1000}, int64_t{7168}}) {
+    for (const bool with_planes : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "tokens " << tokens << " dim " << dim << " planes " << with_planes);
+      const TestWeight w = make_weight(rng, dim, 4096);
+      const SplitGemm g = run_split_gemm(gemm, w, tokens, rng);
+      const std::vector<__nv_bfloat16> residual =
+          testing::float_to_bf16_vector(testing::random_normal(rng, tokens * dim));
+      const std::vector<__nv_bfloat16> weight = testing::float_to_bf16_vector(testing::random_normal(rng, dim));
+      DeviceBuffer<__nv_bfloat16> d_weight(weight);
+      struct Outputs {
+        DeviceBuffer<__nv_bfloat16> residual, out, planes;
+        DeviceBuffer<float> out_f32, scales;
+        DeviceBuffer<uint8_t> values;
+      };
+      auto make_outputs = [&] {
+        Outputs o{DeviceBuffer<__nv_bfloat16>(residual), DeviceBuffer<__nv_bfloat16>(static_cast<size_t>(tokens * dim)),
+                  DeviceBuffer<__nv_bfloat16>(with_planes ? static_cast<size_t>(3 * tokens * dim) : 0),
+                  DeviceBuffer<float>(static_cast<size_t>(tokens * dim)),
+                  DeviceBuffer<float>(static_cast<size_t>(tokens * ((dim + 127) / 128))),
+                  DeviceBuffer<uint8_t>(static_cast<size_t>(tokens * dim))};
+        o.out.fill_bytes(0xff);
+        o.planes.fill_bytes(0xff);
+        o.out_f32.fill_bytes(0xff);
+        o.scales.fill_bytes(0xff);
+        o.values.fill_bytes(0xff);
+        return o;
+      };
+      Outputs expected = make_outputs(), got = make_outputs();
+      Fp8RowsOut fp8_expected{expected.values.data(), expected.scales.data()};
+      Fp8RowsOut fp8_got{got.values.data(), got.scales.data()};
+      add_rms_norm_bf16(g.reduced.data(), SplitKPartials{}, expected.residual.data(), tokens, dim, d_weight.data(),
+                        1e-6f, expected.out.data(),
+                        UnroundedRowsOut{expected.out_f32.data(), with_planes ? expected.planes.data() : nullptr},
+                        &fp8_expected, nullptr);
+      add_rms_norm_bf16(nullptr, g.partials, got.residual.data(), tokens, dim, d_weight.data(), 1e-6f, got.out.data(),
+                        UnroundedRowsOut{got.out_f32.data(), with_planes ? got.planes.data() : nullptr}, &fp8_got,
+                        nullptr);
+      FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+      testing::expect_same_device_bits(got.residual, expected.residual, "residual");
+      testing::expect_same_device_bits(got.out, expected.out, "bf16 output");
+      testing::expect_same_device_bits(got.out_f32, expected.out_f32, "fp32 output");
+      if (with_planes) testing::expect_same_device_bits(got.planes, expected.planes, "bf16 planes");
+      testing::expect_same_device_bits(got.values, expected.values, "e4m3 output");
+      testing::expect_same_device_bits(got.scales, expected.scales, "fp8 scales");
+    }
   }
 }
 
@@ -113,25 +124,27 @@ TEST_P(SplitKConsumers, MoeCombineEqualsReduceThenCombine) {
   const int64_t tokens = GetParam();
   std::mt19937 rng(static_cast<uint32_t>(200 + tokens));
   Fp8Gemm gemm(device_sm_count());
-  const int64_t hidden = 1024;
-  const int32_t top_k = 4;
-  const TestWeight w = make_weight(rng, hidden, 2048);  // the shared expert's down projection
-  const SplitGemm g = run_split_gemm(gemm, w, tokens, rng);
-  const int64_t rows = tokens * top_k;
-  DeviceBuffer<__nv_bfloat16> expert_out(testing::float_to_bf16_vector(testing::random_normal(rng, rows * hidden)));
-  DeviceBuffer<float> weights(testing::random_normal(rng, rows));
-  std::vector<int32_t> slot_row(static_cast<size_t>(rows));
-  for (int64_t i = 0; i < rows; ++i) slot_row[i] = i % 5 == 3 ? -1 : static_cast<int32_t>((i * 7) % rows);
-  DeviceBuffer<int32_t> d_slot_row(slot_row);
-  DeviceBuffer<__nv_bfloat16> expected(static_cast<size_t>(tokens * hidden)), got(static_cast<size_t>(tokens * hidden));
-  expected.fill_bytes(0xff);
-  got.fill_bytes(0xff);
-  moe_combine(expert_out.data(), weights.data(), d_slot_row.data(), g.reduced.data(), tokens, top_k, hidden,
-              expected.data(), nullptr);
-  moe_combine(expert_out.data(), weights.data(), d_slot_row.data(), g.partials, tokens, top_k, hidden, got.data(),
-              nullptr);
-  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
-  testing::expect_same_device_bits(got, expected, "combined output");
+  for (const auto [hidden, top_k] : {std::pair<int64_t, int32_t>{1024, 4}, {7168, 8}}) {  // and V3's
+    SCOPED_TRACE(::testing::Message() << "tokens " << tokens << " hidden " << hidden << " top_k " << top_k);
+    const TestWeight w = make_weight(rng, hidden, 2048);  // the shared expert's down projection
+    const SplitGemm g = run_split_gemm(gemm, w, tokens, rng);
+    const int64_t rows = tokens * top_k;
+    DeviceBuffer<__nv_bfloat16> expert_out(testing::float_to_bf16_vector(testing::random_normal(rng, rows * hidden)));
+    DeviceBuffer<float> weights(testing::random_normal(rng, rows));
+    std::vector<int32_t> slot_row(static_cast<size_t>(rows));
+    for (int64_t i = 0; i < rows; ++i) slot_row[i] = i % 5 == 3 ? -1 : static_cast<int32_t>((i * 7) % rows);
+    DeviceBuffer<int32_t> d_slot_row(slot_row);
+    DeviceBuffer<__nv_bfloat16> expected(static_cast<size_t>(tokens * hidden));
+    DeviceBuffer<__nv_bfloat16> got(static_cast<size_t>(tokens * hidden));
+    expected.fill_bytes(0xff);
+    got.fill_bytes(0xff);
+    moe_combine(expert_out.data(), weights.data(), d_slot_row.data(), g.reduced.data(), tokens, top_k, hidden,
+                expected.data(), nullptr);
+    moe_combine(expert_out.data(), weights.data(), d_slot_row.data(), g.partials, tokens, top_k, hidden, got.data(),
+                nullptr);
+    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+    testing::expect_same_device_bits(got, expected, "combined output");
+  }
 }
 
 TEST_P(SplitKConsumers, SwigluQuantEqualsReduceThenSwiglu) {
@@ -139,8 +152,8 @@ TEST_P(SplitKConsumers, SwigluQuantEqualsReduceThenSwiglu) {
   const int64_t tokens = GetParam();
   std::mt19937 rng(static_cast<uint32_t>(300 + tokens));
   Fp8Gemm gemm(device_sm_count());
-  // Intermediate 512 (4 groups) and 448 (3.5 groups: a partial last group).
-  for (const int64_t intermediate : {int64_t{512}, int64_t{448}}) {
+  // Intermediate 512 (4 groups), 448 (3.5 groups: a partial last group) and V3's shared expert's 2048.
+  for (const int64_t intermediate : {int64_t{512}, int64_t{448}, int64_t{2048}}) {
     SCOPED_TRACE(::testing::Message() << "tokens " << tokens << " I " << intermediate);
     const TestWeight w = make_weight(rng, 2 * intermediate, 4096);  // the shared expert's gate_up projection
     const SplitGemm g = run_split_gemm(gemm, w, tokens, rng);

@@ -49,22 +49,42 @@ TEST(ActQuant, BitIdenticalToCpu) {
   }
 }
 
-// Block-major scales of a row prefix only ([groups, prefix]), as cuBLASLt reads them for a multiple-of-16 prefix.
+// Block-major scales of a row prefix only ([groups, prefix]), as cuBLASLt reads them for a multiple-of-16 prefix, on
+// each kernel: two units per warp (83 x 384), four (700 x 7168 and 4100 x 7168: the prefill's hidden rows past a
+// multiple of 128) and the general one (20 x 132: channels not a multiple of 8); the token-major scales against the
+// CPU quantization.
 TEST(ActQuant, BlockMajorScalesOfARowPrefix) {
   FATHOM_REQUIRE_GPU();
   std::mt19937 rng(12);
-  const int64_t tokens = 83, cols = 384, prefix = 80, groups = 3;
-  std::vector<float> x = fathom::testing::round_to_bf16(fathom::testing::random_normal(rng, static_cast<size_t>(tokens * cols)));
-  DeviceBuffer<__nv_bfloat16> x_device(fathom::testing::float_to_bf16_vector(x));
-  DeviceBuffer<uint8_t> values(static_cast<size_t>(tokens * cols));
-  DeviceBuffer<float> scales(static_cast<size_t>(tokens * groups)), block_major(static_cast<size_t>(tokens * groups));
-  block_major.fill_bytes(0xff);
-  quantize_activations_fp8(x_device.data(), tokens, cols, values.data(), scales.data(), block_major.data(), prefix, nullptr);
-  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
-  const std::vector<float> token_major = scales.download(), prefix_major = block_major.download();
-  for (int64_t g = 0; g < groups; ++g)
-    for (int64_t t = 0; t < prefix; ++t) ASSERT_EQ(prefix_major[g * prefix + t], token_major[t * groups + g]);
-  for (size_t i = static_cast<size_t>(prefix * groups); i < prefix_major.size(); ++i) ASSERT_TRUE(std::isnan(prefix_major[i]));
+  struct PrefixCase {
+    int64_t tokens, cols, prefix;
+  };
+  static_assert(700 * 56 >= kActQuantFourUnitsMinUnits && 83 * 3 < kActQuantFourUnitsMinUnits);
+  for (const PrefixCase& c : {PrefixCase{83, 384, 80}, PrefixCase{700, 7168, 640}, PrefixCase{4100, 7168, 4096},
+                              PrefixCase{20, 132, 16}}) {
+    SCOPED_TRACE(::testing::Message() << c.tokens << " x " << c.cols << ", prefix " << c.prefix);
+    const int64_t groups = ceil_div(c.cols, 128);
+    std::vector<float> x =
+        fathom::testing::round_to_bf16(fathom::testing::random_normal(rng, static_cast<size_t>(c.tokens * c.cols)));
+    DeviceBuffer<__nv_bfloat16> x_device(fathom::testing::float_to_bf16_vector(x));
+    DeviceBuffer<uint8_t> values(static_cast<size_t>(c.tokens * c.cols));
+    DeviceBuffer<float> scales(static_cast<size_t>(c.tokens * groups));
+    DeviceBuffer<float> block_major(static_cast<size_t>(c.tokens * groups));
+    scales.fill_bytes(0xff);
+    block_major.fill_bytes(0xff);
+    quantize_activations_fp8(x_device.data(), c.tokens, c.cols, values.data(), scales.data(), block_major.data(),
+                             c.prefix, nullptr);
+    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> token_major = scales.download(), prefix_major = block_major.download();
+    std::vector<float> cpu_values(x.size()), cpu_scales(static_cast<size_t>(c.tokens * groups));
+    cpu::quantize_activations_fp8(x.data(), c.tokens, c.cols, cpu_values.data(), cpu_scales.data());
+    ASSERT_EQ(std::memcmp(token_major.data(), cpu_scales.data(), cpu_scales.size() * sizeof(float)), 0);
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t t = 0; t < c.prefix; ++t) ASSERT_EQ(prefix_major[g * c.prefix + t], token_major[t * groups + g]);
+    for (size_t i = static_cast<size_t>(c.prefix * groups); i < prefix_major.size(); ++i) {
+      ASSERT_TRUE(std::isnan(prefix_major[i])) << "written past the prefix's scales at " << i;
+    }
+  }
 }
 
 struct GemmShape { int64_t tokens, rows, cols; };

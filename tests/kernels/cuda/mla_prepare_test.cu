@@ -178,6 +178,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         // DeepSeek-V3 dims (128 heads, nope 128, rope 64, kv_lora 512), a table over the full 163840 positions.
         PrepareCase{"v3_interleaved_page64_table", 128, 128, 64, 512, 0, 64, true, 163840},
+        // kv_a as the model reads it: the last 576 of each 2112-wide row of the fused q_a + kv_a output.
+        PrepareCase{"v3_kv_a_rows_of_qkv_a_page64_table", 128, 128, 64, 512, 1536, 64, true, 163840},
         PrepareCase{"v3_tp8_16heads_split_page1_table", 16, 128, 64, 512, 0, 1, false, 4096},
         PrepareCase{"v3_tp8_16heads_page16_no_table", 16, 128, 64, 512, 0, 16, true, 0},
         PrepareCase{"small_h1_lora32_rope16_page16", 1, 16, 16, 32, 0, 16, true, 4096},

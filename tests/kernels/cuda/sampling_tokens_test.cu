@@ -190,6 +190,43 @@ TEST(CudaSampling, GreedyIsArgmaxWithLowestIndexOnTies) {
   }
 }
 
+// Scaling by 1 / temperature that overflows (a tiny temperature, a maximum near FLT_MAX, an infinite logit) falls
+// back to the argmax, whatever the filters ask for; top-k, top-p and min-p rows included.
+TEST(CudaSampling, OverflowingScaleFallsBackToGreedy) {
+  FATHOM_REQUIRE_GPU();
+  std::mt19937 rng(3);
+  for (int64_t vocab : {7, 129280}) {
+    SCOPED_TRACE(::testing::Message() << "vocab " << vocab);
+    Batch batch;
+    batch.vocab = vocab;
+    for (int r = 0; r < 9; ++r) {
+      std::vector<float> row = random_logits(rng, vocab, 3.0f);
+      RowParams p;
+      p.seed = r;
+      p.top_k = r % 3 == 1 ? 5 : 0;
+      p.top_p = r % 3 == 2 ? 0.9f : 1.0f;
+      p.min_p = r == 4 ? 0.1f : 0.0f;
+      if (r < 3) {
+        p.temperature = 1e-38f;  // 1 / temperature ~ 1e38: the scaled maximum overflows
+        row[static_cast<size_t>(vocab / 2)] = 8.0f;
+      } else if (r < 6) {
+        p.temperature = 0.5f;
+        row[static_cast<size_t>(vocab - 1)] = 3.0e38f;  // doubled past FLT_MAX
+      } else {
+        p.temperature = 1.0f;
+        row[static_cast<size_t>(r % vocab)] = INFINITY;
+      }
+      batch.add(row.data(), p);
+    }
+    const Result result = run_sampling(batch);
+    for (int64_t r = 0; r < batch.rows(); ++r) {
+      const float* row = batch.logits.data() + r * vocab;
+      EXPECT_EQ(result.tokens[r], cpu_argmax(row, vocab)) << "row " << r;
+      if (r < 3) EXPECT_NEAR(result.logprobs[r], cpu_log_softmax(row, vocab)[cpu_argmax(row, vocab)], 1e-4) << r;
+    }
+  }
+}
+
 TEST(CudaSampling, LogSoftmaxMatchesCpu) {
   FATHOM_REQUIRE_GPU();
   std::mt19937 rng(2);
