@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -131,6 +132,27 @@ MlaDecodePlan heuristic_plan(const DecodeSetup& s) {
   return kernels::cuda::mla_decode_plan(device_sm_count(), s.batch(), s.c.heads, s.max_len());
 }
 
+// `plan` forced onto one head group and kernel path (0: seesaw, 1: warp-specialized (V3 dims), 2: wgmma S + PV,
+// 3: wgmma S, 4: mma.sync; paths 1-4 and fixed splits only with 64-head groups) with splits of tiles_per_split tiles
+// (0: the plan's split count); nullopt for the combinations that do not exist or need more splits than allowed.
+std::optional<MlaDecodePlan> forced_path_plan(const MlaDecodePlan& plan, int32_t head_group, int path,
+                                              int32_t tiles_per_split, int32_t max_len) {
+  if ((path > 0 || tiles_per_split > 0) && head_group != 64) return std::nullopt;
+  MlaDecodePlan forced = plan;
+  forced.head_group = head_group;
+  forced.seesaw = path == 0;
+  forced.warp_specialized = path <= 1;
+  forced.score_wgmma = path < 4;
+  forced.value_wgmma = path < 3;
+  if (tiles_per_split > 0) {
+    forced.tiles_per_split = tiles_per_split;
+    const int32_t split_tokens = kernels::cuda::kMlaDecodeTileTokens * tiles_per_split;
+    forced.num_splits = (max_len + split_tokens - 1) / split_tokens;
+    if (forced.num_splits > kernels::cuda::kMlaDecodeMaxSplits) return std::nullopt;
+  }
+  return forced;
+}
+
 class MlaDecodeSweep : public ::testing::TestWithParam<DecodeCase> {};
 
 TEST_P(MlaDecodeSweep, MatchesCpuReferenceWithHeuristicAndForcedSplits) {
@@ -166,24 +188,12 @@ TEST_P(MlaDecodeSweep, MatchesCpuReferenceWithHeuristicAndForcedSplits) {
   // seesaw path runs on pages of a multiple of 64 tokens (elsewhere it is the warp-specialized kernel again).
   static const char* const kPathNames[] = {"seesaw", "warp-specialized", "wgmma S+PV", "wgmma S", "mma.sync"};
   for (int32_t head_group : {16, 32, 64})
-    for (int path = 0; path < 5; ++path) {  // 0: seesaw, 1: warp-specialized (V3 dims), 2: wgmma S + PV, 3: wgmma S,
-                                            // 4: mma.sync
-      if (path > 0 && head_group != 64) continue;
+    for (int path = 0; path < 5; ++path) {
       for (int32_t tiles_per_split : {0, 1, 2, 3}) {
-        if (tiles_per_split > 0 && head_group != 64) continue;
-        MlaDecodePlan forced = plan;
-        forced.head_group = head_group;
-        forced.seesaw = path == 0;
-        forced.warp_specialized = path <= 1;
-        forced.score_wgmma = path < 4;
-        forced.value_wgmma = path < 3;
-        if (tiles_per_split > 0) {
-          forced.tiles_per_split = tiles_per_split;
-          const int32_t split_tokens = kernels::cuda::kMlaDecodeTileTokens * tiles_per_split;
-          forced.num_splits = (s.max_len() + split_tokens - 1) / split_tokens;
-          if (forced.num_splits > kernels::cuda::kMlaDecodeMaxSplits) continue;
-        }
-        const std::vector<float> variant = run_gpu(s, forced);
+        const std::optional<MlaDecodePlan> forced =
+            forced_path_plan(plan, head_group, path, tiles_per_split, s.max_len());
+        if (!forced) continue;
+        const std::vector<float> variant = run_gpu(s, *forced);
         ASSERT_TRUE(all_finite(variant)) << "head_group " << head_group << ", path " << path << ", tiles/split "
                                          << tiles_per_split;
         const double variant_error = relative_l2_error(variant, expected);
@@ -207,27 +217,17 @@ TEST_P(MlaDecodeSweep, QPeAtTheModelsHeadStrideGivesTheSameBits) {
   DecodeSetup s = make_setup(c, static_cast<uint32_t>(std::hash<std::string>{}(c.name)) + 1);
   const MlaDecodePlan plan = heuristic_plan(s);
   for (int32_t head_group : {16, 32, 64})
-    for (int path = 0; path < 5; ++path) {  // as in MatchesCpuReferenceWithHeuristicAndForcedSplits
-      if (path > 0 && head_group != 64) continue;
+    for (int path = 0; path < 5; ++path) {
       for (int32_t tiles_per_split : {0, 2}) {
-        MlaDecodePlan forced = plan;
-        forced.head_group = head_group;
-        forced.seesaw = path == 0;
-        forced.warp_specialized = path <= 1;
-        forced.score_wgmma = path < 4;
-        forced.value_wgmma = path < 3;
-        if (tiles_per_split > 0) {
-          forced.tiles_per_split = tiles_per_split;
-          const int32_t split_tokens = kernels::cuda::kMlaDecodeTileTokens * tiles_per_split;
-          forced.num_splits = (s.max_len() + split_tokens - 1) / split_tokens;
-          if (forced.num_splits > kernels::cuda::kMlaDecodeMaxSplits) continue;
-        }
+        const std::optional<MlaDecodePlan> forced =
+            forced_path_plan(plan, head_group, path, tiles_per_split, s.max_len());
+        if (!forced) continue;
         SCOPED_TRACE(::testing::Message() << "head_group " << head_group << ", path " << path << ", tiles/split "
                                           << tiles_per_split);
         use_model_q_pe_layout(s, false);
-        const std::vector<float> packed = run_gpu(s, forced);
+        const std::vector<float> packed = run_gpu(s, *forced);
         use_model_q_pe_layout(s, true);
-        const std::vector<float> in_q = run_gpu(s, forced);
+        const std::vector<float> in_q = run_gpu(s, *forced);
         ASSERT_TRUE(all_finite(in_q));
         ASSERT_EQ(0, std::memcmp(packed.data(), in_q.data(), packed.size() * sizeof(float)));
       }
