@@ -251,6 +251,13 @@ TEST(GroupedGemmDecode, SettledExpertsInProgrammaticChain) {
   FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
+// V3's 256 experts at decode, small weights: 8 tokens x top-8 spread over 48 experts (1-3 rows each), the rest idle.
+GroupedShape v3_expert_count_decode() {
+  GroupedShape s{256, 256, 384, std::vector<int32_t>(256, 0)};
+  for (int32_t i = 0; i < 48; ++i) s.counts[static_cast<size_t>((i * 37 + 11) % 256)] = 1 + (i % 8 == 0) + (i % 16 == 0);
+  return s;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, GroupedGemm,
     ::testing::Values(GroupedShape{4, 128, 128, {1, 0, 3, 2}},
@@ -259,7 +266,8 @@ INSTANTIATE_TEST_SUITE_P(
                       GroupedShape{3, 200, 96, {70, 0, 9}},                             // odd dims, > 64 rows
                       GroupedShape{16, 256, 160, {130, 5, 0, 0, 64, 65, 1, 0, 0, 0, 0, 0, 0, 0, 0, 8}},
                       GroupedShape{9, 4096, 7168, {1, 1, 0, 1, 9, 1, 1, 16, 1}},  // 9-16 rows: two token tiles
-                      GroupedShape{5, 200, 96, {0, 17, 0, 3, 0}}));               // odd rows, 17 rows: two passes
+                      GroupedShape{5, 200, 96, {0, 17, 0, 3, 0}},                // odd rows, 17 rows: two passes
+                      v3_expert_count_decode()));
 
 }  // namespace
 }  // namespace fathom::kernels::cuda

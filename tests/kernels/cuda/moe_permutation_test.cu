@@ -120,6 +120,8 @@ TEST(CudaMoePermutation, MatchesCpuOverShapes) {
       check_permutation(random_routing(rng, tokens, 8, 256), shape);
     }
   }
+  // No tokens (an idle step): still one launch, offsets 0 and no active expert.
+  check_permutation({}, MoePermutationShape{0, 8, 256, 16});
   for (int64_t tokens : {1, 2, 77, 2000}) {
     const MoePermutationShape shape{tokens, 3, 7, 5};  // odd sizes, repeated experts allowed (k < E)
     check_permutation(random_routing(rng, tokens, 3, 7), shape);

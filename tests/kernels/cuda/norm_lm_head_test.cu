@@ -3,6 +3,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "cuda_test_util.h"
 #include "kernels/cuda/norm/bf16_gemm.h"
 #include "kernels/cuda/norm/rms_norm.h"
@@ -14,15 +15,18 @@ namespace {
 std::vector<float> reference_gemm(const std::vector<float>& a, const std::vector<float>& w, int64_t m, int64_t n,
                                   int64_t k) {
   std::vector<float> out(static_cast<size_t>(m * n));
-  for (int64_t i = 0; i < m; ++i) {
-    const float* a_row = a.data() + i * k;
-    for (int64_t j = 0; j < n; ++j) {
-      const float* w_row = w.data() + j * k;
-      double acc = 0;
-      for (int64_t p = 0; p < k; ++p) acc += double(a_row[p]) * w_row[p];
-      out[i * n + j] = static_cast<float>(acc);
+  ThreadPool pool;
+  pool.parallel_for(n, [&](int64_t first, int64_t last) {  // output columns split over the pool
+    for (int64_t i = 0; i < m; ++i) {
+      const float* a_row = a.data() + i * k;
+      for (int64_t j = first; j < last; ++j) {
+        const float* w_row = w.data() + j * k;
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p) acc += double(a_row[p]) * w_row[p];
+        out[i * n + j] = static_cast<float>(acc);
+      }
     }
-  }
+  });
   return out;
 }
 
@@ -76,6 +80,14 @@ TEST(CudaLmHead, DeepSeekV3Shape) {
   FATHOM_REQUIRE_GPU();
   check_lm_head(1, 129280, 7168, Bf16GemmOutput::kFloat32, 1);
   check_lm_head(3, 129280, 7168, Bf16GemmOutput::kFloat32, 2);
+  check_lm_head(64, 129280, 7168, Bf16GemmOutput::kFloat32, 7);  // the deterministic lm_head's fixed 64 rows
+}
+
+// The MTP module's eh_proj: [rows, 2 x 7168] -> 7168, bf16 out.
+TEST(CudaLmHead, MtpEhProjShape) {
+  FATHOM_REQUIRE_GPU();
+  check_lm_head(1, 7168, 14336, Bf16GemmOutput::kBfloat16, 8);
+  check_lm_head(40, 7168, 14336, Bf16GemmOutput::kBfloat16, 9);
 }
 
 TEST(CudaLmHead, SmallAndOddShapes) {
