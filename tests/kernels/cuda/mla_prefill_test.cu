@@ -235,6 +235,7 @@ TEST(MlaPrefillKeyWindows, MergedWindowsEqualTheWholePrefix) {
       {{"win_v3_h4_page16", 4, 128, 64, 128, 512, 16, {{300, 1000}, {1, 513}, {77, 77}}}, {128, 200, 700, 1391}},
       {{"win_v3_h3_page1", 3, 128, 64, 128, 512, 1, {{1, 2000}, {129, 129}, {64, 640}}}, {100, 1000}},
       {{"win_odd_h5_page5", 5, 37, 11, 29, 50, 5, {{33, 400}, {70, 70}}}, {64, 150}},
+      {{"win_v3_h128_page64", 128, 128, 64, 128, 512, 64, {{64, 700}, {1, 300}}}, {256, 500}},  // the model's heads
   };
   for (const WindowCase& wc : cases) {
     const PrefillCase& c = wc.problem;
@@ -247,6 +248,8 @@ TEST(MlaPrefillKeyWindows, MergedWindowsEqualTheWholePrefix) {
     DeviceBuffer<int32_t> cu_q_device(pr.cu_q), cu_kv_device(pr.cu_kv);
     DeviceBuffer<float> lse(static_cast<size_t>(2 * lse_elems));
     lse.fill_bytes(0xff);  // the first pass's check downloads both halves before the second half is written
+    DeviceBuffer<__nv_bfloat16> interleaved_out(static_cast<size_t>(out_elems));
+    DeviceBuffer<float> interleaved_lse(static_cast<size_t>(lse_elems));
     std::vector<int32_t> query_positions;
     for (int32_t b = 0; b < pr.batch; ++b) query_positions.push_back(c.q_kv_lens[b].second - c.q_kv_lens[b].first);
     DeviceBuffer<int32_t> query_positions_device(query_positions);
@@ -266,7 +269,7 @@ TEST(MlaPrefillKeyWindows, MergedWindowsEqualTheWholePrefix) {
     for (const int64_t window : wc.windows) {
       const kernels::cuda::PrefillKeyPlan plan = kernels::cuda::plan_prefill_key_passes(pr.kv_lens, window);
       // Per pass: its keys' k_nope / v rows, and the CPU's log-sum-exp of every (query row, head) over them.
-      std::vector<DeviceBuffer<__nv_bfloat16>> pass_k, pass_v;
+      std::vector<DeviceBuffer<__nv_bfloat16>> pass_k, pass_v, pass_kv;  // pass_kv: kv_b's interleaved rows
       std::vector<DeviceBuffer<int32_t>> pass_cu_kv, pass_key_positions;
       std::vector<std::vector<double>> pass_lse;
       for (const kernels::cuda::PrefillKeyPass& pass : plan.passes) {
@@ -301,6 +304,12 @@ TEST(MlaPrefillKeyWindows, MergedWindowsEqualTheWholePrefix) {
         }
         pass_k.emplace_back(float_to_bf16_vector(k_rows));
         pass_v.emplace_back(float_to_bf16_vector(v_rows));
+        std::vector<float> kv_rows;  // [keys, heads, nope + v]: each head's k_nope then its v, as kv_b_proj writes them
+        for (size_t head_row = 0; head_row < k_rows.size() / c.nope; ++head_row) {
+          kv_rows.insert(kv_rows.end(), k_rows.begin() + head_row * c.nope, k_rows.begin() + (head_row + 1) * c.nope);
+          kv_rows.insert(kv_rows.end(), v_rows.begin() + head_row * c.v, v_rows.begin() + (head_row + 1) * c.v);
+        }
+        pass_kv.emplace_back(float_to_bf16_vector(kv_rows));
         pass_cu_kv.emplace_back(pass.cu_kv_lens);
         pass_key_positions.emplace_back(pass.key_positions);
         pass_lse.push_back(std::move(reference));
@@ -345,6 +354,23 @@ TEST(MlaPrefillKeyWindows, MergedWindowsEqualTheWholePrefix) {
             lse_mismatches += std::isinf(want) ? !(std::isinf(got) && got < 0) : !(std::fabs(got - want) <= 5e-3);
           }
           EXPECT_EQ(lse_mismatches, 0u) << "pass " << p << " of " << plan.passes.size() << ": log-sum-exps";
+          // The pass over kv_b's interleaved rows (the model's layout: heads nope + v apart): the same bits.
+          kernels::cuda::MlaPrefillArgs interleaved = pass;
+          interleaved.k_nope = pass_kv[p].data();
+          interleaved.v = pass_kv[p].data() + c.nope;
+          interleaved.k_head_stride = interleaved.v_head_stride = c.nope + c.v;
+          interleaved.out = interleaved_out.data();
+          interleaved.lse_log2 = interleaved_lse.data();
+          interleaved_out.fill_bytes(0xff);
+          interleaved_lse.fill_bytes(0xff);
+          kernels::cuda::mla_prefill(interleaved, nullptr);
+          FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+          expect_same_device_bits(interleaved_out, p == 0 ? acc : part, "pass over interleaved rows: output");
+          const std::vector<float> interleaved_lse_host = interleaved_lse.download();
+          EXPECT_EQ(std::memcmp(interleaved_lse_host.data(), lse_host.data() + (p == 0 ? 0 : lse_elems),
+                                static_cast<size_t>(lse_elems) * sizeof(float)),
+                    0)
+              << "pass over interleaved rows: log-sum-exps";
           if (p > 0) {
             kernels::cuda::mla_merge_attention(acc.data(), lse.data(), part.data(), lse.data() + lse_elems,
                                                pr.total_q, c.heads, c.v, nullptr);
