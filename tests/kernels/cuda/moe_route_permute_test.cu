@@ -78,6 +78,8 @@ TEST(CudaMoeRoutePermute, OtherConfigurations) {
   const MoeRoutingConfig configs[] = {
       {64, 1, 1, 6, false, 1.0f},    // no groups, unnormalised
       {24, 3, 2, 5, true, 16.0f},    // not a power of two
+      {96, 4, 2, 6, true, 2.5f},     // 65-128 experts: four per lane
+      {128, 8, 3, 8, true, 2.5f},
       {512, 16, 5, 12, true, 2.0f},  // largest supported (shared memory above 48 KB)
       {7, 1, 1, 1, true, 1.0f},      // k = 1
   };

@@ -94,6 +94,8 @@ TEST(CudaMoeRouting, OtherConfigurations) {
       {64, 1, 1, 6, false, 1.0f},    // no groups (V2-Lite-like), unnormalised
       {16, 4, 2, 3, true, 1.0f},     // tiny
       {24, 3, 2, 5, true, 16.0f},    // not a power of two
+      {96, 4, 2, 6, true, 2.5f},     // 65-128 experts: four per lane
+      {128, 8, 3, 8, true, 2.5f},
       {160, 8, 3, 6, true, 1.0f},    // 5 experts per lane, 20 per group
       {512, 16, 5, 12, true, 2.0f},  // largest supported
       {32, 32, 32, 32, false, 1.0f}, // one expert per group, k = E
