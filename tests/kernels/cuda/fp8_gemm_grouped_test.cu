@@ -88,7 +88,7 @@ TEST_P(GroupedGemm, MatchesCpuW8A8PerExpert) {
   // Reading the rows through x_row_source (row r = source row row_source[r] / divisor of an unpermuted x, as the
   // model passes MoePermutation::row_token_slot and top_k) gives the same bits as the permuted copy.
   {
-    constexpr int32_t kDivisor = 3;
+    const int32_t divisor = s.num_experts >= 256 ? 8 : 3;  // V3's top-8 with its 256 experts
     std::vector<int32_t> source_of(static_cast<size_t>(total_rows));
     std::iota(source_of.begin(), source_of.end(), 0);
     std::shuffle(source_of.begin(), source_of.end(), rng);
@@ -101,7 +101,7 @@ TEST_P(GroupedGemm, MatchesCpuW8A8PerExpert) {
       const int64_t source = source_of[r];
       std::memcpy(&source_values[source * s.cols], &permuted_values[r * s.cols], static_cast<size_t>(s.cols));
       std::memcpy(&source_scales[source * k_blocks], &permuted_scales[r * k_blocks], sizeof(float) * k_blocks);
-      row_source[r] = static_cast<int32_t>(source * kDivisor + r % kDivisor);
+      row_source[r] = static_cast<int32_t>(source * divisor + r % divisor);
     }
     DeviceBuffer<uint8_t> source_values_device(source_values);
     DeviceBuffer<float> source_scales_device(source_scales);
@@ -112,7 +112,7 @@ TEST_P(GroupedGemm, MatchesCpuW8A8PerExpert) {
     indirect_args.active_experts = active_device.data();
     indirect_args.max_active_experts = num_active;
     indirect_args.x_row_source = row_source_device.data();
-    indirect_args.x_row_divisor = kDivisor;
+    indirect_args.x_row_divisor = divisor;
     indirect_args.x_source_rows = total_rows;
     DeviceBuffer<__nv_bfloat16> indirect_out(static_cast<size_t>(total_rows * s.rows));
     indirect_out.fill_bytes(0xff);
