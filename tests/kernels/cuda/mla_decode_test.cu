@@ -45,8 +45,10 @@ struct DecodeSetup {
   std::vector<float> q_latent, q_pe;  // [batch, heads, kv_lora], [batch, heads, rope] (bf16-rounded)
   DeviceBuffer<__nv_bfloat16> q_latent_device, q_pe_device, out_device;
   float scale = 0;
-  // When set (use_model_q_pe_layout): q_pe read from q_pe_in_q, [batch, heads, kQNope + rope] rows at offset kQNope.
+  // q_pe_from_q (use_model_q_pe_layout): q_pe read from q_pe_in_q, [batch, heads, kQNope + rope] rows at offset
+  // kQNope, instead of the packed q_pe_device.
   DeviceBuffer<__nv_bfloat16> q_pe_in_q;
+  bool q_pe_from_q = false;
   int32_t batch() const { return static_cast<int32_t>(c.seq_lens.size()); }
   int32_t max_len() const { return *std::max_element(c.seq_lens.begin(), c.seq_lens.end()); }
 };
@@ -67,13 +69,11 @@ DecodeSetup make_setup(const DecodeCase& c, uint32_t seed) {
 // The nope width of q in front of each head's rope part: the model passes q_pe as q + 128 at q's head stride.
 constexpr int32_t kQNope = 128;
 
-// q_pe as the model lays it out: each head's rope values at offset kQNope of a [kQNope + rope] row of q, the nope
-// columns NaN (a kernel reading outside the rope part shows). Packed q_pe again with `model_layout` false.
+// q_pe as the model lays it out (built once): each head's rope values at offset kQNope of a [kQNope + rope] row of q,
+// the nope columns NaN (a kernel reading outside the rope part shows). Packed q_pe again with `model_layout` false.
 void use_model_q_pe_layout(DecodeSetup& s, bool model_layout) {
-  if (!model_layout) {
-    s.q_pe_in_q = DeviceBuffer<__nv_bfloat16>();
-    return;
-  }
+  s.q_pe_from_q = model_layout;
+  if (!model_layout || s.q_pe_in_q.size() > 0) return;
   const int64_t rows = static_cast<int64_t>(s.batch()) * s.c.heads, row_elems = kQNope + s.c.rope;
   const std::vector<__nv_bfloat16> packed = float_to_bf16_vector(s.q_pe);
   __nv_bfloat16 nan_bits;
@@ -89,9 +89,8 @@ void use_model_q_pe_layout(DecodeSetup& s, bool model_layout) {
 MlaDecodeArgs decode_args(DecodeSetup& s) {
   MlaDecodeArgs args;
   args.q_latent = s.q_latent_device.data();
-  const bool model_layout = s.q_pe_in_q.size() > 0;
-  args.q_pe = model_layout ? s.q_pe_in_q.data() + kQNope : s.q_pe_device.data();
-  args.q_pe_head_stride = model_layout ? kQNope + s.c.rope : s.c.rope;
+  args.q_pe = s.q_pe_from_q ? s.q_pe_in_q.data() + kQNope : s.q_pe_device.data();
+  args.q_pe_head_stride = s.q_pe_from_q ? kQNope + s.c.rope : s.c.rope;
   args.cache = s.cache.view();
   args.batch = s.cache.batch_view();
   args.out_latent = s.out_device.data();
