@@ -130,6 +130,34 @@ TEST_P(SmallMGemm, MatchesCpuW8A8) {
   EXPECT_EQ(std::memcmp(alone.download().data(), gpu.data(), static_cast<size_t>(s.rows) * sizeof(float)), 0);
 }
 
+// An empty batch (a data-parallel rank with no tokens this step) launches nothing on every path and writes nothing.
+TEST(Fp8GemmEmptyBatch, EveryPathIsANoOp) {
+  FATHOM_REQUIRE_GPU();
+  std::mt19937 rng(5);
+  TestWeight w = make_weight(rng, 576, 7168);
+  TestActivations a = make_activations(rng, 1, 7168);
+  DeviceFp8Activations empty = a.view();
+  empty.tokens = 0;
+  Fp8Gemm gemm(device_sm_count());
+  DeviceBuffer<float> workspace(gemm.small_m_workspace_bytes(576, 7168) / sizeof(float) + 1);
+  const Fp8GemmWorkspace ws{workspace.data(), workspace.bytes()};
+  DeviceBuffer<__nv_bfloat16> out(576);
+  out.fill_bytes(0x7b);
+  DeviceBuffer<float> scales_block_major(56);
+  for (Fp8GemmPath path : {Fp8GemmPath::kAuto, Fp8GemmPath::kSmallM, Fp8GemmPath::kTiled, Fp8GemmPath::kCublasLt}) {
+    gemm.run(empty, scales_block_major.data(), w.view(), out.data(), ws, nullptr, path);
+  }
+  const SplitKPartials deferred = gemm.run_small_m_deferred(empty, w.view(), out.data(), ws, nullptr);
+  EXPECT_TRUE(deferred.empty());
+  quantize_activations_fp8(static_cast<const __nv_bfloat16*>(nullptr), 0, 7168, nullptr, nullptr, nullptr, nullptr);
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+  for (__nv_bfloat16 v : out.download()) {
+    uint16_t bits;
+    std::memcpy(&bits, &v, sizeof(bits));
+    ASSERT_EQ(bits, 0x7b7b);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, SmallMGemm,
                          ::testing::Values(GemmShape{1, 16, 16}, GemmShape{1, 576, 7168}, GemmShape{2, 1536, 7168},
                                            GemmShape{3, 17, 48}, GemmShape{8, 100, 96}, GemmShape{9, 130, 272},

@@ -59,6 +59,10 @@ void check(const MoeRoutingConfig& config, int64_t tokens, bool with_bias, uint3
   testing::expect_same_device_bits(got.row_expert, expected.row_expert, "row_expert");
   testing::expect_same_device_bits(got.token_slot_row, expected.token_slot_row, "token_slot_row");
   testing::expect_same_device_bits(got.active, expected.active, "active experts");
+  if (tokens == 0) {  // both paths are the two-launch pair here, so pin the values too
+    EXPECT_EQ(got.offsets.download(), std::vector<int32_t>(static_cast<size_t>(config.num_experts + 1), 0));
+    EXPECT_EQ(got.counts.download(), std::vector<int32_t>(static_cast<size_t>(config.num_experts), 0));
+  }
 }
 
 TEST(CudaMoeRoutePermute, DeepSeekV3DecodeBatches) {
@@ -71,6 +75,7 @@ TEST(CudaMoeRoutePermute, DeepSeekV3DecodeBatches) {
     check(v3, tokens, true, seed++);
   }
   check(v3, 5, false, seed++);
+  check(v3, 0, true, seed++);  // an empty batch: offsets, counts and active experts still written (all zero)
 }
 
 TEST(CudaMoeRoutePermute, OtherConfigurations) {

@@ -324,6 +324,42 @@ TEST(CudaSampling, StepsAndSeedsChangeTheDraw) {
   EXPECT_GT(distinct.size(), 50u);  // 64 draws from a uniform over 1000
 }
 
+// sampling.h: a null top_k / top_p / min_p / step array means that filter off / step 0, and null logprobs are skipped.
+TEST(CudaSampling, NullOptionalArraysMeanOff) {
+  FATHOM_REQUIRE_GPU();
+  std::mt19937 rng(12);
+  const int64_t vocab = 3001;
+  Batch batch;
+  batch.vocab = vocab;
+  for (int i = 0; i < 24; ++i) {
+    RowParams p;
+    p.temperature = i % 4 == 0 ? 0.0f : 0.7f + 0.1f * static_cast<float>(i % 5);
+    p.seed = 1000 + static_cast<uint64_t>(i);
+    batch.add(random_logits(rng, vocab, 2.0f).data(), p);
+  }
+  const Result with_arrays = run_sampling(batch);  // arrays holding the "off" values
+  const int64_t rows = batch.rows();
+  std::vector<float> temperature;
+  std::vector<uint64_t> seed;
+  for (const RowParams& p : batch.params) {
+    temperature.push_back(p.temperature);
+    seed.push_back(p.seed);
+  }
+  DeviceBuffer<float> d_logits(batch.logits), d_temperature(temperature);
+  DeviceBuffer<uint64_t> d_seed(seed);
+  DeviceBuffer<int32_t> d_tokens(static_cast<size_t>(rows));
+  d_tokens.fill_bytes(0xff);
+  SamplingParams params;
+  params.temperature = d_temperature.data();
+  params.seed = d_seed.data();
+  sample_tokens(d_logits.data(), rows, vocab, params, d_tokens.data(), nullptr, nullptr);
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_EQ(d_tokens.download(), with_arrays.tokens);
+  // batch 0 launches nothing and touches nothing
+  sample_tokens(d_logits.data(), 0, vocab, params, nullptr, nullptr, nullptr);
+  FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 TEST(CudaSampling, FiltersNeverSelectExcludedTokens) {
   FATHOM_REQUIRE_GPU();
   std::mt19937 rng(4);

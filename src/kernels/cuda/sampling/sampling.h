@@ -23,7 +23,7 @@ struct SamplingParams {
   const int32_t* top_k = nullptr;      // <= 0 or >= vocab: off
   const float* top_p = nullptr;        // >= 1: off
   const float* min_p = nullptr;        // <= 0: off
-  const uint64_t* seed = nullptr;      // required unless every row is greedy
+  const uint64_t* seed = nullptr;      // required (read only by rows that sample)
   const uint64_t* step = nullptr;      // RNG counter, e.g. tokens generated so far by the request
 };
 
