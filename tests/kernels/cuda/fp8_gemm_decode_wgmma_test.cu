@@ -213,6 +213,7 @@ TEST_P(DecodeWgmmaGraphChain, ReplaysMatchSingleRuns) {
                             std::to_string(c.tokens) + " splits " + std::to_string(gemm.wgmma_decode_splits(c.rows, c.cols));
   for (int replay = 0; replay < kReplays; ++replay) {
     for (auto& out : outs) out.fill_bytes(0xff);
+    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());  // the fills (legacy stream) before the non-blocking stream's replay
     FATHOM_CUDA_CHECK(cudaGraphLaunch(graph_exec, stream));
     FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
     for (int i = 0; i < kChain; ++i) {

@@ -301,6 +301,7 @@ TEST(MlaDecode, DeterministicAndGraphReplayMatchesDirectLaunch) {
     FATHOM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
     FATHOM_CUDA_CHECK(cudaGraphInstantiate(&graph_exec, graph, 0));
     s.out_device.fill_bytes(0xff);
+    FATHOM_CUDA_CHECK(cudaDeviceSynchronize());  // the fill (legacy stream) before the non-blocking stream's replay
     FATHOM_CUDA_CHECK(cudaGraphLaunch(graph_exec, stream));
     FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
     const std::vector<float> replayed = bf16_to_float_vector(s.out_device.download());

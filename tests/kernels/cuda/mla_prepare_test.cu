@@ -40,6 +40,7 @@ struct PrepareCase {
   int32_t page_size;
   bool interleaved;
   int32_t table_positions;  // rows of the cos/sin table; 0: no table (cos/sin computed in the kernel)
+  bool pad_before = false;  // the padding precedes each kv_a row (the model's last 576 of 2112), else follows it
 };
 
 bool same_bits(const std::vector<__nv_bfloat16>& a, const std::vector<__nv_bfloat16>& b) {
@@ -74,6 +75,7 @@ void check_prepare(const PrepareCase& c, int32_t tokens) {
   SCOPED_TRACE(::testing::Message() << c.name << ", tokens " << tokens);
   std::mt19937 rng(static_cast<uint32_t>(std::hash<std::string>{}(c.name)) + static_cast<uint32_t>(tokens));
   const int64_t qk = c.nope + c.rope, row = c.kv_lora + c.rope, stride = row + c.kv_a_pad;
+  const int64_t lead = c.pad_before ? c.kv_a_pad : 0;  // kv_a row t: elements [t * stride + lead, + row)
   const int32_t num_pages = (tokens + tokens / 2) / c.page_size + 2;
   const int64_t num_slots = static_cast<int64_t>(num_pages) * c.page_size;
 
@@ -99,11 +101,12 @@ void check_prepare(const PrepareCase& c, int32_t tokens) {
   // Unfused reference.
   DeviceBuffer<__nv_bfloat16> q_ref(q_host), kv_a_ref(kv_a_host), pool_ref(static_cast<size_t>(num_slots * row));
   pool_ref.fill_bytes(0xff);
-  kernels::cuda::rms_norm_bf16(kv_a_ref.data(), stride, tokens, c.kv_lora, weight_device.data(), kEps, kv_a_ref.data(),
+  __nv_bfloat16* const kv_a_ref_rows = kv_a_ref.data() + lead;
+  kernels::cuda::rms_norm_bf16(kv_a_ref_rows, stride, tokens, c.kv_lora, weight_device.data(), kEps, kv_a_ref_rows,
                                stride, nullptr);
-  const RopeTarget targets[2] = {{q_ref.data() + c.nope, c.heads, qk}, {kv_a_ref.data() + c.kv_lora, 1, stride}};
+  const RopeTarget targets[2] = {{q_ref.data() + c.nope, c.heads, qk}, {kv_a_ref_rows + c.kv_lora, 1, stride}};
   kernels::cuda::apply_rope_bf16(targets, 2, tokens, positions_device.data(), computed, nullptr);
-  const MlaKvCacheWriteArgs write{kv_a_ref.data(), stride, kv_a_ref.data() + c.kv_lora, stride, slots_device.data(),
+  const MlaKvCacheWriteArgs write{kv_a_ref_rows, stride, kv_a_ref_rows + c.kv_lora, stride, slots_device.data(),
                                   tokens};
   kernels::cuda::mla_write_kv_cache(write, {pool_ref.data(), num_pages, c.page_size, c.kv_lora, c.rope}, nullptr);
 
@@ -120,7 +123,7 @@ void check_prepare(const PrepareCase& c, int32_t tokens) {
   }
   MlaPrepareArgs args;
   args.q_pe = RopeTarget{q.data() + c.nope, c.heads, qk};
-  args.kv_a = kv_a.data();
+  args.kv_a = kv_a.data() + lead;
   args.kv_a_token_stride = stride;
   args.latent_norm_weight = weight_device.data();
   args.eps = kEps;
@@ -142,8 +145,9 @@ void check_prepare(const PrepareCase& c, int32_t tokens) {
   for (int64_t v = 0; v < static_cast<int64_t>(tokens) * c.heads; ++v)
     for (int64_t i = 0; i < c.nope; ++i) nope_changed += bits_of(q_got[v * qk + i]) != bits_of(q_host[v * qk + i]);
   for (int64_t t = 0; t < tokens; ++t)
-    for (int64_t i = row; i < stride; ++i)
-      pad_changed += bits_of(kv_a_got[t * stride + i]) != bits_of(kv_a_host[t * stride + i]);
+    for (int64_t i = 0; i < stride; ++i)
+      if (i < lead || i >= lead + row)
+        pad_changed += bits_of(kv_a_got[t * stride + i]) != bits_of(kv_a_host[t * stride + i]);
   EXPECT_EQ(nope_changed, 0);
   EXPECT_EQ(pad_changed, 0);
   std::vector<int32_t> writer(static_cast<size_t>(num_slots), -1);
@@ -158,7 +162,7 @@ void check_prepare(const PrepareCase& c, int32_t tokens) {
         ok = ok && bits_of(cached[i]) == kPoison;
       } else {
         const float value = __bfloat162float(cached[i]);
-        ok = ok && std::isfinite(value) && bits_of(cached[i]) == bits_of(kv_a_got[writer[s] * stride + i]);
+        ok = ok && std::isfinite(value) && bits_of(cached[i]) == bits_of(kv_a_got[writer[s] * stride + lead + i]);
       }
     }
     bad_rows += !ok;
@@ -179,7 +183,7 @@ INSTANTIATE_TEST_SUITE_P(
         // DeepSeek-V3 dims (128 heads, nope 128, rope 64, kv_lora 512), a table over the full 163840 positions.
         PrepareCase{"v3_interleaved_page64_table", 128, 128, 64, 512, 0, 64, true, 163840},
         // kv_a as the model reads it: the last 576 of each 2112-wide row of the fused q_a + kv_a output.
-        PrepareCase{"v3_kv_a_rows_of_qkv_a_page64_table", 128, 128, 64, 512, 1536, 64, true, 163840},
+        PrepareCase{"v3_kv_a_rows_of_qkv_a_page64_table", 128, 128, 64, 512, 1536, 64, true, 163840, true},
         PrepareCase{"v3_tp8_16heads_split_page1_table", 16, 128, 64, 512, 0, 1, false, 4096},
         PrepareCase{"v3_tp8_16heads_page16_no_table", 16, 128, 64, 512, 0, 16, true, 0},
         PrepareCase{"small_h1_lora32_rope16_page16", 1, 16, 16, 32, 0, 16, true, 4096},

@@ -207,7 +207,7 @@ TEST(CudaSampling, OverflowingScaleFallsBackToGreedy) {
       p.top_p = r % 3 == 2 ? 0.9f : 1.0f;
       p.min_p = r == 4 ? 0.1f : 0.0f;
       if (r < 3) {
-        p.temperature = 1e-38f;  // 1 / temperature ~ 1e38: the scaled maximum overflows
+        p.temperature = 2e-38f;  // normal (not flushed); 1 / temperature = 5e37: the scaled maximum 8 x that overflows
         row[static_cast<size_t>(vocab / 2)] = 8.0f;
       } else if (r < 6) {
         p.temperature = 0.5f;
