@@ -312,6 +312,42 @@ TEST(MlaDecode, DeterministicAndGraphReplayMatchesDirectLaunch) {
   }
 }
 
+// A batch of 0 sequences (a graph bucket or a step with nothing to decode) launches nothing: no workspace needed, the
+// output untouched, with and without splits and the value projection.
+TEST(MlaDecode, EmptyBatchIsANoOp) {
+  FATHOM_REQUIRE_GPU();
+  DecodeSetup s = make_setup(DecodeCase{"empty", 128, 512, 64, 64, {300}}, 77);
+  std::mt19937 rng(5);
+  constexpr int32_t kHeads = 128, kNope = 128, kV = 128, kKvLora = 512;
+  DeviceBuffer<__nv_bfloat16> kv_b(float_to_bf16_vector(random_normal(rng, size_t{kHeads} * (kNope + kV) * kKvLora)));
+  DeviceBuffer<__nv_bfloat16> values(size_t{kHeads} * kV);
+  kernels::cuda::MlaKvBWeights weights{kv_b.data(), nullptr, false, kHeads, kNope, kV, kKvLora};
+  for (const int32_t splits : {1, 4}) {
+    for (const bool project : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << splits << " splits, value projection " << project);
+      MlaDecodeArgs args = decode_args(s);
+      args.batch.batch = 0;
+      if (project) {
+        args.value_weights = &weights;
+        args.values_out = values.data();
+      }
+      MlaDecodePlan plan = heuristic_plan(s);
+      plan.num_splits = splits;
+      s.out_device.fill_bytes(0x5a);
+      values.fill_bytes(0x5a);
+      kernels::cuda::mla_decode(args, plan, nullptr, 0, nullptr);
+      FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
+      for (DeviceBuffer<__nv_bfloat16>* buffer : {&s.out_device, &values}) {
+        const std::vector<__nv_bfloat16> host = buffer->download();
+        std::vector<uint16_t> bits(host.size());
+        std::memcpy(bits.data(), host.data(), host.size() * sizeof(uint16_t));
+        ASSERT_EQ(std::count(bits.begin(), bits.end(), uint16_t{0x5a5a}), static_cast<ptrdiff_t>(bits.size()))
+            << (buffer == &values ? "values" : "output") << " written";
+      }
+    }
+  }
+}
+
 constexpr int32_t kV3ContextTokens = 163840;
 
 // Sequence b of the setup decoded alone (a batch of one: its page-table row, seq_len and query rows), with the plan
