@@ -12,12 +12,12 @@ namespace fathom::function_call {
 
 struct HeaderParse {
   enum class Status {
-    kNeedMore,  // the text so far is a valid beginning; wait for more (never returned at the end of output)
+    kNeedMore,  // the text so far is a valid beginning; wait for more (at the end of output: the header is unfinished)
     kInvalid,   // not a well-formed header: the caller treats <｜tool▁call▁begin｜> as stray and rescans the text
     kComplete,  // a header of `length` bytes naming function `name`
   };
   Status status = Status::kNeedMore;
-  std::string name;
+  std::string name;  // kNeedMore: the name written so far (empty before the name starts)
   size_t length = 0;
 };
 
@@ -29,6 +29,10 @@ class CallSyntax {
   virtual HeaderParse parse_header(std::string_view text, bool at_end) const = 0;
   // Strings that end a call's arguments and are consumed with it (each ends with <｜tool▁call▁end｜>).
   virtual const std::vector<std::string_view>& argument_terminators() const = 0;
+  // How many trailing bytes of `arguments` are a closing of the arguments (a terminator less its
+  // <｜tool▁call▁end｜>) or the start of one: held back while streaming, dropped when the arguments end without a
+  // terminator. Each prefix of a reported suffix must be reported too, so that no part of one is emitted early.
+  virtual size_t closing_suffix_length(std::string_view arguments) const = 0;
   // The text that opens a call (after <｜tool▁calls▁begin｜>): through the name and the start of the arguments
   // when `name` is given, otherwise only <｜tool▁call▁begin｜>.
   virtual std::string call_opening(const std::optional<std::string>& name) const = 0;

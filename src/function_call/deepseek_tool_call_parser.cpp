@@ -90,8 +90,13 @@ bool DeepSeekToolCallParser::step_header(bool at_end, ToolCallChunk& out) {
   const HeaderParse header = syntax_->parse_header(buffer_, at_end);
   switch (header.status) {
     case HeaderParse::Status::kNeedMore:
-      FATHOM_CHECK(!at_end, "tool-call parser: the call syntax asked for more text at the end of output");
-      return false;
+      if (!at_end) return false;
+      if (could_become_known(header.name)) {
+        buffer_.clear();  // an unfinished call at the end of output is dropped, as SGLang's detectors do
+        state_ = State::kText;
+        return false;
+      }
+      break;  // the name can no longer become a known tool: not a call
     case HeaderParse::Status::kComplete:
       if (known(header.name)) {
         ToolCallDelta delta;
@@ -102,30 +107,34 @@ bool DeepSeekToolCallParser::step_header(bool at_end, ToolCallChunk& out) {
         state_ = State::kArguments;
         return true;
       }
-      [[fallthrough]];  // an unknown tool: not a call
-    case HeaderParse::Status::kInvalid:
-      state_ = State::kText;  // the call-begin marker was stray; what followed it is rescanned as text
-      return true;
+      break;  // an unknown tool: not a call
+    case HeaderParse::Status::kInvalid: break;
   }
-  return false;
+  state_ = State::kText;  // the call-begin marker was stray; what followed it is rescanned as text
+  return true;
 }
 
 bool DeepSeekToolCallParser::step_arguments(bool at_end, ToolCallChunk& out) {
   const std::optional<MarkerMatch> match = find_first_marker(buffer_, argument_ends_, !at_end);
-  if (!match) {
-    const size_t emit = at_end ? buffer_.size() : utf8_complete_prefix_length(buffer_);
-    emit_arguments(std::string_view(buffer_).substr(0, emit), out);
+  if (match && match->complete && match->marker < terminator_count_) {
+    emit_arguments(std::string_view(buffer_).substr(0, match->position), out);
+    buffer_.erase(0, match->position + argument_ends_[match->marker].size());
+    state_ = State::kText;
+    in_section_ = true;
+    return true;
+  }
+  // Up to the first (partial) marker, less a closing the syntax may still be writing: it is argument text only
+  // if more follows before the arguments end.
+  const std::string_view undecided = std::string_view(buffer_).substr(0, match ? match->position : buffer_.size());
+  const size_t text_end = undecided.size() - syntax_->closing_suffix_length(undecided);
+  const size_t emit = match || at_end ? text_end : utf8_complete_prefix_length(undecided.substr(0, text_end));
+  emit_arguments(undecided.substr(0, emit), out);
+  const bool arguments_end = match ? match->complete : at_end;  // another marker, or the output stopped
+  if (!arguments_end) {
     buffer_.erase(0, emit);
-    if (at_end) state_ = State::kText;  // the output stopped inside the arguments: the call ends here
     return false;
   }
-  emit_arguments(std::string_view(buffer_).substr(0, match->position), out);
-  if (!match->complete) {
-    buffer_.erase(0, match->position);
-    return false;
-  }
-  const bool consumed = match->marker < terminator_count_;
-  buffer_.erase(0, match->position + (consumed ? argument_ends_[match->marker].size() : 0));
+  buffer_.erase(0, undecided.size());  // the closing is dropped; the call ends here
   state_ = State::kText;
   in_section_ = true;
   return true;
@@ -144,6 +153,12 @@ void DeepSeekToolCallParser::emit_arguments(std::string_view text, ToolCallChunk
 bool DeepSeekToolCallParser::known(const std::string& name) const {
   return options_.known_names.empty() ||
          std::find(options_.known_names.begin(), options_.known_names.end(), name) != options_.known_names.end();
+}
+
+bool DeepSeekToolCallParser::could_become_known(const std::string& name_start) const {
+  return options_.known_names.empty() ||
+         std::any_of(options_.known_names.begin(), options_.known_names.end(),
+                     [&](const std::string& name) { return name.starts_with(name_start); });
 }
 
 }  // namespace fathom::function_call

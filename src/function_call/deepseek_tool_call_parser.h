@@ -5,7 +5,8 @@
 //   CALL = <｜tool▁call▁begin｜> HEADER ARGUMENTS TERMINATOR
 // A call is also recognized without the surrounding calls markers. Whitespace between markers of a calls
 // section is dropped; other marker strings outside a call are removed from the content; a call whose header
-// is malformed (or names an unknown tool) degrades to content; any marker inside the arguments ends the call.
+// is malformed (or names an unknown tool) degrades to content, one whose header the output stops inside is
+// dropped; any marker inside the arguments ends the call.
 #include <memory>
 #include <string>
 
@@ -32,6 +33,7 @@ class DeepSeekToolCallParser final : public ToolCallParser {
   bool step_arguments(bool at_end, ToolCallChunk& out);
   void emit_arguments(std::string_view text, ToolCallChunk& out) const;
   bool known(const std::string& name) const;
+  bool could_become_known(const std::string& name_start) const;
 
   std::unique_ptr<const CallSyntax> syntax_;
   ToolCallParserOptions options_;

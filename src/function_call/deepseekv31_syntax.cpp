@@ -8,7 +8,7 @@ namespace {
 
 class DeepSeekV31Syntax final : public CallSyntax {
  public:
-  HeaderParse parse_header(std::string_view text, bool at_end) const override {
+  HeaderParse parse_header(std::string_view text, bool /*at_end*/) const override {
     HeaderParse result;
     size_t pos = 0;
     while (pos < text.size() && is_name_char(text[pos])) {
@@ -26,8 +26,9 @@ class DeepSeekV31Syntax final : public CallSyntax {
       result.status = HeaderParse::Status::kComplete;
       result.name = std::string(text.substr(0, pos));
       result.length = pos + separator.size();
-    } else if (separator_partial && !at_end) {
+    } else if (separator_partial) {
       result.status = HeaderParse::Status::kNeedMore;  // includes the empty text
+      result.name = std::string(text.substr(0, pos));
     } else {
       result.status = HeaderParse::Status::kInvalid;
     }
@@ -35,6 +36,9 @@ class DeepSeekV31Syntax final : public CallSyntax {
   }
 
   const std::vector<std::string_view>& argument_terminators() const override { return terminators_; }
+
+  // No fence: whatever precedes <｜tool▁call▁end｜> (or the end of output) is argument text.
+  size_t closing_suffix_length(std::string_view) const override { return 0; }
 
   std::string call_opening(const std::optional<std::string>& name) const override {
     std::string opening(deepseek::kCallBegin);

@@ -20,8 +20,8 @@ class DeepSeekV3Syntax final : public CallSyntax {
  public:
   HeaderParse parse_header(std::string_view text, bool at_end) const override {
     HeaderParse result;
-    auto need_more_or_invalid = [&] {
-      result.status = at_end ? HeaderParse::Status::kInvalid : HeaderParse::Status::kNeedMore;
+    auto need_more = [&] {
+      result.status = HeaderParse::Status::kNeedMore;
       return result;
     };
     auto invalid = [&] {
@@ -32,11 +32,11 @@ class DeepSeekV3Syntax final : public CallSyntax {
     size_t pos = 0;
     while (pos < text.size() && is_identifier_char(text[pos])) ++pos;
     if (pos > kMaxTypeBytes) return invalid();
-    if (pos == text.size()) return need_more_or_invalid();
+    if (pos == text.size()) return need_more();
     const std::string_view separator = deepseek::kSeparator;
     const std::string_view after_type = text.substr(pos);
     if (after_type.size() < separator.size()) {
-      return separator.substr(0, after_type.size()) == after_type ? need_more_or_invalid() : invalid();
+      return separator.substr(0, after_type.size()) == after_type ? need_more() : invalid();
     }
     if (after_type.substr(0, separator.size()) != separator) return invalid();
     pos += separator.size();
@@ -46,15 +46,19 @@ class DeepSeekV3Syntax final : public CallSyntax {
       if (pos - name_begin >= kMaxNameBytes) return invalid();
       ++pos;
     }
-    if (pos == text.size()) return need_more_or_invalid();
+    if (pos == text.size()) {
+      result.name = std::string(text.substr(name_begin));
+      return need_more();
+    }
     if (text[pos] != '\n' || pos == name_begin) return invalid();
     result.name = std::string(text.substr(name_begin, pos - name_begin));
     ++pos;
     // Optional fence: ``` + language tag + newline.
     result.status = HeaderParse::Status::kComplete;
     const std::string_view rest = text.substr(pos);
-    if (rest.size() < kFence.size() && kFence.substr(0, rest.size()) == rest && !at_end) {
-      result.status = HeaderParse::Status::kNeedMore;
+    if (rest.size() < kFence.size() && kFence.substr(0, rest.size()) == rest) {
+      if (!at_end) return need_more();
+      result.length = text.size();  // an opening fence cut off by the end of output is syntax, not arguments
       return result;
     }
     if (rest.substr(0, kFence.size()) != kFence) {
@@ -75,6 +79,13 @@ class DeepSeekV3Syntax final : public CallSyntax {
 
   const std::vector<std::string_view>& argument_terminators() const override { return terminators_; }
 
+  size_t closing_suffix_length(std::string_view arguments) const override {
+    for (std::string_view closing : closings_) {
+      if (arguments.ends_with(closing)) return closing.size();
+    }
+    return 0;
+  }
+
   // Without a name only the marker is forced: the model writes the rest of the header, so that a header it
   // gets wrong degrades to its own text alone.
   std::string call_opening(const std::optional<std::string>& name) const override {
@@ -89,6 +100,9 @@ class DeepSeekV3Syntax final : public CallSyntax {
   std::string fence_newline_then_end_ = std::string("\n```\n") + std::string(deepseek::kCallEnd);
   std::string bare_fence_then_end_ = std::string("```") + std::string(deepseek::kCallEnd);
   std::vector<std::string_view> terminators_ = {fence_then_end_, fence_newline_then_end_, bare_fence_then_end_, deepseek::kCallEnd};
+  // The terminators less <｜tool▁call▁end｜>, with every prefix (so no part of one is emitted before it is
+  // decided), longest first.
+  std::vector<std::string_view> closings_ = {"\n```\n", "\n```", "\n``", "```", "\n`", "``", "\n", "`"};
 };
 
 }  // namespace

@@ -6,11 +6,13 @@
 //
 // Contract of every parser:
 // - Markers are matched on decoded text; a marker cut by a chunk boundary is held back until it completes,
-//   and no marker text (the format's markers) ever reaches `normal_text` or the arguments.
+//   and no marker text (the format's markers, nor V3's closing fence "\n```" or a start of it) ever reaches
+//   `normal_text` or the arguments.
 // - A call is reported (its name, in a delta with its index) only once its header is complete and well
 //   formed, and its name is one of the known tools (when a list is given); otherwise the text degrades to
-//   plain content (markers removed). A reported call is never dropped: output that stops inside the arguments
-//   ends the call with the arguments so far.
+//   plain content (markers removed). A header cut off by the end of output that could still have become a
+//   call is dropped (no content, no call). A reported call is never dropped: output that stops inside the
+//   arguments ends the call with the arguments so far.
 // - Emitted text never ends inside a UTF-8 character.
 #include <cstdint>
 #include <memory>
@@ -69,7 +71,8 @@ class ToolCallParser {
   virtual ~ToolCallParser() = default;
   // Feeds the next decoded text (any split, even inside a UTF-8 character or a marker).
   virtual ToolCallChunk push(std::string_view text) = 0;
-  // End of output: everything held back is decided (an unfinished marker or header becomes content).
+  // End of output: everything held back is decided (an unfinished marker becomes content, an unfinished call
+  // header is dropped, a begun closing fence is dropped from the arguments).
   virtual ToolCallChunk finish() = 0;
   // Calls reported so far.
   virtual int32_t call_count() const = 0;

@@ -44,6 +44,42 @@ TEST(ToolCallStreaming, NameComesFirstThenArgumentFragmentsAsTheyArrive) {
   EXPECT_EQ(parser->call_count(), 1);
 }
 
+TEST(ToolCallStreaming, NewlineThatCouldStartTheClosingFenceIsReleasedInOrderWhenTextFollows) {
+  auto parser = make_tool_call_parser(ToolCallFormat::kDeepSeekV3, {{"get_weather"}});
+  ToolCallChunk chunk = parser->push(kCallsBegin + kCallBegin + "function" + kSep + "get_weather\n```json\n{");
+  EXPECT_EQ(chunk.calls.at(0).arguments, "{");
+  EXPECT_TRUE(parser->push("\n").empty());
+  EXPECT_TRUE(parser->push("`").empty());
+  EXPECT_EQ(parser->push("x").calls.at(0).arguments, "\n`x");  // not a fence after all
+  EXPECT_EQ(parser->push("\n  \"a\": 1").calls.at(0).arguments, "\n  \"a\": 1");
+}
+
+TEST(ToolCallStreaming, ClosingFenceCutOffByTheEndOfOutputIsDroppedAtFinish) {
+  for (const std::string closing : {"\n", "\n`", "\n``", "\n```", "\n```\n"}) {
+    auto parser = make_tool_call_parser(ToolCallFormat::kDeepSeekV3, {{"get_weather"}});
+    ToolCallChunk chunk = parser->push(kCallsBegin + kCallBegin + "function" + kSep + "get_weather\n```json\n");
+    chunk = parser->push("{\"city\": \"Paris\"}" + closing);
+    EXPECT_EQ(chunk.calls.at(0).arguments, "{\"city\": \"Paris\"}") << closing;
+    EXPECT_TRUE(parser->finish().empty()) << closing;
+  }
+}
+
+TEST(ToolCallStreaming, ClosingFenceIsHeldWhileAMarkerAfterItIsIncomplete) {
+  auto parser = make_tool_call_parser(ToolCallFormat::kDeepSeekV3, {{"get_weather", "get_time"}});
+  ToolCallParseResult result;
+  accumulate(result, parser->push(kCallsBegin + kCallBegin + "function" + kSep + "get_weather\n```json\n{}\n```"));
+  // Cut after "<｜tool▁call▁b": no longer the start of <｜tool▁call▁end｜>, so only the fence rule holds it back.
+  const size_t cut = kCallBegin.find("begin") + 1;
+  const ToolCallChunk before_marker = parser->push(kCallBegin.substr(0, cut));
+  EXPECT_TRUE(before_marker.empty());  // the fence is not argument text if a marker follows it
+  accumulate(result, before_marker);
+  accumulate(result, parser->push(kCallBegin.substr(cut) + "function" + kSep + "get_time\n```json\n{}\n```"));
+  accumulate(result, parser->finish());
+  ASSERT_EQ(result.calls.size(), 2u);
+  EXPECT_EQ(result.calls[0].arguments, "{}");
+  EXPECT_EQ(result.calls[1].arguments, "{}");
+}
+
 TEST(ToolCallStreaming, PartialMarkerIsHeldBackAndReleasedWhenItIsNotOne) {
   auto parser = make_tool_call_parser(ToolCallFormat::kDeepSeekV3);
   EXPECT_EQ(parser->push("a <｜tool▁ca").normal_text, "a ");
@@ -87,6 +123,17 @@ TEST(ToolCallForcing, RequiredOpeningLeavesTheHeaderToTheModel) {
     EXPECT_EQ(result.calls[0].arguments, "{}");
   }
   EXPECT_EQ(forced_call_opening(ToolCallFormat::kDeepSeekV31, std::string("f")), kCallsBegin + kCallBegin + "f" + kSep);
+}
+
+TEST(ToolCallForcing, RequiredOpeningWithTheOutputCutOffInsideTheHeaderYieldsNothing) {
+  for (ToolCallFormat format : {ToolCallFormat::kDeepSeekV3, ToolCallFormat::kDeepSeekV31}) {
+    const std::string partial_header = format == ToolCallFormat::kDeepSeekV3 ? "function" + kSep + "get" : "get";
+    auto parser = make_tool_call_parser(format, {{"get_time"}});
+    EXPECT_TRUE(parser->push(forced_call_opening(format, std::nullopt)).empty());
+    EXPECT_TRUE(parser->push(partial_header).empty());
+    EXPECT_TRUE(parser->finish().empty()) << tool_call_format_name(format);  // no content "functionget"
+    EXPECT_EQ(parser->call_count(), 0);
+  }
 }
 
 TEST(ToolCallLimits, OverlongTypeOrNameIsNotACall) {
