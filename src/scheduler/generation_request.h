@@ -46,7 +46,8 @@ struct GenerationEvent {
   std::vector<TokenLogprob> logprobs;     // one per new token when requested
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
-  std::string matched_stop;               // the stop string or token that ended it, if any
+  std::string matched_stop;               // the stop string that ended it, if any
+  std::optional<int32_t> matched_stop_token;  // or the EOS / stop token id that ended it
   std::string error_message;              // when finish_reason == kError
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;          // total so far

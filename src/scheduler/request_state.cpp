@@ -57,7 +57,7 @@ bool RequestState::accept_token(const sampling::SampledToken& sampled, const std
   if (is_eos || is_stop_token) {
     event.text_delta = text_.finish();
     event.finish_reason = FinishReason::kStop;
-    event.matched_stop = std::to_string(token);
+    event.matched_stop_token = token;
   } else {
     TextStream::Piece piece = text_.push(token);
     event.text_delta = std::move(piece.text);

@@ -87,6 +87,7 @@ void GenerationJob::merge(ChoiceResult& choice, size_t slot, const scheduler::Ge
     choice.finished = true;
     choice.finish_reason = event.finish_reason == scheduler::FinishReason::kNone ? scheduler::FinishReason::kStop : event.finish_reason;
     choice.matched_stop = event.matched_stop;
+    choice.matched_stop_token = event.matched_stop_token;
     choice.error_message = event.error_message;
     choice.latency_s = seconds_between(started_at_, now);
     --unfinished_;

@@ -3,6 +3,7 @@
 // streams of one HTTP request's choices into its JSON response or its SSE chunks. GenerationJob owns the
 // choices and calls these on the event loop's thread.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,8 @@ struct ChoiceResult {
   std::vector<scheduler::TokenLogprob> logprobs;
   bool finished = false;
   scheduler::FinishReason finish_reason = scheduler::FinishReason::kNone;
-  std::string matched_stop;
+  std::string matched_stop;                    // the stop string that ended it, if any
+  std::optional<int32_t> matched_stop_token;   // or the EOS / stop token id
   std::string error_message;
   int64_t completion_tokens = 0;
   int64_t cached_prompt_tokens = 0;

@@ -3,10 +3,39 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <optional>
+#include <string>
 
 namespace fathom::server {
 
 namespace {
+
+// RFC 3986 percent-decoding of a path ("/v1/models/a%2Fb" -> "/v1/models/a/b", as clients encode ids);
+// nullopt for a malformed escape or one that decodes to a control character.
+std::optional<std::string> percent_decode_path(std::string_view path) {
+  auto hex_value = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string decoded;
+  decoded.reserve(path.size());
+  for (size_t i = 0; i < path.size(); ++i) {
+    if (path[i] != '%') {
+      decoded += path[i];
+      continue;
+    }
+    if (i + 2 >= path.size()) return std::nullopt;
+    const int high = hex_value(path[i + 1]), low = hex_value(path[i + 2]);
+    if (high < 0 || low < 0) return std::nullopt;
+    const int byte = high * 16 + low;
+    if (byte < 0x20 || byte == 0x7f) return std::nullopt;
+    decoded += static_cast<char>(byte);
+    i += 2;
+  }
+  return decoded;
+}
 
 constexpr size_t kMaxChunkLineBytes = 4096;
 
@@ -269,7 +298,12 @@ bool HttpRequestParser::parse_request_line(std::string_view line) {
     fail(400, "request target must be an absolute path");
     return false;
   }
-  request_.path = std::string(path);
+  std::optional<std::string> decoded = percent_decode_path(path);
+  if (!decoded) {
+    fail(400, "malformed percent-encoding in the request target");
+    return false;
+  }
+  request_.path = std::move(*decoded);
   return true;
 }
 

@@ -227,6 +227,7 @@ class NativeGenerateProtocol : public GenerationProtocol {
     if (!choice.finished) return nullptr;
     switch (choice.finish_reason) {
       case scheduler::FinishReason::kStop:
+        if (choice.matched_stop_token) return Json{{"type", "stop"}, {"matched", *choice.matched_stop_token}};
         return choice.matched_stop.empty() ? Json{{"type", "stop"}} : Json{{"type", "stop"}, {"matched", choice.matched_stop}};
       case scheduler::FinishReason::kLength:
         return Json{{"type", "length"}, {"length", choice.completion_tokens}};

@@ -50,7 +50,13 @@ class OpenAiProtocolBase : public GenerationProtocol {
   }
   static Json finish_json(const ChoiceResult& choice) { return choice.finished ? finish_reason_json(choice.finish_reason) : Json(); }
   static void add_matched_stop(Json& choice_json, const ChoiceResult& choice) {
-    if (choice.finished && !choice.matched_stop.empty()) choice_json["matched_stop"] = choice.matched_stop;
+    if (!choice.finished) return;
+    // As SGLang reports it: the stop string, or the token id as a number.
+    if (choice.matched_stop_token) {
+      choice_json["matched_stop"] = *choice.matched_stop_token;
+    } else if (!choice.matched_stop.empty()) {
+      choice_json["matched_stop"] = choice.matched_stop;
+    }
   }
 
   OpenAiResponseContext context_;

@@ -67,6 +67,13 @@ void parse_sampling(const JsonFields& fields, const RequestLimits& limits, sched
   if (auto ignore_eos = fields.boolean("ignore_eos")) sampling.ignore_eos = *ignore_eos;
   if (auto stop_ids = fields.int32_list("stop_token_ids")) sampling.stop_token_ids = *stop_ids;
   if (auto skip = fields.boolean("skip_special_tokens")) sampling.skip_special_tokens = *skip;
+  if (auto min_tokens = fields.integer("min_tokens"); min_tokens && *min_tokens > 0) {
+    throw ApiError(400, "'min_tokens' is not supported.", "min_tokens", "unsupported_parameter");
+  }
+  if (auto include_stop = fields.boolean("include_stop_str_in_output"); include_stop && *include_stop) {
+    throw ApiError(400, "'include_stop_str_in_output' is not supported (stop strings are removed from the output).",
+                   "include_stop_str_in_output", "unsupported_parameter");
+  }
   if (auto repetition = fields.number("repetition_penalty"); repetition && *repetition != 1.0) {
     throw ApiError(400, "'repetition_penalty' is not supported (use presence_penalty / frequency_penalty).",
                    "repetition_penalty", "unsupported_parameter");
@@ -135,8 +142,7 @@ std::vector<PromptSource> parse_prompts(const JsonFields& fields) {
         } else {
           fields.type_error("prompt", expected, item);
         }
-      }
-    }
+      }    }
   } else {
     fields.type_error("prompt", expected, *prompt);
   }
@@ -148,7 +154,7 @@ Json parse_messages(const JsonFields& fields) {
   if (!messages) throw ApiError::missing("messages");
   if (!messages->is_array()) fields.type_error("messages", "an array", *messages);
   if (messages->empty()) throw ApiError::invalid_value("messages", "Invalid 'messages': must contain at least one message.");
-  static const std::set<std::string> kRoles = {"system", "user", "assistant", "tool", "developer", "function"};
+  static const std::set<std::string> kRoles = {"system", "user", "assistant", "tool", "developer"};
   for (size_t i = 0; i < messages->size(); ++i) {
     const Json& message = (*messages)[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
@@ -161,6 +167,10 @@ Json parse_messages(const JsonFields& fields) {
     if (!role->is_string()) {
       throw ApiError(400, "Invalid type for '" + where + ".role': expected a string, but got " + json_type_phrase(*role) + " instead.",
                      where + ".role", "invalid_type");
+    }
+    if (*role == "function") {
+      throw ApiError::invalid_value(where + ".role", "Invalid '" + where + ".role': 'function' messages (deprecated) "
+                                                     "are not supported; send the result as a 'tool' message.");
     }
     if (!kRoles.count(role->get<std::string>())) {
       throw ApiError::invalid_value(where + ".role", "Invalid '" + where + ".role': '" + role->get<std::string>().substr(0, 64) +
@@ -183,6 +193,10 @@ Json parse_messages(const JsonFields& fields) {
     joined = chat::join_text_content_parts(*messages);
   } catch (const fathom::Error& error) {
     throw ApiError(400, std::string("Invalid 'messages': ") + error.what(), "messages", "invalid_value");
+  }
+  // OpenAI's 'developer' role replaces 'system' for newer models; DeepSeek's template knows only 'system'.
+  for (Json& message : joined) {
+    if (message["role"] == "developer") message["role"] = "system";
   }
   prepare_tool_messages(joined);
   return joined;

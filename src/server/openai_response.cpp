@@ -1,6 +1,11 @@
 #include "server/openai_response.h"
 
+#include <cstdio>
+#include <map>
+#include <string_view>
+
 #include "server/openai_protocol_base.h"
+#include "tokenizer/utf8.h"
 
 namespace fathom::server {
 
@@ -25,9 +30,11 @@ class CompletionProtocol : public OpenAiProtocolBase {
 
   void stream_delta(const ChoiceResult& choice, const scheduler::GenerationEvent& event, std::string& out) override {
     if (!event.text_delta.empty() || !event.new_token_ids.empty() || event.finished) {
-      size_t text_offset = choice.text.size() - event.text_delta.size() + echo_length(choice);
+      // Characters of the choice's tokens streamed before this event (the same offsets as the final response's).
+      int64_t& streamed_chars = streamed_token_chars_[choice.index];
       Json choice_json{{"index", choice.index}, {"text", event.text_delta},
-                       {"logprobs", logprobs_json(event.logprobs, text_offset)}, {"finish_reason", finish_json(choice)}};
+                       {"logprobs", logprobs_json(event.logprobs, echo_chars(choice), streamed_chars)},
+                       {"finish_reason", finish_json(choice)}};
       add_matched_stop(choice_json, choice);
       append_chunk(out, std::move(choice_json));
     }
@@ -39,9 +46,11 @@ class CompletionProtocol : public OpenAiProtocolBase {
     Json response = envelope(false);
     Json choice_list = Json::array();
     for (const ChoiceResult& choice : choices) {
+      int64_t token_chars = 0;
       std::string text = echo_prefixes_.empty() ? choice.text : echo_prefixes_.at(static_cast<size_t>(choice.prompt_index)) + choice.text;
       Json choice_json{{"index", choice.index}, {"text", std::move(text)},
-                       {"logprobs", logprobs_json(choice.logprobs, echo_length(choice))}, {"finish_reason", finish_json(choice)}};
+                       {"logprobs", logprobs_json(choice.logprobs, echo_chars(choice), token_chars)},
+                       {"finish_reason", finish_json(choice)}};
       add_matched_stop(choice_json, choice);
       choice_list.push_back(std::move(choice_json));
     }
@@ -51,29 +60,54 @@ class CompletionProtocol : public OpenAiProtocolBase {
   }
 
  private:
-  size_t echo_length(const ChoiceResult& choice) const {
-    return echo_prefixes_.empty() ? 0 : echo_prefixes_.at(static_cast<size_t>(choice.prompt_index)).size();
+  int64_t echo_chars(const ChoiceResult& choice) const {
+    return echo_prefixes_.empty() ? 0 : utf8_chars(echo_prefixes_.at(static_cast<size_t>(choice.prompt_index)));
   }
 
-  // {"tokens", "token_logprobs", "top_logprobs", "text_offset"}; text offsets are byte offsets into the text.
-  Json logprobs_json(const std::vector<scheduler::TokenLogprob>& logprobs, size_t first_offset) const {
+  // {"tokens", "token_logprobs", "top_logprobs", "text_offset"}. Offsets count characters (code points) of the
+  // returned text, as OpenAI's do: a token's offset is that of the character holding its first byte. token_chars:
+  // the characters of the choice's earlier tokens, advanced past these.
+  Json logprobs_json(const std::vector<scheduler::TokenLogprob>& logprobs, int64_t echo_chars,
+                     int64_t& token_chars) const {
     if (!logprobs_) return nullptr;
     Json tokens = Json::array(), token_logprobs = Json::array(), top = Json::array(), offsets = Json::array();
-    size_t offset = first_offset;
     for (const scheduler::TokenLogprob& entry : logprobs) {
-      TokenPiece token = piece(entry.token_id);
-      tokens.push_back(token.text);
+      const TokenPiece token = piece(entry.token_id);
+      tokens.push_back(token_label(token));
       token_logprobs.push_back(entry.logprob);
       Json alternatives = Json::object();
-      for (const auto& [id, logprob] : entry.top) alternatives[piece(id).text] = logprob;
+      for (const auto& [id, logprob] : entry.top) alternatives[token_label(piece(id))] = logprob;
       top.push_back(std::move(alternatives));
-      offsets.push_back(offset);
-      offset += token.text.size();
+      const bool starts_inside_a_character = !token.bytes.empty() && is_continuation_byte(token.bytes.front());
+      offsets.push_back(echo_chars + token_chars - (starts_inside_a_character && token_chars > 0 ? 1 : 0));
+      for (uint8_t byte : token.bytes) token_chars += is_continuation_byte(byte) ? 0 : 1;
     }
     return Json{{"tokens", std::move(tokens)}, {"token_logprobs", std::move(token_logprobs)},
                 {"top_logprobs", std::move(top)}, {"text_offset", std::move(offsets)}};
   }
 
+  static bool is_continuation_byte(uint8_t byte) { return (byte & 0xC0) == 0x80; }
+  static int64_t utf8_chars(const std::string& text) {
+    int64_t chars = 0;
+    for (char c : text) chars += is_continuation_byte(static_cast<uint8_t>(c)) ? 0 : 1;
+    return chars;
+  }
+  // A token's text, or for a token that is not whole UTF-8 characters its bytes as OpenAI writes them
+  // ("bytes:\xe6\x97"), so that distinct partial tokens stay distinct keys of top_logprobs.
+  static std::string token_label(const TokenPiece& token) {
+    const std::string_view bytes(reinterpret_cast<const char*>(token.bytes.data()), token.bytes.size());
+    if (token.bytes.empty()) return token.text;
+    if (tokenizer::utf8::is_valid(bytes)) return std::string(bytes);
+    std::string label = "bytes:";
+    char escaped[5];
+    for (uint8_t byte : token.bytes) {
+      std::snprintf(escaped, sizeof(escaped), "\\x%02x", byte);
+      label += escaped;
+    }
+    return label;
+  }
+
+  std::map<int64_t, int64_t> streamed_token_chars_;  // choice index -> characters of its streamed tokens
   std::vector<std::string> echo_prefixes_;
   bool logprobs_;
 };

@@ -37,6 +37,18 @@ std::vector<int32_t> tokenize_prompt(const PromptSource& prompt, bool add_specia
   return ids;
 }
 
+// OpenAI's error for a prompt plus completion longer than the context (clients match on its code).
+void check_context_length(int64_t prompt_tokens, int64_t max_new_tokens, const PreparationContext& context,
+                          const std::string& param, const char* what) {
+  const int64_t requested = prompt_tokens + max_new_tokens;
+  if (context.max_context_tokens <= 0 || requested <= context.max_context_tokens) return;
+  throw ApiError(400, "This model's maximum context length is " + std::to_string(context.max_context_tokens) +
+                          " tokens. However, you requested " + std::to_string(requested) + " tokens (" +
+                          std::to_string(prompt_tokens) + " in the " + what + ", " + std::to_string(max_new_tokens) +
+                          " in the completion). Please reduce the length of the " + what + " or completion.",
+                 param, "context_length_exceeded");
+}
+
 // Choice `choice_number` of a prompt gets seed + choice_number so that n > 1 with a seed still differs.
 scheduler::SamplingParams choice_sampling(const scheduler::SamplingParams& base, int64_t choice_number) {
   scheduler::SamplingParams sampling = base;
@@ -100,6 +112,7 @@ PreparedGeneration prepare_completion(std::string_view body, const PreparationCo
   for (size_t p = 0; p < request.prompts.size(); ++p) {
     const PromptSource& prompt = request.prompts[p];
     std::vector<int32_t> ids = tokenize_prompt(prompt, /*add_special_tokens=*/true, context, "prompt");
+    check_context_length(static_cast<int64_t>(ids.size()), request.sampling.max_new_tokens, context, "prompt", "prompt");
     if (request.echo) echo_prefixes.push_back(prompt.is_text ? prompt.text : context.codec->decode(ids));
     add_choices(prepared, static_cast<int64_t>(p), ids, request.sampling, request.n);
   }
@@ -129,6 +142,8 @@ PreparedGeneration prepare_chat(std::string_view body, const PreparationContext&
   std::vector<int32_t> ids = tokenize_prompt(prompt, /*add_special_tokens=*/false, context, "messages");
   const int64_t room = context.max_context_tokens - static_cast<int64_t>(ids.size());
   request.sampling.max_new_tokens = request.max_tokens.value_or(std::max<int64_t>(room, 1));
+  check_context_length(static_cast<int64_t>(ids.size()), request.sampling.max_new_tokens, context, "messages",
+                       "messages");
   add_choices(prepared, 0, ids, request.sampling, request.n);
   prepared.protocol = make_chat_protocol(response_context(prepared, context, request.model, request.include_usage),
                                          request.sampling.logprobs, std::move(output.options));
@@ -143,6 +158,8 @@ PreparedGeneration prepare_native_generate(std::string_view body, const Preparat
   for (size_t p = 0; p < request.prompts.size(); ++p) {
     const std::string param = request.prompts[p].is_text ? "text" : "input_ids";
     std::vector<int32_t> ids = tokenize_prompt(request.prompts[p], /*add_special_tokens=*/true, context, param);
+    check_context_length(static_cast<int64_t>(ids.size()), request.sampling[p].max_new_tokens, context, param,
+                         "prompt");
     add_choices(prepared, static_cast<int64_t>(p), ids, request.sampling[p], request.n[p]);
   }
   const bool logprobs = !request.sampling.empty() && request.sampling.front().logprobs;

@@ -472,9 +472,9 @@ TEST(SchedulerTable, EosAndStopTokenIds) {
   harness.run_until_idle();
   EXPECT_EQ(harness.log("eos").tokens(), (std::vector<int32_t>{6, 7, 1}));
   EXPECT_EQ(harness.log("eos").last().finish_reason, FinishReason::kStop);
-  EXPECT_EQ(harness.log("eos").last().matched_stop, "1");
+  EXPECT_EQ(harness.log("eos").last().matched_stop_token, 1);
   EXPECT_EQ(harness.log("stop_token").tokens(), (std::vector<int32_t>{6, 7}));
-  EXPECT_EQ(harness.log("stop_token").last().matched_stop, "7");
+  EXPECT_EQ(harness.log("stop_token").last().matched_stop_token, 7);
   EXPECT_EQ(harness.log("ignore_eos").tokens(), (std::vector<int32_t>{6, 7, 1, 6, 7}));
   EXPECT_EQ(harness.log("ignore_eos").last().finish_reason, FinishReason::kLength);
 }
@@ -523,7 +523,7 @@ TEST_F(StopStringTest, HeldTextIsReleasedAtLengthAndEos) {
   EXPECT_EQ(harness.log("length").last().finish_reason, FinishReason::kLength);
   EXPECT_EQ(harness.log("eos").text(), "ab<S");
   EXPECT_EQ(harness.log("eos").last().finish_reason, FinishReason::kStop);
-  EXPECT_EQ(harness.log("eos").last().matched_stop, "256");
+  EXPECT_EQ(harness.log("eos").last().matched_stop_token, 256);
 }
 
 }  // namespace

@@ -207,8 +207,8 @@ TEST(ApiServer, ErrorsKeepTheConnectionAndServerServing) {
       {"POST", "/v1/chat/completions", R"({"model": "nope", "messages": [{"role": "user", "content": "x"}]})", 404, "model_not_found"},
       {"POST", "/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", 400, "invalid_value"},
       {"POST", "/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "temperature": "warm"})", 400, "invalid_type"},
-      {"POST", "/v1/completions", R"({"prompt": "this prompt is longer than sixteen tokens"})", 400, "engine_error"},
-      {"POST", "/v1/completions", R"({"prompt": "this prompt is longer than sixteen tokens", "stream": true})", 400, "engine_error"},
+      {"POST", "/v1/completions", R"({"prompt": "this prompt is longer than sixteen tokens"})", 400, "context_length_exceeded"},
+      {"POST", "/v1/completions", R"({"prompt": "this prompt is longer than sixteen tokens", "stream": true})", 400, "context_length_exceeded"},
       {"GET", "/v1/completions", "", 405, "method_not_allowed"},
       {"GET", "/nowhere", "", 404, "unknown_url"},
       {"POST", "/generate", R"({"text": "x", "sampling_params": {"bogus": 1}})", 400, "unknown_parameter"},
@@ -229,6 +229,21 @@ TEST(ApiServer, ErrorsKeepTheConnectionAndServerServing) {
   // Same connection still works.
   TestResponse ok = call("POST", "/v1/completions", R"({"prompt": "ok", "max_tokens": 2})");
   EXPECT_EQ(ok.status, 200);
+}
+
+// The engine refusing a request that passed the server's checks (a full KV pool) is a 400 engine_error, streamed
+// or not, and the server keeps serving.
+TEST(ApiServer, EngineRefusalsAreEngineErrors) {
+  FakeEngineOptions options;
+  options.refuse_prompt_tokens = 8;
+  ServerHarness harness(options);
+  for (const char* body : {R"({"prompt": "a prompt of many tokens", "max_tokens": 2})",
+                           R"({"prompt": "a prompt of many tokens", "max_tokens": 2, "stream": true})"}) {
+    TestResponse response = http_call(harness.port(), "POST", "/v1/completions", body);
+    EXPECT_EQ(response.status, 400) << response.body;
+    EXPECT_EQ(response.json()["error"]["code"], "engine_error") << response.body;
+  }
+  EXPECT_EQ(http_call(harness.port(), "POST", "/v1/completions", R"({"prompt": "ok", "max_tokens": 2})").status, 200);
 }
 
 TEST(ApiServer, ProtocolErrorsAnswerThenClose) {
@@ -322,7 +337,7 @@ TEST(ApiServer, ClientDisconnectMidStreamAbortsTheEngineRequest) {
   ServerHarness harness(options);
   {
     TestConnection connection(harness.port());
-    connection.send(build_request("POST", "/v1/completions", R"({"prompt": "long", "max_tokens": 100000, "stream": true, "n": 2})"));
+    connection.send(build_request("POST", "/v1/completions", R"({"prompt": "long", "max_tokens": 250, "stream": true, "n": 2})"));
     connection.read_until("\"text\":\"t");
     ASSERT_TRUE(eventually([&] { return harness.engine.running() == 2; }));
   }  // closes the socket mid-stream
@@ -337,7 +352,7 @@ TEST(ApiServer, ClientDisconnectMidStreamAbortsTheEngineRequest) {
   // Non-streaming requests are aborted too.
   {
     TestConnection connection(harness.port());
-    connection.send(build_request("POST", "/v1/chat/completions", chat_body().replace(chat_body().find("\"max_tokens\": 5"), 15, "\"max_tokens\": 99999")));
+    connection.send(build_request("POST", "/v1/chat/completions", chat_body().replace(chat_body().find("\"max_tokens\": 5"), 15, "\"max_tokens\": 200")));
     ASSERT_TRUE(eventually([&] { return harness.engine.running() == 1; }));
   }
   ASSERT_TRUE(eventually([&] { return harness.engine.aborted_ids().size() == 3; }));

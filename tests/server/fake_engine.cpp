@@ -98,7 +98,9 @@ void FakeEngine::step(Active& active, GenerationEvent& event) {
     event.completion_tokens = active.generated;
     return;
   }
-  if (event.prompt_tokens >= options_.max_context_tokens) {
+  const int64_t refused_from =
+      options_.refuse_prompt_tokens > 0 ? options_.refuse_prompt_tokens : options_.max_context_tokens;
+  if (event.prompt_tokens >= refused_from) {
     event.finished = true;
     event.finish_reason = FinishReason::kError;
     event.error_message = "request " + active.request.request_id + ": the prompt has " + std::to_string(event.prompt_tokens) +
@@ -135,7 +137,7 @@ void FakeEngine::step(Active& active, GenerationEvent& event) {
     if (std::find(sampling.stop_token_ids.begin(), sampling.stop_token_ids.end(), token) != sampling.stop_token_ids.end()) {
       event.finished = true;
       event.finish_reason = FinishReason::kStop;
-      event.matched_stop = std::to_string(token);
+      event.matched_stop_token = token;
     } else if (active.generated >= sampling.max_new_tokens) {
       event.finished = true;
       event.finish_reason = FinishReason::kLength;

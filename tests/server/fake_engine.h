@@ -1,7 +1,7 @@
 #pragma once
 // A deterministic in-memory Engine for server tests: one token per tick per running request, token ids derived
 // from the prompt (and the seed when temperature > 0), text "t<id> " per token, kError for prompts longer than
-// the context, kLength at max_new_tokens, kStop at a stop token id or at a stop string, kAbort on abort().
+// the context (or refuse_prompt_tokens), kLength at max_new_tokens, kStop at a stop token id or at a stop string, kAbort on abort().
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -20,6 +20,9 @@ namespace fathom::testing {
 struct FakeEngineOptions {
   std::chrono::microseconds token_delay{0};  // between ticks
   int64_t max_context_tokens = 256;
+  // Prompts of at least this many tokens end in kError (0: max_context_tokens): an engine-side refusal that
+  // passes the server's own context check, as a full KV pool does.
+  int64_t refuse_prompt_tokens = 0;
   int64_t kv_total_tokens = 1 << 20;
   int tokens_per_event = 1;
   // Generate nothing until this many requests arrived (or hold_timeout passed): makes every stream overlap.

@@ -38,6 +38,16 @@ TEST(HttpParser, SimpleGet) {
   EXPECT_TRUE(request.body.empty());
 }
 
+// Paths are percent-decoded (clients encode the '/' of a model id); the raw target and the query stay as sent.
+TEST(HttpParser, PathIsPercentDecoded) {
+  HttpRequestParser parser = parse_all("GET /v1/%6dodels/models%2Ffathom-nano%20x?q=%2F HTTP/1.1\r\n\r\n");
+  ASSERT_EQ(parser.status(), Status::kComplete);
+  HttpRequest request = parser.take_request();
+  EXPECT_EQ(request.path, "/v1/models/models/fathom-nano x");
+  EXPECT_EQ(request.query, "q=%2F");
+  EXPECT_EQ(request.target, "/v1/%6dodels/models%2Ffathom-nano%20x?q=%2F");
+}
+
 TEST(HttpParser, ByteAtATimeWithBody) {
   const std::string bytes = "POST /generate HTTP/1.1\r\nContent-Length: 11\r\n\r\nhello world";
   HttpRequestParser parser(HttpLimits{});
@@ -139,6 +149,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadRequestCase{"bad version", "GET / HTTX/1.1\r\n\r\n", 400},
         BadRequestCase{"http2", "GET / HTTP/2.0\r\n\r\n", 505},
         BadRequestCase{"relative target", "GET abc HTTP/1.1\r\n\r\n", 400},
+        BadRequestCase{"truncated percent escape", "GET /v1/models/a%2 HTTP/1.1\r\n\r\n", 400},
+        BadRequestCase{"non-hex percent escape", "GET /v1/%zzmodels HTTP/1.1\r\n\r\n", 400},
+        BadRequestCase{"percent-encoded control byte", "GET /v1/models/a%00 HTTP/1.1\r\n\r\n", 400},
         BadRequestCase{"header without colon", "GET / HTTP/1.1\r\nBroken\r\n\r\n", 400},
         BadRequestCase{"space before colon", "GET / HTTP/1.1\r\nName : v\r\n\r\n", 400},
         BadRequestCase{"obs-fold", "GET / HTTP/1.1\r\nA: b\r\n c\r\n\r\n", 400},

@@ -80,6 +80,12 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"message_not_object", Endpoint::kChat, R"({"messages": [3]})", 400, "messages[0]", "expected an object"},
         ErrorCase{"message_without_role", Endpoint::kChat, R"({"messages": [{"content": "x"}]})", 400, "messages[0].role", "Missing"},
         ErrorCase{"message_bad_role", Endpoint::kChat, R"({"messages": [{"role": "robot", "content": "x"}]})", 400, "messages[0].role", "robot"},
+        ErrorCase{"message_function_role", Endpoint::kChat, R"({"messages": [{"role": "function", "name": "f", "content": "x"}]})", 400, "messages[0].role", "send the result as a 'tool' message"},
+        ErrorCase{"min_tokens", Endpoint::kCompletion, R"({"prompt": "a", "min_tokens": 4})", 400, "min_tokens", "not supported"},
+        ErrorCase{"include_stop_str_in_output", Endpoint::kChat, R"({"include_stop_str_in_output": true, )" + kMessages + "}", 400, "include_stop_str_in_output", "not supported"},
+        ErrorCase{"completion_over_context", Endpoint::kCompletion, R"({"prompt": [1, 2, 3], "max_tokens": 98})", 400, "prompt", "maximum context length is 100 tokens. However, you requested 101 tokens (3 in the prompt, 98 in the completion)"},
+        ErrorCase{"chat_over_context", Endpoint::kChat, R"({"messages": [{"role": "user", "content": ")" + std::string(120, 'x') + R"("}]})", 400, "messages", "maximum context length is 100 tokens"},
+        ErrorCase{"native_over_context", Endpoint::kNative, R"({"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 99}})", 400, "input_ids", "maximum context length"},
         ErrorCase{"message_without_content", Endpoint::kChat, R"({"messages": [{"role": "user"}]})", 400, "messages[0].content", "Missing"},
         ErrorCase{"message_content_number", Endpoint::kChat, R"({"messages": [{"role": "user", "content": 5}]})", 400, "messages[0].content", "expected a string or an array"},
         ErrorCase{"message_image_part", Endpoint::kChat, R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})", 400, "messages", "Invalid 'messages'"},
@@ -166,6 +172,24 @@ TEST(RequestPreparation, ChatBuildsOneEngineRequestPerChoice) {
   }
 }
 
+TEST(RequestPreparation, DeveloperMessagesAreSystemMessages) {
+  Fixture fixture;
+  PreparedGeneration prepared = prepare_chat(
+      R"({"messages": [{"role": "developer", "content": "be brief"}, {"role": "user", "content": "hi"}]})", fixture.context);
+  EXPECT_EQ(prepared.choices[0].request.input_ids, FakeCodec().encode("system: be brief\nuser: hi\nassistant:", false));
+}
+
+TEST(RequestPreparation, OverTheContextIsContextLengthExceeded) {
+  Fixture fixture;
+  try {
+    prepare_completion(R"({"prompt": [1, 2, 3], "max_tokens": 98})", fixture.context);
+    FAIL() << "no error";
+  } catch (const ApiError& error) {
+    EXPECT_EQ(error.code(), "context_length_exceeded");
+  }
+  EXPECT_NO_THROW(prepare_completion(R"({"prompt": [1, 2, 3], "max_tokens": 97})", fixture.context));
+}
+
 TEST(RequestPreparation, ChatDefaultsMaxTokensToTheRestOfTheContext) {
   Fixture fixture;
   PreparedGeneration prepared = prepare_chat(R"({"messages": [{"role": "user", "content": "hi"}]})", fixture.context);
@@ -190,6 +214,7 @@ TEST(RequestPreparation, CompletionBatchIsPromptMajor) {
 
 TEST(RequestPreparation, NativeGenerateBatchAndSamplingLists) {
   Fixture fixture;
+  fixture.context.max_context_tokens = 1000;  // room for the default max_new_tokens
   PreparedGeneration prepared = prepare_native_generate(
       R"({"input_ids": [[1, 2], [3]], "sampling_params": [{"max_new_tokens": 4, "temperature": 0}, {"n": 2, "sampling_seed": 5, "stop": "z"}],
           "return_logprob": true, "top_logprobs_num": 3, "stream": true})",
@@ -208,6 +233,7 @@ TEST(RequestPreparation, NativeGenerateBatchAndSamplingLists) {
 
 TEST(RequestPreparation, TextPromptsAddSpecialTokensButChatDoesNot) {
   Fixture fixture;
+  fixture.context.max_context_tokens = 1000;  // room for the default max_new_tokens
   EXPECT_EQ(prepare_native_generate(R"({"text": "a"})", fixture.context).choices[0].request.input_ids,
             (std::vector<int32_t>{FakeCodec::kBos, 'a'}));
   EXPECT_EQ(prepare_chat(R"({"messages": [{"role": "user", "content": "a"}]})", fixture.context).choices[0].request.input_ids.front(), 'u');

@@ -61,6 +61,17 @@ TEST(ResponseBuilding, UsageCountsEachPromptOnce) {
   EXPECT_EQ(json["prompt_tokens_details"]["cached_tokens"], 8);
 }
 
+// An EOS or stop token id is reported as a number (SGLang's form), never as a string that a stop string could equal.
+TEST(ResponseBuilding, MatchedStopTokenIsANumber) {
+  auto protocol = make_chat_protocol(context(), false);
+  std::vector<ChoiceResult> choices = {finished_choice(0, 0, "hello", FinishReason::kStop)};
+  choices[0].matched_stop_token = 1;
+  Json response = protocol->final_response(choices);
+  EXPECT_EQ(response["choices"][0]["finish_reason"], "stop");
+  EXPECT_TRUE(response["choices"][0]["matched_stop"].is_number_integer()) << response.dump();
+  EXPECT_EQ(response["choices"][0]["matched_stop"], 1);
+}
+
 TEST(ResponseBuilding, ChatFinalResponse) {
   auto protocol = make_chat_protocol(context(), false);
   std::vector<ChoiceResult> choices = {finished_choice(0, 0, "hello", FinishReason::kStop), finished_choice(1, 0, "bye", FinishReason::kLength)};
@@ -76,6 +87,7 @@ TEST(ResponseBuilding, ChatFinalResponse) {
   EXPECT_EQ(response["choices"][0]["matched_stop"], "END");
   EXPECT_TRUE(response["choices"][0]["logprobs"].is_null());
   EXPECT_EQ(response["choices"][1]["finish_reason"], "length");
+  EXPECT_FALSE(response["choices"][1].contains("matched_stop"));
   EXPECT_EQ(response["usage"]["prompt_tokens"], 10);
   EXPECT_EQ(response["usage"]["completion_tokens"], 4);
 }
@@ -154,6 +166,63 @@ TEST(ResponseBuilding, CompletionEchoLogprobsAndStream) {
   EXPECT_FALSE(events[1].contains("usage"));
 }
 
+// Tokens that are parts of UTF-8 characters (byte-level BPE): 21 "°" whole, 22 / 23 its two bytes, 24 "C",
+// 25 two of the three bytes of a CJK character.
+class Utf8PiecesCodec : public fathom::testing::FakeCodec {
+ public:
+  TokenPiece token_piece(int32_t id) const override {
+    switch (id) {
+      case 21: return {"\u00b0", {0xc2, 0xb0}};
+      case 22: return {"\ufffd", {0xc2}};
+      case 23: return {"\ufffd", {0xb0}};
+      case 24: return {"C", {'C'}};
+      case 25: return {"\ufffd", {0xe6, 0x97}};
+      default: return FakeCodec::token_piece(id);
+    }
+  }
+};
+
+// text_offset counts characters of the returned text (not bytes), the same streamed or not; tokens that are not
+// whole characters are written as OpenAI writes them ("bytes:\xc2") and stay distinct in top_logprobs.
+TEST(ResponseBuilding, CompletionLogprobsOfPartialUtf8Tokens) {
+  OpenAiResponseContext utf8_context = context();
+  utf8_context.codec = std::make_shared<Utf8PiecesCodec>();
+  auto protocol = make_completion_protocol(utf8_context, {"\u00e9 "}, true);
+  const std::vector<int32_t> ids = {21, 24, 22, 23, 24};
+  ChoiceResult choice = finished_choice(0, 0, "\u00b0C\u00b0C", FinishReason::kLength);
+  for (int32_t id : ids) {
+    scheduler::TokenLogprob entry;
+    entry.token_id = id;
+    entry.top = {{22, -1.0f}, {23, -2.0f}, {25, -3.0f}};
+    choice.logprobs.push_back(entry);
+  }
+  const Json logprobs = protocol->final_response({choice})["choices"][0]["logprobs"];
+  EXPECT_EQ(logprobs["tokens"], Json::array({"\u00b0", "C", "bytes:\\xc2", "bytes:\\xb0", "C"}));
+  EXPECT_EQ(logprobs["text_offset"], Json::array({2, 3, 4, 4, 5}));  // "é °C°C": ° at 2, C at 3, ° at 4, C at 5
+  ASSERT_EQ(logprobs["top_logprobs"][0].size(), 3u);
+  EXPECT_EQ(logprobs["top_logprobs"][0]["bytes:\\xe6\\x97"], -3.0f);
+
+  // Streamed in three events on a fresh protocol: the same offsets.
+  auto streaming_protocol = make_completion_protocol(utf8_context, {"\u00e9 "}, true);
+  std::string out;
+  std::vector<ChoiceResult> streaming(1);
+  streaming_protocol->stream_opened(streaming, out);
+  const std::vector<std::pair<size_t, size_t>> event_ranges = {{0, 2}, {2, 3}, {3, 5}};
+  for (const auto& [begin, end] : event_ranges) {
+    scheduler::GenerationEvent event = event_with("", std::vector<int32_t>(ids.begin() + begin, ids.begin() + end));
+    event.logprobs.assign(choice.logprobs.begin() + begin, choice.logprobs.begin() + end);
+    streaming_protocol->stream_delta(streaming[0], event, out);
+  }
+  Json streamed_offsets = Json::array();
+  for (const nlohmann::json& event : fathom::testing::sse_events(out)) {
+    if (event["choices"][0]["logprobs"].is_null()) continue;
+    for (const auto& offset : event["choices"][0]["logprobs"]["text_offset"]) {
+      streamed_offsets.push_back(offset.get<int64_t>());
+    }
+  }
+  EXPECT_EQ(streamed_offsets, logprobs["text_offset"]);
+}
+
 TEST(ResponseBuilding, NativeGenerateSingleAndList) {
   auto codec = std::make_shared<fathom::testing::FakeCodec>();
   ChoiceResult choice = finished_choice(0, 0, "xyz", FinishReason::kStop);
@@ -164,6 +233,11 @@ TEST(ResponseBuilding, NativeGenerateSingleAndList) {
   EXPECT_EQ(single["meta_info"]["id"], "r-0");
   EXPECT_EQ(single["meta_info"]["finish_reason"]["type"], "stop");
   EXPECT_EQ(single["meta_info"]["finish_reason"]["matched"], "STOP");
+  ChoiceResult eos = choice;
+  eos.matched_stop.clear();
+  eos.matched_stop_token = 1;
+  EXPECT_EQ(make_native_generate_protocol(false, false, false, {""}, codec)->final_response({eos})["meta_info"]
+                ["finish_reason"]["matched"], 1);
   EXPECT_EQ(single["meta_info"]["prompt_tokens"], 10);
   EXPECT_EQ(single["meta_info"]["cached_tokens"], 4);
   EXPECT_FALSE(single.contains("index"));

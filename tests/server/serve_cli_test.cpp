@@ -91,7 +91,7 @@ TEST_F(ServeCli, ServesTokenIdsAndDrainsOnSigterm) {
   for (int i = 0; i < 299; ++i) ids += ",5";
   TestResponse over_context = http_call(port, "POST", "/generate", R"({"input_ids": [)" + ids + "]}");
   EXPECT_EQ(over_context.status, 400) << over_context.body;
-  EXPECT_EQ(over_context.json()["error"]["code"], "engine_error");
+  EXPECT_EQ(over_context.json()["error"]["code"], "context_length_exceeded");
 
   TestConnection streaming(port);
   streaming.send(build_request("POST", "/generate", R"({"input_ids": [5, 6], "sampling_params": {"max_new_tokens": 40, "ignore_eos": true}, "stream": true})"));
