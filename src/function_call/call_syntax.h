@@ -18,6 +18,7 @@ struct HeaderParse {
   };
   Status status = Status::kNeedMore;
   std::string name;  // kNeedMore: the name written so far (empty before the name starts)
+  bool name_complete = false;  // kNeedMore: what follows the name has begun, so the name can no longer grow
   size_t length = 0;
 };
 

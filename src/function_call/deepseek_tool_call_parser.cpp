@@ -91,7 +91,7 @@ bool DeepSeekToolCallParser::step_header(bool at_end, ToolCallChunk& out) {
   switch (header.status) {
     case HeaderParse::Status::kNeedMore:
       if (!at_end) return false;
-      if (could_become_known(header.name)) {
+      if (header.name_complete ? known(header.name) : could_become_known(header.name)) {
         buffer_.clear();  // an unfinished call at the end of output is dropped, as SGLang's detectors do
         state_ = State::kText;
         return false;
@@ -117,7 +117,12 @@ bool DeepSeekToolCallParser::step_header(bool at_end, ToolCallChunk& out) {
 bool DeepSeekToolCallParser::step_arguments(bool at_end, ToolCallChunk& out) {
   const std::optional<MarkerMatch> match = find_first_marker(buffer_, argument_ends_, !at_end);
   if (match && match->complete && match->marker < terminator_count_) {
-    emit_arguments(std::string_view(buffer_).substr(0, match->position), out);
+    std::string_view arguments = std::string_view(buffer_).substr(0, match->position);
+    // A bare <｜tool▁call▁end｜> after a partial closing fence ("\n``"): the fence is syntax there too.
+    if (argument_ends_[match->marker] == deepseek::kCallEnd) {
+      arguments.remove_suffix(syntax_->closing_suffix_length(arguments));
+    }
+    emit_arguments(arguments, out);
     buffer_.erase(0, match->position + argument_ends_[match->marker].size());
     state_ = State::kText;
     in_section_ = true;

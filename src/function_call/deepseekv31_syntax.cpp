@@ -29,6 +29,7 @@ class DeepSeekV31Syntax final : public CallSyntax {
     } else if (separator_partial) {
       result.status = HeaderParse::Status::kNeedMore;  // includes the empty text
       result.name = std::string(text.substr(0, pos));
+      result.name_complete = !rest.empty();
     } else {
       result.status = HeaderParse::Status::kInvalid;
     }
