@@ -13,10 +13,11 @@ namespace fathom::server {
 namespace {
 
 scheduler::SamplingParams parse_native_sampling(const Json* params_json, const std::string& prefix, const RequestLimits& limits,
-                                                int64_t& n) {
+                                                int64_t& n, bool& max_new_tokens_given) {
   scheduler::SamplingParams sampling;
   sampling.max_new_tokens = kDefaultNativeMaxNewTokens;
   n = 1;
+  max_new_tokens_given = false;
   if (params_json == nullptr) return sampling;
   JsonFields fields(*params_json, prefix);
   fields.reject_unknown({"max_new_tokens", "min_new_tokens", "stop", "stop_token_ids", "temperature", "top_p", "top_k",
@@ -26,10 +27,15 @@ scheduler::SamplingParams parse_native_sampling(const Json* params_json, const s
   if (auto max_new = fields.integer("max_new_tokens")) {
     fields.require_at_least("max_new_tokens", *max_new, 1);
     sampling.max_new_tokens = *max_new;
+    max_new_tokens_given = true;
   }
   if (auto min_new = fields.integer("min_new_tokens"); min_new && *min_new > 0) {
     throw ApiError(400, "'" + fields.qualified("min_new_tokens") + "' is not supported.", fields.qualified("min_new_tokens"),
                    "unsupported_parameter");
+  }
+  if (auto no_stop_trim = fields.boolean("no_stop_trim"); no_stop_trim && *no_stop_trim) {
+    throw ApiError(400, "'" + fields.qualified("no_stop_trim") + "' is not supported (stop strings are removed).",
+                   fields.qualified("no_stop_trim"), "unsupported_parameter");
   }
   if (auto temperature = fields.number("temperature")) {
     if (*temperature < 0) fields.require_range("temperature", *temperature, 0.0, 1e9);
@@ -162,8 +168,10 @@ NativeGenerateRequest parse_native_generate_request(const Json& body, const Requ
     std::string prefix = params && params->is_array() ? "sampling_params[" + std::to_string(i) + "]." : "sampling_params.";
     if (entry && !entry->is_object()) fields.type_error("sampling_params", "an object or an array of objects", *entry);
     int64_t n = 1;
-    request.sampling.push_back(parse_native_sampling(entry, prefix, limits, n));
+    bool max_new_tokens_given = false;
+    request.sampling.push_back(parse_native_sampling(entry, prefix, limits, n, max_new_tokens_given));
     request.n.push_back(n);
+    request.max_new_tokens_given.push_back(max_new_tokens_given);
     if (n > 1) request.list_response = true;
     total_choices += n;
   }

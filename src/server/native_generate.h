@@ -16,6 +16,7 @@ struct NativeGenerateRequest {
   std::vector<PromptSource> prompts;
   std::vector<scheduler::SamplingParams> sampling;  // one per prompt
   std::vector<int64_t> n;                           // samples per prompt
+  std::vector<bool> max_new_tokens_given;           // per prompt: else the default, capped to the context's room
   std::vector<std::string> rids;                    // client ids per prompt ("" = none)
   bool list_response = false;                       // a batch, or n > 1
   bool stream = false;

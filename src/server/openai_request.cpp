@@ -142,7 +142,8 @@ std::vector<PromptSource> parse_prompts(const JsonFields& fields) {
         } else {
           fields.type_error("prompt", expected, item);
         }
-      }    }
+      }
+    }
   } else {
     fields.type_error("prompt", expected, *prompt);
   }

@@ -15,9 +15,10 @@ using Json = nlohmann::ordered_json;
 
 class CompletionProtocol : public OpenAiProtocolBase {
  public:
-  CompletionProtocol(OpenAiResponseContext context, std::vector<std::string> echo_prefixes, bool logprobs)
+  CompletionProtocol(OpenAiResponseContext context, std::vector<std::string> echo_prefixes, bool logprobs,
+                     bool skip_special_tokens)
       : OpenAiProtocolBase(std::move(context), "text_completion", "text_completion"),
-        echo_prefixes_(std::move(echo_prefixes)), logprobs_(logprobs) {}
+        echo_prefixes_(std::move(echo_prefixes)), logprobs_(logprobs), skip_special_tokens_(skip_special_tokens) {}
 
   void stream_opened(const std::vector<ChoiceResult>& choices, std::string& out) override {
     if (echo_prefixes_.empty()) return;
@@ -80,6 +81,7 @@ class CompletionProtocol : public OpenAiProtocolBase {
       top.push_back(std::move(alternatives));
       const bool starts_inside_a_character = !token.bytes.empty() && is_continuation_byte(token.bytes.front());
       offsets.push_back(echo_chars + token_chars - (starts_inside_a_character && token_chars > 0 ? 1 : 0));
+      if (token.is_special && skip_special_tokens_) continue;  // not in the text
       for (uint8_t byte : token.bytes) token_chars += is_continuation_byte(byte) ? 0 : 1;
     }
     return Json{{"tokens", std::move(tokens)}, {"token_logprobs", std::move(token_logprobs)},
@@ -110,13 +112,15 @@ class CompletionProtocol : public OpenAiProtocolBase {
   std::map<int64_t, int64_t> streamed_token_chars_;  // choice index -> characters of its streamed tokens
   std::vector<std::string> echo_prefixes_;
   bool logprobs_;
+  bool skip_special_tokens_;
 };
 
 }  // namespace
 
 std::unique_ptr<GenerationProtocol> make_completion_protocol(OpenAiResponseContext context, std::vector<std::string> echo_prefixes,
-                                                             bool logprobs) {
-  return std::make_unique<CompletionProtocol>(std::move(context), std::move(echo_prefixes), logprobs);
+                                                             bool logprobs, bool skip_special_tokens) {
+  return std::make_unique<CompletionProtocol>(std::move(context), std::move(echo_prefixes), logprobs,
+                                              skip_special_tokens);
 }
 
 nlohmann::ordered_json model_card_json(const std::string& model_name, int64_t created_unix_s, int64_t max_model_len) {

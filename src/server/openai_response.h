@@ -18,9 +18,10 @@ struct OpenAiResponseContext {
   std::shared_ptr<const PromptCodec> codec;  // token strings for logprobs
 };
 
-// `echo_prefixes[prompt_index]` is prepended to each choice's text (empty vector: no echo).
+// `echo_prefixes[prompt_index]` is prepended to each choice's text (empty vector: no echo). skip_special_tokens: the
+// request's (special tokens then take no characters of the text in logprob offsets).
 std::unique_ptr<GenerationProtocol> make_completion_protocol(OpenAiResponseContext context, std::vector<std::string> echo_prefixes,
-                                                             bool logprobs);
+                                                             bool logprobs, bool skip_special_tokens = true);
 
 nlohmann::ordered_json model_card_json(const std::string& model_name, int64_t created_unix_s, int64_t max_model_len);
 

@@ -21,6 +21,7 @@ struct ChatPromptInputs {
 struct TokenPiece {
   std::string text;
   std::vector<uint8_t> bytes;
+  bool is_special = false;  // a special token (left out of the text under skip_special_tokens)
 };
 
 class PromptCodec {

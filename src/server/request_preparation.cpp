@@ -1,7 +1,10 @@
 #include "server/request_preparation.h"
 
+#include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <ctime>
+#include <optional>
 #include <random>
 
 #include "core/error.h"
@@ -37,16 +40,28 @@ std::vector<int32_t> tokenize_prompt(const PromptSource& prompt, bool add_specia
   return ids;
 }
 
-// OpenAI's error for a prompt plus completion longer than the context (clients match on its code).
-void check_context_length(int64_t prompt_tokens, int64_t max_new_tokens, const PreparationContext& context,
-                          const std::string& param, const char* what) {
-  const int64_t requested = prompt_tokens + max_new_tokens;
-  if (context.max_context_tokens <= 0 || requested <= context.max_context_tokens) return;
-  throw ApiError(400, "This model's maximum context length is " + std::to_string(context.max_context_tokens) +
-                          " tokens. However, you requested " + std::to_string(requested) + " tokens (" +
-                          std::to_string(prompt_tokens) + " in the " + what + ", " + std::to_string(max_new_tokens) +
-                          " in the completion). Please reduce the length of the " + what + " or completion.",
-                 param, "context_length_exceeded");
+// The completion's token budget: the client's max tokens, which must fit beside the prompt (OpenAI's
+// context_length_exceeded otherwise, the code clients match on), or without one `default_tokens` capped to the room
+// the prompt leaves (as SGLang caps its default).
+int64_t completion_budget(int64_t prompt_tokens, std::optional<int64_t> requested, int64_t default_tokens,
+                          const PreparationContext& context, const std::string& param, const char* what) {
+  const int64_t limit = context.max_context_tokens;
+  if (limit <= 0) return requested.value_or(default_tokens);
+  const int64_t room = limit - prompt_tokens;  // no overflow: both are at most the context
+  const std::string limit_text = "This model's maximum context length is " + std::to_string(limit) + " tokens. ";
+  if (requested && *requested > room) {
+    const int64_t total = *requested > INT64_MAX - prompt_tokens ? INT64_MAX : prompt_tokens + *requested;
+    throw ApiError(400, limit_text + "However, you requested " + std::to_string(total) + " tokens (" +
+                            std::to_string(prompt_tokens) + " in the " + what + ", " + std::to_string(*requested) +
+                            " in the completion). Please reduce the length of the " + what + " or completion.",
+                   param, "context_length_exceeded");
+  }
+  if (!requested && room < 1) {
+    throw ApiError(400, limit_text + "However, your " + what + " resulted in " + std::to_string(prompt_tokens) +
+                            " tokens, leaving no room for the completion. Please reduce the length of the " + what + ".",
+                   param, "context_length_exceeded");
+  }
+  return requested ? *requested : std::min(default_tokens, room);
 }
 
 // Choice `choice_number` of a prompt gets seed + choice_number so that n > 1 with a seed still differs.
@@ -107,17 +122,19 @@ PreparedGeneration prepare_completion(std::string_view body, const PreparationCo
   PreparedGeneration prepared;
   prepared.response_id = context.ids->next("cmpl");
   prepared.stream = request.stream;
-  request.sampling.max_new_tokens = request.max_tokens.value_or(kDefaultCompletionMaxTokens);
   std::vector<std::string> echo_prefixes;
   for (size_t p = 0; p < request.prompts.size(); ++p) {
     const PromptSource& prompt = request.prompts[p];
     std::vector<int32_t> ids = tokenize_prompt(prompt, /*add_special_tokens=*/true, context, "prompt");
-    check_context_length(static_cast<int64_t>(ids.size()), request.sampling.max_new_tokens, context, "prompt", "prompt");
+    scheduler::SamplingParams sampling = request.sampling;
+    sampling.max_new_tokens = completion_budget(static_cast<int64_t>(ids.size()), request.max_tokens,
+                                                kDefaultCompletionMaxTokens, context, "prompt", "prompt");
     if (request.echo) echo_prefixes.push_back(prompt.is_text ? prompt.text : context.codec->decode(ids));
-    add_choices(prepared, static_cast<int64_t>(p), ids, request.sampling, request.n);
+    add_choices(prepared, static_cast<int64_t>(p), ids, sampling, request.n);
   }
   prepared.protocol = make_completion_protocol(response_context(prepared, context, request.model, request.include_usage),
-                                               std::move(echo_prefixes), request.sampling.logprobs);
+                                               std::move(echo_prefixes), request.sampling.logprobs,
+                                               request.sampling.skip_special_tokens);
   return prepared;
 }
 
@@ -140,10 +157,8 @@ PreparedGeneration prepare_chat(std::string_view body, const PreparationContext&
   if (output.decode_special_tokens) request.sampling.skip_special_tokens = false;  // the parsers need the markers
   // The template writes the BOS token itself.
   std::vector<int32_t> ids = tokenize_prompt(prompt, /*add_special_tokens=*/false, context, "messages");
-  const int64_t room = context.max_context_tokens - static_cast<int64_t>(ids.size());
-  request.sampling.max_new_tokens = request.max_tokens.value_or(std::max<int64_t>(room, 1));
-  check_context_length(static_cast<int64_t>(ids.size()), request.sampling.max_new_tokens, context, "messages",
-                       "messages");
+  request.sampling.max_new_tokens = completion_budget(static_cast<int64_t>(ids.size()), request.max_tokens, INT64_MAX,
+                                                      context, "messages", "messages");
   add_choices(prepared, 0, ids, request.sampling, request.n);
   prepared.protocol = make_chat_protocol(response_context(prepared, context, request.model, request.include_usage),
                                          request.sampling.logprobs, std::move(output.options));
@@ -158,8 +173,10 @@ PreparedGeneration prepare_native_generate(std::string_view body, const Preparat
   for (size_t p = 0; p < request.prompts.size(); ++p) {
     const std::string param = request.prompts[p].is_text ? "text" : "input_ids";
     std::vector<int32_t> ids = tokenize_prompt(request.prompts[p], /*add_special_tokens=*/true, context, param);
-    check_context_length(static_cast<int64_t>(ids.size()), request.sampling[p].max_new_tokens, context, param,
-                         "prompt");
+    const std::optional<int64_t> requested =
+        request.max_new_tokens_given[p] ? std::optional<int64_t>(request.sampling[p].max_new_tokens) : std::nullopt;
+    request.sampling[p].max_new_tokens = completion_budget(static_cast<int64_t>(ids.size()), requested,
+                                                           kDefaultNativeMaxNewTokens, context, param, "prompt");
     add_choices(prepared, static_cast<int64_t>(p), ids, request.sampling[p], request.n[p]);
   }
   const bool logprobs = !request.sampling.empty() && request.sampling.front().logprobs;

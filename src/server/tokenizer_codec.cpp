@@ -114,8 +114,9 @@ std::vector<std::string> TokenizerPromptCodec::special_token_texts() const {
 TokenPiece TokenizerPromptCodec::token_piece(int32_t id) const {
   TokenPiece piece;
   piece.text = tokenizer_.decode({id}, false);
+  piece.is_special = tokenizer_.is_special(id);
   std::optional<std::vector<uint8_t>> bytes;
-  if (!tokenizer_.is_special(id)) bytes = byte_level_token_bytes(tokenizer_.id_to_token(id));
+  if (!piece.is_special) bytes = byte_level_token_bytes(tokenizer_.id_to_token(id));
   if (bytes) {
     piece.bytes = std::move(*bytes);
   } else {

@@ -84,7 +84,10 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"min_tokens", Endpoint::kCompletion, R"({"prompt": "a", "min_tokens": 4})", 400, "min_tokens", "not supported"},
         ErrorCase{"include_stop_str_in_output", Endpoint::kChat, R"({"include_stop_str_in_output": true, )" + kMessages + "}", 400, "include_stop_str_in_output", "not supported"},
         ErrorCase{"completion_over_context", Endpoint::kCompletion, R"({"prompt": [1, 2, 3], "max_tokens": 98})", 400, "prompt", "maximum context length is 100 tokens. However, you requested 101 tokens (3 in the prompt, 98 in the completion)"},
-        ErrorCase{"chat_over_context", Endpoint::kChat, R"({"messages": [{"role": "user", "content": ")" + std::string(120, 'x') + R"("}]})", 400, "messages", "maximum context length is 100 tokens"},
+        ErrorCase{"chat_over_context", Endpoint::kChat, R"({"max_tokens": 99, )" + kMessages + "}", 400, "messages", "maximum context length is 100 tokens. However, you requested"},
+        ErrorCase{"completion_max_tokens_overflow", Endpoint::kCompletion, R"({"prompt": [1, 2], "max_tokens": 9223372036854775807})", 400, "prompt", "you requested 9223372036854775807 tokens"},
+        ErrorCase{"chat_prompt_fills_the_context", Endpoint::kChat, R"({"messages": [{"role": "user", "content": ")" + std::string(120, 'x') + R"("}]})", 400, "messages", "your messages resulted in"},
+        ErrorCase{"native_no_stop_trim", Endpoint::kNative, R"({"text": "a", "sampling_params": {"no_stop_trim": true}})", 400, "sampling_params.no_stop_trim", "not supported"},
         ErrorCase{"native_over_context", Endpoint::kNative, R"({"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 99}})", 400, "input_ids", "maximum context length"},
         ErrorCase{"message_without_content", Endpoint::kChat, R"({"messages": [{"role": "user"}]})", 400, "messages[0].content", "Missing"},
         ErrorCase{"message_content_number", Endpoint::kChat, R"({"messages": [{"role": "user", "content": 5}]})", 400, "messages[0].content", "expected a string or an array"},
@@ -190,6 +193,22 @@ TEST(RequestPreparation, OverTheContextIsContextLengthExceeded) {
   EXPECT_NO_THROW(prepare_completion(R"({"prompt": [1, 2, 3], "max_tokens": 97})", fixture.context));
 }
 
+// Without a client max, the default budget is capped to the room the prompt leaves (SGLang's rule), not refused.
+TEST(RequestPreparation, DefaultBudgetsAreCappedToTheContext) {
+  Fixture fixture;  // context of 100 tokens
+  std::string ids = "1";
+  for (int i = 1; i < 95; ++i) ids += ", 1";
+  const PreparedGeneration completion = prepare_completion(R"({"prompt": [)" + ids + "]}", fixture.context);
+  EXPECT_EQ(completion.choices[0].request.sampling.max_new_tokens, 5);  // 16 by default
+  const PreparedGeneration native = prepare_native_generate(R"({"input_ids": [)" + ids + "]}", fixture.context);
+  EXPECT_EQ(native.choices[0].request.sampling.max_new_tokens, 5);  // 128 by default
+  const PreparedGeneration short_prompt = prepare_native_generate(R"({"input_ids": [1, 2]})", fixture.context);
+  EXPECT_EQ(short_prompt.choices[0].request.sampling.max_new_tokens, 98);
+  EXPECT_THROW(prepare_native_generate(R"({"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 99}})",
+                                       fixture.context),
+               ApiError);
+}
+
 TEST(RequestPreparation, ChatDefaultsMaxTokensToTheRestOfTheContext) {
   Fixture fixture;
   PreparedGeneration prepared = prepare_chat(R"({"messages": [{"role": "user", "content": "hi"}]})", fixture.context);
@@ -214,7 +233,7 @@ TEST(RequestPreparation, CompletionBatchIsPromptMajor) {
 
 TEST(RequestPreparation, NativeGenerateBatchAndSamplingLists) {
   Fixture fixture;
-  fixture.context.max_context_tokens = 1000;  // room for the default max_new_tokens
+  fixture.context.max_context_tokens = 1000;  // room for the uncapped default max_new_tokens
   PreparedGeneration prepared = prepare_native_generate(
       R"({"input_ids": [[1, 2], [3]], "sampling_params": [{"max_new_tokens": 4, "temperature": 0}, {"n": 2, "sampling_seed": 5, "stop": "z"}],
           "return_logprob": true, "top_logprobs_num": 3, "stream": true})",
@@ -233,7 +252,6 @@ TEST(RequestPreparation, NativeGenerateBatchAndSamplingLists) {
 
 TEST(RequestPreparation, TextPromptsAddSpecialTokensButChatDoesNot) {
   Fixture fixture;
-  fixture.context.max_context_tokens = 1000;  // room for the default max_new_tokens
   EXPECT_EQ(prepare_native_generate(R"({"text": "a"})", fixture.context).choices[0].request.input_ids,
             (std::vector<int32_t>{FakeCodec::kBos, 'a'}));
   EXPECT_EQ(prepare_chat(R"({"messages": [{"role": "user", "content": "a"}]})", fixture.context).choices[0].request.input_ids.front(), 'u');

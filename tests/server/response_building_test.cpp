@@ -177,6 +177,7 @@ class Utf8PiecesCodec : public fathom::testing::FakeCodec {
       case 23: return {"\ufffd", {0xb0}};
       case 24: return {"C", {'C'}};
       case 25: return {"\ufffd", {0xe6, 0x97}};
+      case 26: return {"<sp>", {'<', 's', 'p', '>'}, true};
       default: return FakeCodec::token_piece(id);
     }
   }
@@ -221,6 +222,24 @@ TEST(ResponseBuilding, CompletionLogprobsOfPartialUtf8Tokens) {
     }
   }
   EXPECT_EQ(streamed_offsets, logprobs["text_offset"]);
+}
+
+// A special token takes no characters of the text when skip_special_tokens leaves it out, four when it is kept.
+TEST(ResponseBuilding, CompletionLogprobOffsetsSkipSpecialTokens) {
+  OpenAiResponseContext utf8_context = context();
+  utf8_context.codec = std::make_shared<Utf8PiecesCodec>();
+  for (const bool skip : {true, false}) {
+    ChoiceResult choice = finished_choice(0, 0, skip ? "CC" : "C<sp>C", FinishReason::kLength);
+    for (int32_t id : {24, 26, 24}) {
+      scheduler::TokenLogprob entry;
+      entry.token_id = id;
+      choice.logprobs.push_back(entry);
+    }
+    const Json logprobs =
+        make_completion_protocol(utf8_context, {}, true, skip)->final_response({choice})["choices"][0]["logprobs"];
+    EXPECT_EQ(logprobs["tokens"], Json::array({"C", "<sp>", "C"}));
+    EXPECT_EQ(logprobs["text_offset"], skip ? Json::array({0, 1, 1}) : Json::array({0, 1, 5})) << skip;
+  }
 }
 
 TEST(ResponseBuilding, NativeGenerateSingleAndList) {
