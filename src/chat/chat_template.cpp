@@ -15,10 +15,13 @@ namespace fathom::chat {
 namespace {
 
 std::string read_file(const std::filesystem::path& path) {
+  // A directory opens as an empty stream on Linux: without this check it would read as an empty file.
+  FATHOM_CHECK(!std::filesystem::is_directory(path), path.string() << " is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   FATHOM_CHECK(in.good(), "cannot open " << path.string());
   std::ostringstream contents;
   contents << in.rdbuf();
+  FATHOM_CHECK(!in.bad(), "cannot read " << path.string());
   return contents.str();
 }
 
@@ -71,7 +74,13 @@ std::string ChatTemplate::render(const ChatTemplateInputs& inputs) const {
 }
 
 ChatTemplate load_chat_template(const std::string& tokenizer_dir, const std::optional<std::string>& override_file) {
-  if (override_file) return ChatTemplate(read_file(*override_file));
+  if (override_file) {
+    std::string source = read_file(*override_file);
+    // An empty template renders every conversation as an empty prompt: refuse it when the server starts.
+    FATHOM_CHECK(source.find_first_not_of(" \t\r\n") != std::string::npos,
+                 "chat template " << *override_file << " is empty");
+    return ChatTemplate(std::move(source));
+  }
   nlohmann::ordered_json config = read_tokenizer_config(tokenizer_dir);
   auto found = config.find("chat_template");
   if (found != config.end() && found->is_string()) return ChatTemplate(found->get<std::string>());

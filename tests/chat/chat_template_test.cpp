@@ -85,6 +85,22 @@ TEST(LoadChatTemplate, OverrideFileWins) {
   EXPECT_THROW(load_chat_template(dir.path(), dir.file("missing.jinja")), fathom::Error);
 }
 
+// A directory or an empty file given as the template is an error when loading, not an empty prompt per request.
+TEST(LoadChatTemplate, DirectoryOrEmptyOverrideFails) {
+  TempDir dir;
+  dir.write("tokenizer_config.json", R"({"chat_template": "config"})");
+  dir.write("blank.jinja", " \n");
+  for (const std::string& path : {dir.path(), dir.file("blank.jinja")}) {
+    try {
+      load_chat_template(dir.path(), path);
+      FAIL() << path << " loaded";
+    } catch (const fathom::Error& error) {
+      EXPECT_NE(std::string(error.what()).find(path == dir.path() ? "is a directory" : "is empty"), std::string::npos)
+          << error.what();
+    }
+  }
+}
+
 TEST(LoadChatTemplate, SyntaxErrorsNameLineAndColumn) {
   try {
     ChatTemplate broken("line 1\n{% for x in messages %}\n  {{ x.content | nosuchfilter }}\n{% endfor %}");
