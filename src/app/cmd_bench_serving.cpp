@@ -7,11 +7,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <fstream>
 #include <mutex>
@@ -33,13 +36,24 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Json = nlohmann::json;
 
-double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 struct Endpoint {
   std::string host;
   std::string port;
   std::string prefix;  // path prefix from --base-url, without a trailing '/'
 };
+
+// A TCP port as the connect() side needs it: 1..65535 (0 is only meaningful for a listener).
+std::string checked_port(const std::string& text, const std::string& what) {
+  char* end = nullptr;
+  const long long port = std::strtoll(text.c_str(), &end, 10);
+  FATHOM_CHECK(!text.empty() && end && *end == '\0' && port >= 1 && port <= 65535,
+               what << ": port must be an integer in [1, 65535], got '" << text << "'");
+  return std::to_string(port);
+}
 
 Endpoint parse_base_url(const std::string& url) {
   std::string rest = url;
@@ -53,7 +67,7 @@ Endpoint parse_base_url(const std::string& url) {
   while (!endpoint.prefix.empty() && endpoint.prefix.back() == '/') endpoint.prefix.pop_back();
   const size_t colon = authority.rfind(':');
   endpoint.host = colon == std::string::npos ? authority : authority.substr(0, colon);
-  endpoint.port = colon == std::string::npos ? "80" : authority.substr(colon + 1);
+  endpoint.port = colon == std::string::npos ? "80" : checked_port(authority.substr(colon + 1), "--base-url " + url);
   FATHOM_CHECK(!endpoint.host.empty(), "--base-url " << url << ": no host");
   return endpoint;
 }
@@ -69,15 +83,19 @@ class HttpCall {
     addrinfo* found = nullptr;
     const int rc = getaddrinfo(endpoint.host.c_str(), endpoint.port.c_str(), &hints, &found);
     FATHOM_CHECK(rc == 0, "cannot resolve " << endpoint.host << ": " << gai_strerror(rc));
+    int connect_errno = 0;
     for (addrinfo* address = found; address && fd_ < 0; address = address->ai_next) {
       fd_ = socket(address->ai_family, address->ai_socktype, address->ai_protocol);
+      if (fd_ < 0) connect_errno = errno;
       if (fd_ >= 0 && connect(fd_, address->ai_addr, address->ai_addrlen) != 0) {
+        connect_errno = errno;
         close(fd_);
         fd_ = -1;
       }
     }
     freeaddrinfo(found);
-    FATHOM_CHECK(fd_ >= 0, "cannot connect to " << endpoint.host << ":" << endpoint.port);
+    FATHOM_CHECK(fd_ >= 0, "cannot connect to " << endpoint.host << ":" << endpoint.port << ": "
+                                                << std::strerror(connect_errno));
     std::string request = method + " " + endpoint.prefix + path + " HTTP/1.1\r\nHost: " + endpoint.host + ":" +
                           endpoint.port + "\r\nConnection: close\r\nAccept: */*\r\n";
     if (!body.empty() || method == "POST") {
@@ -242,7 +260,8 @@ RequestResult send_request(const Options& options, const Prompt& prompt) {
         }
         if (event.contains("choices") && !event["choices"].empty()) {
           const Json& choice = event["choices"][0];
-          const bool has_text = choice.contains("text") && choice["text"].is_string() && !choice["text"].get<std::string>().empty();
+          const bool has_text =
+              choice.contains("text") && choice["text"].is_string() && !choice["text"].get<std::string>().empty();
           if (has_text || chunks == 0 || choice.value("finish_reason", Json()).is_null()) on_token_event(now);
         }
       }
@@ -290,6 +309,35 @@ RequestResult send_request(const Options& options, const Prompt& prompt) {
   return result;
 }
 
+// The server's vocabulary size from GET /get_model_info ("vocab_size", reported by fathom serve), so that random
+// token ids stay in range without a local tokenizer. Throws, suggesting --tokenizer, when the server does not say.
+int32_t server_vocab_size(const Endpoint& endpoint) {
+  const std::string where = "http://" + endpoint.host + ":" + endpoint.port + endpoint.prefix + "/get_model_info";
+  const std::string hint = "; pass --tokenizer DIR (the served model's tokenizer) to draw prompt token ids locally";
+  int status = 0;
+  std::string body;
+  try {
+    HttpCall call(endpoint, "GET", "/get_model_info", "");
+    status = call.read_head();
+    call.read_body([&](const std::string& piece) { body += piece; });
+  } catch (const std::exception& error) {
+    FATHOM_FAIL("cannot ask the server for its vocabulary size (GET " << where << "): " << error.what()
+                                                                         << "; is the server running there?");
+  }
+  FATHOM_CHECK(status == 200, "GET " << where << " answered HTTP " << status << ": " << body.substr(0, 300) << hint);
+  Json info;
+  try {
+    info = Json::parse(body);
+  } catch (const std::exception& error) {
+    FATHOM_FAIL("GET " << where << " answered a body that is not JSON (" << error.what() << ")" << hint);
+  }
+  const bool has_vocab = info.is_object() && info.contains("vocab_size") && info["vocab_size"].is_number_integer();
+  FATHOM_CHECK(has_vocab, "GET " << where << " does not report an integer \"vocab_size\"" << hint);
+  const int64_t vocab = info["vocab_size"].get<int64_t>();
+  FATHOM_CHECK(vocab > 0 && vocab <= INT32_MAX, "GET " << where << " reports vocab_size " << vocab << hint);
+  return static_cast<int32_t>(vocab);
+}
+
 // ---- dataset ----
 
 constexpr const char* kWords[] = {
@@ -301,16 +349,19 @@ constexpr const char* kWords[] = {
     "used",  "many",  "can",    "state",  "about",  "national", "out", "known",  "university", "united", "then", "made",
     "river", "light", "market", "garden", "number", "system", "water", "family", "music", "north", "south", "house"};
 
-std::vector<Prompt> random_prompts(int64_t count, int64_t input_len, int64_t output_len, double range_ratio, uint64_t seed,
-                                   bool want_text, const tokenizer::Tokenizer* tok) {
+// Token ids come from [0, tok->vocab_size()) less special tokens, or from [0, server_vocab) without a tokenizer.
+std::vector<Prompt> random_prompts(int64_t count, int64_t input_len, int64_t output_len, double range_ratio,
+                                   uint64_t seed, bool want_text, const tokenizer::Tokenizer* tok,
+                                   int32_t server_vocab) {
   std::mt19937_64 rng(seed);
   auto length = [&](int64_t full) {
     const int64_t low = std::max<int64_t>(1, static_cast<int64_t>(std::floor(static_cast<double>(full) * range_ratio)));
     return std::uniform_int_distribution<int64_t>(std::min(low, full), full)(rng);
   };
   // Ids of ordinary tokens (no special / added tokens), so that the decoded text re-encodes to about as many.
-  const int32_t vocab = tok ? tok->vocab_size() : 32000;
-  std::uniform_int_distribution<int32_t> token(0, vocab - 1);
+  const int32_t vocab = tok ? tok->vocab_size() : server_vocab;
+  FATHOM_CHECK(vocab > 0 || want_text, "random token ids need a vocabulary size (from --tokenizer or the server)");
+  std::uniform_int_distribution<int32_t> token(0, std::max<int32_t>(vocab, 1) - 1);
   auto ordinary_id = [&] {
     for (;;) {
       const int32_t id = token(rng);
@@ -464,24 +515,25 @@ int run_bench_serving(const Args& raw_args) {
     options.endpoint = parse_base_url(*base_url);
   } else {
     options.endpoint.host = args.get_or("--host", "127.0.0.1");
-    options.endpoint.port = std::to_string(args.get_int_or("--port", 30000));
+    options.endpoint.port = checked_port(args.get_or("--port", "30000"), "--port");
   }
   options.model = args.get("--model");
   options.stream = !args.has("--disable-stream");
   const std::string dataset = args.get_or("--dataset-name", "random");
-  FATHOM_CHECK(dataset == "random", "--dataset-name " << dataset << ": only 'random' is supported (or use --prompts-file)");
+  FATHOM_CHECK(dataset == "random",
+               "--dataset-name " << dataset << ": only 'random' is supported (or use --prompts-file)");
   const int64_t input_len = args.get_int_or("--random-input", 1024);
   const int64_t output_len = args.get_int_or("--random-output", 1024);
   const double range_ratio = args.get_double_or("--random-range-ratio", 0.0);
   const int64_t num_prompts = args.get_int_or("--num-prompts", 1000);
-  const std::string rate_text = args.get_or("--request-rate", "inf");
-  const double request_rate = rate_text == "inf" ? INFINITY : std::stod(rate_text);
+  const double request_rate = args.get_double_or("--request-rate", INFINITY);  // strtod also reads "inf"
   const int64_t max_concurrency = args.get_int_or("--max-concurrency", 0);
   const uint64_t seed = static_cast<uint64_t>(args.get_int_or("--seed", 1));
   FATHOM_CHECK(input_len > 0 && output_len > 0, "--random-input and --random-output must be positive");
   FATHOM_CHECK(range_ratio >= 0 && range_ratio <= 1, "--random-range-ratio must be in [0, 1]");
   FATHOM_CHECK(num_prompts > 0, "--num-prompts must be positive");
-  FATHOM_CHECK(request_rate > 0, "--request-rate must be positive or inf");
+  FATHOM_CHECK(request_rate > 0,
+               "--request-rate must be positive or inf, got '" << args.get_or("--request-rate", "") << "'");
   FATHOM_CHECK(max_concurrency >= 0, "--max-concurrency must be positive");
 
   std::optional<tokenizer::Tokenizer> tok;
@@ -490,8 +542,11 @@ int run_bench_serving(const Args& raw_args) {
   if (auto file = args.get("--prompts-file")) {
     prompts = file_prompts(*file, output_len, tok ? &*tok : nullptr);
   } else {
-    prompts = random_prompts(num_prompts, input_len, output_len, range_ratio, seed, options.backend == "openai",
-                             tok ? &*tok : nullptr);
+    const bool want_text = options.backend == "openai";
+    // Ids outside the served model's vocabulary fail every request with HTTP 400: ask the server when no tokenizer.
+    const int32_t server_vocab = !want_text && !tok ? server_vocab_size(options.endpoint) : 0;
+    prompts = random_prompts(num_prompts, input_len, output_len, range_ratio, seed, want_text, tok ? &*tok : nullptr,
+                             server_vocab);
   }
   const int64_t total = static_cast<int64_t>(prompts.size());
 
@@ -511,8 +566,11 @@ int run_bench_serving(const Args& raw_args) {
     Prompt warmup = prompts.front();
     warmup.output_len = std::min<int64_t>(warmup.output_len, 16);
     RequestResult result = send_request(options, warmup);
-    if (result.success) std::printf("Warmup completed. Starting main benchmark run...\n");
-    else std::printf("Warmup request failed: %s\n", result.error.c_str());
+    // As SGLang's bench_serving: a failing warmup means a wrong endpoint, model or prompt, so measuring is pointless.
+    const char* path = options.backend == "fathom" ? "/generate" : "/v1/completions";
+    FATHOM_CHECK(result.success, "warmup request to http://" << options.endpoint.host << ":" << options.endpoint.port
+                                     << options.endpoint.prefix << path << " failed: " << result.error);
+    std::printf("Warmup completed. Starting main benchmark run...\n");
     std::fflush(stdout);
   }
 
@@ -528,7 +586,8 @@ int run_bench_serving(const Args& raw_args) {
       t += gap(rng);
     }
   }
-  const int64_t workers = std::min<int64_t>(total, max_concurrency > 0 ? max_concurrency : std::min<int64_t>(total, 4096));
+  const int64_t workers =
+      std::min<int64_t>(total, max_concurrency > 0 ? max_concurrency : std::min<int64_t>(total, 4096));
   std::vector<RequestResult> results(static_cast<size_t>(total));
   std::mutex queue_mutex;
   std::condition_variable queue_ready;
@@ -668,6 +727,11 @@ int run_bench_serving(const Args& raw_args) {
     std::ofstream out(*output_file, std::ios::app);
     FATHOM_CHECK(out, "cannot open --output-file " << *output_file);
     out << metrics.dump() << "\n";
+  }
+  if (completed == 0) {
+    std::fprintf(stderr, "fathom bench-serving: error: all %lld requests failed; first failure: %s\n",
+                 static_cast<long long>(total), first_error.c_str());
+    return 1;
   }
   return 0;
 }
