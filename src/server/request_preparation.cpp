@@ -173,8 +173,8 @@ PreparedGeneration prepare_native_generate(std::string_view body, const Preparat
   for (size_t p = 0; p < request.prompts.size(); ++p) {
     const std::string param = request.prompts[p].is_text ? "text" : "input_ids";
     std::vector<int32_t> ids = tokenize_prompt(request.prompts[p], /*add_special_tokens=*/true, context, param);
-    const std::optional<int64_t> requested =
-        request.max_new_tokens_given[p] ? std::optional<int64_t>(request.sampling[p].max_new_tokens) : std::nullopt;
+    std::optional<int64_t> requested;
+    if (request.max_new_tokens_given[p]) requested = request.sampling[p].max_new_tokens;
     request.sampling[p].max_new_tokens = completion_budget(static_cast<int64_t>(ids.size()), requested,
                                                            kDefaultNativeMaxNewTokens, context, param, "prompt");
     add_choices(prepared, static_cast<int64_t>(p), ids, request.sampling[p], request.n[p]);
