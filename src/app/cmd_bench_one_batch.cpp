@@ -6,6 +6,7 @@
 #include <fstream>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -20,6 +21,9 @@
 namespace fathom::app {
 
 namespace {
+
+// Largest --batch-size (16x serve's default CUDA-graph cap of 256): a typo like 99999999 fails clearly, not in malloc.
+constexpr int64_t kMaxBatchSize = 4096;
 
 struct RunResult {
   double prefill_s = 0;
@@ -234,18 +238,25 @@ int run_bench_one_batch(const Args& raw_args) {
   // as SGLang's bench_one_batch runs it. Long contexts at large batches need it: one forward's activations scale
   // with its tokens.
   const int64_t chunk_tokens = args.get_int_or("--chunked-prefill-size", 0);
-  for (int64_t batch_size : batch_sizes) FATHOM_CHECK(batch_size > 0, "--batch-size values must be positive");
+  for (int64_t batch_size : batch_sizes) {
+    FATHOM_CHECK(batch_size > 0 && batch_size <= kMaxBatchSize,
+                 "--batch-size values must be in [1, " << kMaxBatchSize << "], got " << batch_size);
+  }
 
   const model::ModelConfig config = model::load_model_config(options.load.model_dir, options.load.override_config);
   // KV pages as the server allocates them (the same default as serve's --page-size).
   const int64_t page_size =
       args.get_int_or("--page-size", default_kv_page_size(options.device, config.num_attention_heads));
   FATHOM_CHECK(page_size >= 1, "--page-size must be positive, got " << page_size);
-  const int64_t slot_stride = (input_len + output_len + page_size - 1) / page_size * page_size;
-  FATHOM_CHECK(input_len + output_len <= config.max_position_embeddings,
-               "--input-len + --output-len (" << input_len + output_len << ") exceeds max_position_embeddings ("
-                                              << config.max_position_embeddings << ")");
+  check_context_length(input_len, output_len, config.max_position_embeddings, "--input-len + --output-len");
+  // Rounded up to whole pages without forming input_len + output_len + page_size - 1 (overflows for a huge page).
+  const int64_t slot_stride = ((input_len + output_len - 1) / page_size + 1) * page_size;
   const int64_t max_batch = *std::max_element(batch_sizes.begin(), batch_sizes.end());
+  FATHOM_CHECK(slot_stride <= std::numeric_limits<int32_t>::max() / max_batch,
+               "--batch-size " << max_batch << " x " << slot_stride << " KV slots per sequence (--input-len + "
+                               << "--output-len in pages of " << page_size << ") exceeds the 32-bit KV slot ids");
+  std::optional<std::ofstream> result_file;  // opened now so a bad path fails before the benchmark
+  if (auto path = args.get("--result-filename")) result_file = open_output_file(*path, "--result-filename", true);
   executor::BackendConfig backend_config;
   backend_config.load = options.load;
   backend_config.device = options.device;
@@ -309,7 +320,7 @@ int run_bench_one_batch(const Args& raw_args) {
       trace.write_chrome_json(path);
       std::printf("Profile written to %s (%zu spans)\n", path.c_str(), trace.events().size());
     }
-    if (auto result_file = args.get("--result-filename")) {
+    if (result_file) {
       nlohmann::json line = {{"run_name", args.get_or("--run-name", "default")}, {"batch_size", batch_size},
                              {"deterministic", backend_config.deterministic},
                              {"sampling", device_sampling ? "device" : "host"},
@@ -325,9 +336,11 @@ int run_bench_one_batch(const Args& raw_args) {
         line["mtp_prefill_latency"] = result.mtp_prefill_s;
         line["median_mtp_step_latency"] = median_mtp_step;
       }
-      std::ofstream(*result_file, std::ios::app) << line.dump() << "\n";
+      *result_file << line.dump() << "\n";
+      finish_output_file(*result_file, *args.get("--result-filename"), "--result-filename");
     }
   }
+  flush_stdout();
   return 0;
 }
 

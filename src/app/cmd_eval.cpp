@@ -4,12 +4,16 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
 #include "app/model_options.h"
 #include "core/error.h"
+#include "model/config.h"
 #include "model/generation.h"
 #include "tokenizer/tokenizer.h"
 
@@ -22,6 +26,14 @@ struct EvalItem {
   std::string answer;                // exact-match target, or the correct continuation
   std::vector<std::string> choices;  // log-likelihood multiple choice (answer_index picks the correct one)
   int64_t answer_index = -1;
+  int64_t line = 0;                  // in the data file, for errors
+};
+
+// An item's token ids, all tokenized (and checked against the context length) before the model runs.
+struct TokenizedItem {
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> answer;                 // log-likelihood without choices
+  std::vector<std::vector<int32_t>> choices;
 };
 
 std::vector<EvalItem> read_items(const std::string& path) {
@@ -35,6 +47,7 @@ std::vector<EvalItem> read_items(const std::string& path) {
     FATHOM_CHECK(!record.is_discarded() && record.is_object(), path << ":" << number << ": not a JSON object");
     FATHOM_CHECK(record.contains("prompt") && record["prompt"].is_string(), path << ":" << number << ": needs a string \"prompt\"");
     EvalItem item;
+    item.line = number;
     item.prompt = record["prompt"].get<std::string>();
     if (record.contains("choices")) {
       FATHOM_CHECK(record["choices"].is_array() && !record["choices"].empty() && record.contains("answer_index") &&
@@ -95,11 +108,41 @@ int run_eval(const Args& raw_args) {
   const std::string metric = args.get_or("--metric", "exact-match");
   FATHOM_CHECK(metric == "exact-match" || metric == "log-likelihood",
                "--metric must be exact-match or log-likelihood, got '" << metric << "'");
-  const std::vector<EvalItem> items = read_items(args.require("--data"));
+  const std::string data_path = args.require("--data");
+  const std::vector<EvalItem> items = read_items(data_path);
+  const int64_t max_new_tokens = args.get_int_or("--max-new-tokens", 32);
+
+  const model::ModelConfig config = model::load_model_config(options.load.model_dir, options.load.override_config);
+  tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(args.get_or("--tokenizer", options.load.model_dir))
+                                 .with_model_vocab_size(static_cast<int32_t>(config.vocab_size));
+  // Every item is tokenized and fits the context before any compute: a too-long line fails at once, not hours in.
+  std::vector<TokenizedItem> tokenized;
+  for (size_t index = 0; index < items.size(); ++index) {
+    const EvalItem& item = items[index];
+    const std::string where = data_path + ":" + std::to_string(item.line);
+    TokenizedItem ids;
+    ids.prompt = tok.encode(item.prompt, /*add_special_tokens=*/true);
+    const int64_t prompt_tokens = static_cast<int64_t>(ids.prompt.size());
+    if (metric == "exact-match") {
+      FATHOM_CHECK(item.choices.empty(), where << ": item " << index << " has choices; use --metric log-likelihood");
+      check_context_length(prompt_tokens, max_new_tokens, config.max_position_embeddings, where);
+    } else if (item.choices.empty()) {
+      ids.answer = tok.encode(item.answer, false);
+      check_context_length(prompt_tokens + static_cast<int64_t>(ids.answer.size()), 0, config.max_position_embeddings,
+                           where + " (prompt + answer)");
+    } else {
+      for (const std::string& choice : item.choices) {
+        ids.choices.push_back(tok.encode(choice, false));
+        check_context_length(prompt_tokens + static_cast<int64_t>(ids.choices.back().size()), 0,
+                             config.max_position_embeddings, where + " (prompt + choice)");
+      }
+    }
+    tokenized.push_back(std::move(ids));
+  }
+  std::optional<std::ofstream> output_file;  // opened now so a bad path fails before the compute
+  if (auto output = args.get("--output-file")) output_file = open_output_file(*output, "--output-file");
 
   model::LoadedModel loaded = model::load_model(options.load);
-  tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(args.get_or("--tokenizer", options.load.model_dir))
-                                 .with_model_vocab_size(static_cast<int32_t>(loaded.config.vocab_size));
   model::DeepseekV3Model deepseek(loaded.config, loaded.weights);
   ThreadPool pool(options.num_threads);
   model::ExecutionContext context{&pool, options.mode, nullptr};
@@ -110,20 +153,19 @@ int run_eval(const Args& raw_args) {
   nlohmann::json per_item = nlohmann::json::array();
   for (size_t index = 0; index < items.size(); ++index) {
     const EvalItem& item = items[index];
-    const std::vector<int32_t> prompt = tok.encode(item.prompt, /*add_special_tokens=*/true);
+    const std::vector<int32_t>& prompt = tokenized[index].prompt;
     bool is_correct = false;
     nlohmann::json record = {{"index", index}};
     if (metric == "exact-match") {
-      FATHOM_CHECK(item.choices.empty(), "eval: item " << index << " has choices; use --metric log-likelihood");
       model::GreedyOptions greedy;
-      greedy.max_new_tokens = args.get_int_or("--max-new-tokens", 32);
+      greedy.max_new_tokens = max_new_tokens;
       const std::vector<int32_t> generated = model::greedy_generate(deepseek, prompt, greedy, context);
       const std::string text = tok.decode(generated, /*skip_special_tokens=*/true);
       // The answer must open the generation (after whitespace): generations run past short answers.
       is_correct = trim(text).rfind(trim(item.answer), 0) == 0;
       record["generated"] = text;
     } else if (item.choices.empty()) {
-      const std::vector<int32_t> answer = tok.encode(item.answer, false);
+      const std::vector<int32_t>& answer = tokenized[index].answer;
       const double score = continuation_log_likelihood(deepseek, prompt, answer, context);
       log_likelihood_sum += score;
       scored_tokens += static_cast<int64_t>(answer.size());
@@ -136,7 +178,7 @@ int run_eval(const Args& raw_args) {
       double best_score = -INFINITY;
       nlohmann::json scores = nlohmann::json::array();
       for (size_t c = 0; c < item.choices.size(); ++c) {
-        const double score = continuation_log_likelihood(deepseek, prompt, tok.encode(item.choices[c], false), context);
+        const double score = continuation_log_likelihood(deepseek, prompt, tokenized[index].choices[c], context);
         scores.push_back(score);
         if (score > best_score) best_score = score, best = static_cast<int64_t>(c);
       }
@@ -164,9 +206,11 @@ int run_eval(const Args& raw_args) {
     std::printf("accuracy: %.4f (%lld/%lld)\n", accuracy, static_cast<long long>(correct), static_cast<long long>(graded));
     summary["accuracy"] = accuracy;
   }
-  if (auto output = args.get("--output-file")) {
-    std::ofstream(*output) << nlohmann::json{{"summary", summary}, {"items", per_item}}.dump(2) << "\n";
+  if (output_file) {
+    *output_file << nlohmann::json{{"summary", summary}, {"items", per_item}}.dump(2) << "\n";
+    finish_output_file(*output_file, *args.get("--output-file"), "--output-file");
   }
+  flush_stdout();
   return 0;
 }
 

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "executor/model_backend.h"
 #include "executor/sequence_prefill.h"
+#include "model/config.h"
 #include "model/generation.h"
 #include "model/safetensors.h"
 
@@ -40,6 +41,12 @@ std::unique_ptr<executor::ModelBackend> single_sequence_backend(const ModelCliOp
   return executor::make_model_backend(config);
 }
 
+// Refuses a sequence longer than the model's context before any weights load or compute runs.
+void check_model_context(const ModelCliOptions& options, int64_t prompt_tokens, int64_t max_new_tokens) {
+  const model::ModelConfig config = model::load_model_config(options.load.model_dir, options.load.override_config);
+  check_context_length(prompt_tokens, max_new_tokens, config.max_position_embeddings);
+}
+
 Tensor float_tensor(const std::vector<float>& values, int64_t rows, int64_t cols) {
   Tensor tensor = Tensor::allocate(DType::F32, {rows, cols});
   std::copy(values.begin(), values.end(), tensor.data<float>());
@@ -57,6 +64,8 @@ int run_logits(const Args& raw_args) {
   options.load.load_mtp = with_mtp;
   const std::vector<int32_t> ids = parse_ids(args);
   const std::string out_path = args.require("--out");
+  check_model_context(options, static_cast<int64_t>(ids.size()), 0);
+  open_output_file(out_path, "--out");  // a bad path fails before the compute; write_safetensors rewrites it
 
   if (options.device == executor::Device::kCuda) {
     std::unique_ptr<executor::ModelBackend> backend = single_sequence_backend(options, static_cast<int64_t>(ids.size()));
@@ -100,6 +109,7 @@ int run_generate(const Args& raw_args) {
   const std::vector<int32_t> ids = text_prompt ? text_prompt->ids : parse_ids(args);
 
   const int64_t max_new_tokens = args.get_int_or("--max-new-tokens", text_prompt ? 64 : 16);
+  check_model_context(options, static_cast<int64_t>(ids.size()), max_new_tokens);
   std::vector<int32_t> generated;
   if (options.device == executor::Device::kCuda) {
     const int64_t capacity = static_cast<int64_t>(ids.size()) + max_new_tokens;
@@ -133,11 +143,13 @@ int run_generate(const Args& raw_args) {
   }
   if (text_prompt) {  // --prompt: the prompt and its continuation as text
     std::printf("%s%s\n", text_prompt->text.c_str(), text_prompt->decode(generated).c_str());
+    flush_stdout();
     return 0;
   }
   std::string line;
   for (size_t i = 0; i < generated.size(); ++i) line += (i ? "," : "") + std::to_string(generated[i]);
   std::printf("%s\n", line.c_str());
+  flush_stdout();
   return 0;
 }
 

@@ -42,7 +42,7 @@ nlohmann::json parse_line(const std::string& line, int64_t line_number) {
 void write_line(const std::string& text) {
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fputc('\n', stdout);
-  std::fflush(stdout);
+  flush_stdout();
 }
 
 }  // namespace

@@ -66,13 +66,25 @@ ModelCliOptions parse_model_options(const CliArgs& args) {
   options.load.override_config = args.get_or("--override-config", "");
   options.load.dummy_seed = static_cast<uint64_t>(args.get_int_or("--seed", 0));
   options.mode = kernels::parse_numeric_mode(args.get_or("--mode", "exact"));
-  options.num_threads = static_cast<int>(args.get_int_or("--threads", 0));
-  FATHOM_CHECK(options.num_threads >= 0, "--threads must be >= 0");
+  const int64_t threads = args.get_int_or("--threads", 0);
+  FATHOM_CHECK(threads >= 0 && threads <= kMaxThreads,
+               "--threads must be in [0, " << kMaxThreads << "] (0 = all cores), got " << threads);
+  options.num_threads = static_cast<int>(threads);
   options.device = executor::parse_device(args.get_or("--device", "cpu"));
   options.mem_fraction_static = args.get_double_or("--mem-fraction-static", options.mem_fraction_static);
   FATHOM_CHECK(options.mem_fraction_static > 0 && options.mem_fraction_static < 1,
                "--mem-fraction-static must be in (0, 1), got " << options.mem_fraction_static);
   return options;
+}
+
+void check_context_length(int64_t prompt_tokens, int64_t max_new_tokens, int64_t max_position_embeddings,
+                          const std::string& where) {
+  const std::string prefix = where.empty() ? "" : where + ": ";
+  FATHOM_CHECK(max_new_tokens >= 0, prefix << "the number of new tokens must be >= 0, got " << max_new_tokens);
+  // Compared by subtraction: prompt_tokens + max_new_tokens can overflow int64.
+  FATHOM_CHECK(prompt_tokens <= max_position_embeddings && max_new_tokens <= max_position_embeddings - prompt_tokens,
+               prefix << "context length exceeded: " << prompt_tokens << " prompt tokens + " << max_new_tokens
+                      << " requested new tokens > the model's max_position_embeddings " << max_position_embeddings);
 }
 
 int64_t default_kv_page_size(executor::Device device, int64_t num_attention_heads) {

@@ -19,15 +19,22 @@ std::string default_model_dir();
 
 const std::set<std::string>& model_value_flags();
 
+// --threads above this is refused: each thread is an OS thread, and 100000 of them never finish starting.
+inline constexpr int kMaxThreads = 1024;
+
 struct ModelCliOptions {
   model::LoadOptions load;
   kernels::NumericMode mode = kernels::NumericMode::kExact;
-  int num_threads = 0;  // 0 = all cores
+  int num_threads = 0;  // 0 = all cores; at most kMaxThreads
   executor::Device device = executor::Device::kCpu;  // --device cpu|cuda
   double mem_fraction_static = 0.88;                 // --mem-fraction-static (CUDA)
 };
 
 ModelCliOptions parse_model_options(const CliArgs& args);
+
+// Throws "[where: ]context length exceeded" unless 0 <= max_new_tokens <= max_position_embeddings - prompt_tokens.
+void check_context_length(int64_t prompt_tokens, int64_t max_new_tokens, int64_t max_position_embeddings,
+                          const std::string& where = "");
 
 // KV page size (tokens) when --page-size is not given: 64 on the GPU for models with more than 32 query heads
 // (64-head groups: the decode attention's seesaw kernel reads whole 64-token pages by TMA, 4-14% faster at long

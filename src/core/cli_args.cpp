@@ -1,10 +1,28 @@
 #include "core/cli_args.h"
 
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "core/error.h"
 
 namespace fathom {
+
+namespace {
+
+// nullopt unless `text` is one integer; out of int64's range throws, as strtoll would saturate it silently.
+std::optional<int64_t> parse_int64(const std::string& text, const std::string& flag) {
+  if (text.empty()) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const long long parsed = std::strtoll(text.c_str(), &end, 10);
+  if (!end || *end != '\0') return std::nullopt;
+  FATHOM_CHECK(errno != ERANGE, flag << ": " << text << " is outside the 64-bit integer range");
+  return static_cast<int64_t>(parsed);
+}
+
+}  // namespace
 
 CliArgs::CliArgs(const std::vector<std::string>& args, const std::set<std::string>& value_flags,
                  const std::set<std::string>& bool_flags) {
@@ -60,10 +78,9 @@ std::string CliArgs::require(const std::string& flag) const {
 int64_t CliArgs::get_int_or(const std::string& flag, int64_t fallback) const {
   auto value = get(flag);
   if (!value) return fallback;
-  char* end = nullptr;
-  long long parsed = std::strtoll(value->c_str(), &end, 10);
-  FATHOM_CHECK(!value->empty() && end && *end == '\0', "flag " << flag << " expects an integer, got '" << *value << "'");
-  return parsed;
+  const std::optional<int64_t> parsed = parse_int64(*value, "flag " + flag);
+  FATHOM_CHECK(parsed.has_value(), "flag " << flag << " expects an integer, got '" << *value << "'");
+  return *parsed;
 }
 
 double CliArgs::get_double_or(const std::string& flag, double fallback) const {
@@ -81,15 +98,35 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
     std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    char* end = nullptr;
-    long long parsed = std::strtoll(item.c_str(), &end, 10);
-    FATHOM_CHECK(!item.empty() && end && *end == '\0',
-                 flag_name << " expects a comma-separated list of integers, got '" << item << "'");
-    result.push_back(parsed);
+    const std::optional<int64_t> parsed = parse_int64(item, flag_name);
+    FATHOM_CHECK(parsed.has_value(), flag_name << " expects a comma-separated list of integers, got '" << item << "'");
+    result.push_back(*parsed);
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
   return result;
+}
+
+std::ofstream open_output_file(const std::string& path, const std::string& flag, bool append) {
+  errno = 0;
+  std::ofstream out(path, append ? std::ios::app : std::ios::trunc);
+  FATHOM_CHECK(out.is_open(), flag << ": cannot open " << path << " for writing"
+                                   << (errno ? std::string(": ") + std::strerror(errno) : std::string()));
+  return out;
+}
+
+void finish_output_file(std::ofstream& out, const std::string& path, const std::string& flag) {
+  errno = 0;
+  out.flush();
+  FATHOM_CHECK(out.good(), flag << ": failed writing " << path
+                                << (errno ? std::string(": ") + std::strerror(errno) : std::string()));
+}
+
+void flush_stdout() {
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  FATHOM_CHECK(flushed && !std::ferror(stdout),
+               "failed writing to stdout" << (errno ? std::string(": ") + std::strerror(errno) : std::string()));
 }
 
 }  // namespace fathom

@@ -1,5 +1,6 @@
 #pragma once
 // Minimal `--flag value` / `--flag` / positional argument parsing for the fathom subcommands.
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -29,7 +30,14 @@ class CliArgs {
   std::vector<std::string> positional_;
 };
 
-// "1,2,3" -> {1,2,3}; throws on a non-integer element, naming the flag.
+// "1,2,3" -> {1,2,3}; throws on a non-integer or out-of-int64-range element, naming the flag.
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag_name);
+
+// Opens `path` for writing (appending when `append`); throws naming `flag`, the path and errno when it can't.
+std::ofstream open_output_file(const std::string& path, const std::string& flag, bool append = false);
+// Flushes `out`; throws when any write to it failed (full disk), so lost output never exits 0.
+void finish_output_file(std::ofstream& out, const std::string& path, const std::string& flag);
+// Flushes stdout; throws when any write to it failed (redirected to a full disk), so lost output never exits 0.
+void flush_stdout();
 
 }  // namespace fathom

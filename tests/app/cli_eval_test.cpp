@@ -106,6 +106,46 @@ TEST_F(Eval, BadDataGivesAClearError) {
   EXPECT_NE(output.find("bad.jsonl:1: needs a string \"prompt\""), std::string::npos) << output;
 }
 
+TEST_F(Eval, LinesPastTheContextLengthFailBeforeCompute) {
+  std::string long_prompt;
+  for (int i = 0; i < 300; ++i) long_prompt += " word";
+  std::ofstream(dir_.file("long.jsonl")) << nlohmann::json{{"prompt", "Hello"}, {"answer", "x"}}.dump() << "\n\n"
+                                         << nlohmann::json{{"prompt", long_prompt}, {"answer", "x"}}.dump() << "\n";
+  int code = 0;
+  // Line 3 (after a blank line) is named; the first item's generation never runs ("eval: 2 items" never printed).
+  std::string output = run_command(flags() + " --data " + dir_.file("long.jsonl"), &code);
+  EXPECT_EQ(code, 1) << output;
+  EXPECT_NE(output.find("long.jsonl:3: context length exceeded: "), std::string::npos) << output;
+  EXPECT_NE(output.find(" requested new tokens > the model's max_position_embeddings 256"), std::string::npos)
+      << output;
+  EXPECT_EQ(output.find("eval: 2 items"), std::string::npos) << output;
+  output = run_command(flags() + " --metric log-likelihood --data " + dir_.file("long.jsonl"), &code);
+  EXPECT_EQ(code, 1) << output;
+  EXPECT_NE(output.find("long.jsonl:3 (prompt + answer): context length exceeded: "), std::string::npos) << output;
+  write_data("short.jsonl", {{{"prompt", "Hello"}, {"answer", "x"}}});
+  output = run_command(flags() + " --data " + dir_.file("short.jsonl") + " --max-new-tokens 99999999999", &code);
+  EXPECT_EQ(code, 1) << output;
+  EXPECT_NE(output.find("short.jsonl:1: context length exceeded: "), std::string::npos) << output;
+  EXPECT_NE(output.find(" prompt tokens + 99999999999 requested new tokens"), std::string::npos) << output;
+  EXPECT_EQ(output.find("unexpected error"), std::string::npos) << output;
+}
+
+TEST_F(Eval, OutputFileFailuresExitNonZero) {
+  write_data("data.jsonl", {{{"prompt", "Hello"}, {"answer", "x"}}});
+  int code = 0;
+  const std::string missing = dir_.file("missing/x.json");
+  const std::string data = " --data " + dir_.file("data.jsonl") + " --max-new-tokens 1";
+  std::string output = run_command(flags() + data + " --output-file " + missing, &code);
+  EXPECT_EQ(code, 1) << output;
+  EXPECT_NE(output.find("--output-file: cannot open " + missing + " for writing: No such file or directory"),
+            std::string::npos) << output;
+  EXPECT_EQ(output.find("eval: 1 items"), std::string::npos) << output;  // failed before the compute
+  output = run_command(flags() + data + " --output-file /dev/full", &code);
+  EXPECT_EQ(code, 1) << output;
+  EXPECT_NE(output.find("--output-file: failed writing /dev/full: No space left on device"), std::string::npos)
+      << output;
+}
+
 // The embedded model's accuracy on Python idioms (bench/eval): a regression guard for numerics and speed work.
 // Measured at 27/30 when the set was written (CPU, exact mode).
 TEST(EvalOnTheDefaultModel, PythonIdiomsLogLikelihood) {

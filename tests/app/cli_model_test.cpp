@@ -1,4 +1,7 @@
 // The `fathom logits` / `fathom generate` command-line contract, run as a user would.
+#include <sys/wait.h>
+
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -81,6 +84,89 @@ TEST_F(Cli, BenchOneBatchReportsPrefillDecodeAndWritesATrace) {
   EXPECT_TRUE(cuda.output.find("no CUDA device") != std::string::npos ||
               cuda.output.find("built without the CUDA toolkit") != std::string::npos)
       << cuda.output;
+}
+
+// `fathom <arguments>` with stdout on /dev/full (a full disk); the result's output is stderr only.
+RunResult run_with_full_stdout(const std::string& arguments) {
+  FILE* pipe = popen((std::string(FATHOM_BINARY) + " " + arguments + " 2>&1 >/dev/full").c_str(), "r");
+  std::string output;
+  std::array<char, 4096> buffer;
+  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+void expect_error(const RunResult& result, const std::string& expected, const std::string& what) {
+  EXPECT_EQ(result.exit_code, 1) << what << "\n" << result.output;
+  EXPECT_NE(result.output.find(expected), std::string::npos) << what << "\n" << result.output;
+  EXPECT_EQ(result.output.find("unexpected error"), std::string::npos) << what << "\n" << result.output;
+}
+
+std::string repeated_ids(int count) {
+  std::string ids;
+  for (int i = 0; i < count; ++i) ids += (i ? ",5" : "5");
+  return ids;
+}
+
+TEST_F(Cli, SequencesPastTheContextLengthAreRefusedBeforeCompute) {
+  const std::string limit = " > the model's max_position_embeddings 256";
+  expect_error(run("generate " + model_flags() + " --ids 5 --max-new-tokens 1000 --ignore-eos"),
+               "context length exceeded: 1 prompt tokens + 1000 requested new tokens" + limit, "generate 1000");
+  // Checked before the weights load: this directory has none, which would otherwise be the error.
+  expect_error(run("generate --model " + dir_.path() + " --ids 5,6 --max-new-tokens 255"),
+               "context length exceeded: 2 prompt tokens + 255 requested new tokens" + limit, "before loading");
+  expect_error(run("logits " + model_flags() + " --ids " + repeated_ids(300) + " --out " + dir_.file("x.safetensors")),
+               "context length exceeded: 300 prompt tokens + 0 requested new tokens" + limit, "logits 300");
+  for (const std::string count : {"99999999999", "9223372036854775807"}) {
+    expect_error(run("generate " + model_flags() + " --ids 5 --max-new-tokens " + count),
+                 "context length exceeded: 1 prompt tokens + " + count + " requested new tokens" + limit, count);
+  }
+  expect_error(run("generate " + model_flags() + " --ids 5 --max-new-tokens 99999999999999999999"),
+               "flag --max-new-tokens: 99999999999999999999 is outside the 64-bit integer range", "past int64");
+  expect_error(run("generate " + model_flags() + " --ids 5 --max-new-tokens -1"),
+               "the number of new tokens must be >= 0, got -1", "negative");
+  expect_error(run("bench-one-batch " + model_flags() + " --input-len 8 --output-len 9223372036854775807"),
+               "--input-len + --output-len: context length exceeded: 8 prompt tokens + 9223372036854775807", "bench");
+  // Exactly the context length still runs.
+  RunResult full =
+      run("generate " + model_flags() + " --ids " + repeated_ids(254) + " --max-new-tokens 2 --ignore-eos");
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  EXPECT_EQ(std::count(full.output.begin(), full.output.end(), ','), 1) << full.output;
+}
+
+TEST_F(Cli, HugeBatchSizesAndThreadCountsGiveRangeErrors) {
+  expect_error(run("bench-one-batch " + model_flags() + " --batch-size 99999999 --input-len 8 --output-len 2"),
+               "--batch-size values must be in [1, 4096], got 99999999", "batch size");
+  expect_error(run("bench-one-batch " + model_flags() + " --batch-size 4096 --input-len 8 --output-len 2"
+                   " --page-size 9223372036854775807"), "exceeds the 32-bit KV slot ids", "page size");
+  for (const std::string threads : {"100000", "-1"}) {
+    expect_error(run("generate " + model_flags() + " --ids 5 --max-new-tokens 1 --threads " + threads),
+                 "--threads must be in [0, 1024] (0 = all cores), got " + threads, "threads " + threads);
+  }
+}
+
+TEST_F(Cli, FailedOutputWritesExitNonZero) {
+  expect_error(run_with_full_stdout("generate " + model_flags() + " --ids 5 --max-new-tokens 2"),
+               "fathom generate: error: failed writing to stdout: No space left on device", "generate stdout");
+  // A bad path fails before the model runs (no "Warmup ..." printed).
+  RunResult missing = run("bench-one-batch " + model_flags() + " --input-len 6 --output-len 2 --result-filename " +
+                          dir_.file("missing/r.jsonl"));
+  expect_error(missing, "--result-filename: cannot open " + dir_.file("missing/r.jsonl") +
+                            " for writing: No such file or directory", "bench result path");
+  EXPECT_EQ(missing.output.find("Warmup ..."), std::string::npos) << missing.output;
+  expect_error(run("bench-one-batch " + model_flags() + " --input-len 6 --output-len 2 --result-filename /dev/full"),
+               "--result-filename: failed writing /dev/full: No space left on device", "bench /dev/full");
+  expect_error(run("logits " + model_flags() + " --ids 5 --out " + dir_.file("missing/x.safetensors")),
+               "--out: cannot open", "logits path");
+  expect_error(run("logits " + model_flags() + " --ids 5 --out /dev/full"), "failed writing /dev/full", "logits");
+  const std::string tokenizer = std::string(FATHOM_SOURCE_DIR) + "/models/fathom-nano";
+  if (!std::ifstream(tokenizer + "/tokenizer.json").good()) GTEST_SKIP() << "models/fathom-nano not found";
+  using Input = std::pair<std::string, std::string>;  // command, one stdin line
+  for (const auto& [command, line] : {Input{"tokenize", "\"hello\""}, Input{"detokenize", "[5, 6]"}}) {
+    std::ofstream(dir_.file(command + ".in")) << line << "\n";
+    expect_error(run_with_full_stdout(command + " --tokenizer " + tokenizer + " < " + dir_.file(command + ".in")),
+                 "fathom " + command + ": error: failed writing to stdout: No space left on device", command);
+  }
 }
 
 // The hash of the greedy tokens a run printed ("Output. greedy token hash: H").

@@ -1,5 +1,8 @@
 #include "core/cli_args.h"
 
+#include <cstdint>
+#include <functional>
+
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -37,6 +40,35 @@ TEST(CliArgs, ErrorsNameTheFlag) {
   }
   CliArgs args({"--threads", "abc"}, {"--threads"}, {});
   EXPECT_THROW(args.get_int_or("--threads", 0), Error);
+}
+
+std::string error_of(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CliArgs, IntegersPastInt64AreErrorsNotSaturated) {
+  CliArgs args({"--n", "99999999999999999999", "--max", "9223372036854775807"}, {"--n", "--max"}, {});
+  EXPECT_NE(error_of([&] { args.get_int_or("--n", 0); }).find("flag --n: 99999999999999999999 is outside the 64-bit"),
+            std::string::npos);
+  EXPECT_EQ(args.get_int_or("--max", 0), INT64_MAX);
+  EXPECT_NE(error_of([] { parse_int_list("1,-99999999999999999999", "--ids"); }).find("--ids: -99999999999999999999"),
+            std::string::npos);
+}
+
+TEST(CliArgs, OutputFailuresThrowNamingTheFlagAndPath) {
+  EXPECT_NE(error_of([] { open_output_file("/nonexistent-dir/x.json", "--out"); })
+                .find("--out: cannot open /nonexistent-dir/x.json for writing: No such file or directory"),
+            std::string::npos);
+  std::ofstream full = open_output_file("/dev/full", "--out", /*append=*/true);
+  full << "data\n";
+  EXPECT_NE(error_of([&] { finish_output_file(full, "/dev/full", "--out"); })
+                .find("--out: failed writing /dev/full: No space left on device"),
+            std::string::npos);
 }
 
 }  // namespace
