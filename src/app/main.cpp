@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "core/cli_args.h"
 #include "core/error.h"
 
 namespace {
@@ -36,15 +37,24 @@ void print_usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+      (!std::strcmp(argv[1], "help") && argc == 2)) {
     print_usage();
     return argc < 2 ? 2 : 0;
   }
+  // `fathom help CMD` is `fathom CMD --help`.
+  const bool help_for_command = !std::strcmp(argv[1], "help");
+  const char* command_name = help_for_command ? argv[2] : argv[1];
   fathom::app::Args args(argv + 2, argv + argc);
+  if (help_for_command) args = {"--help"};
   for (const Command& command : kCommands) {
-    if (std::strcmp(argv[1], command.name) != 0) continue;
+    if (std::strcmp(command_name, command.name) != 0) continue;
     try {
       return command.run(args);
+    } catch (const fathom::HelpRequested& help) {
+      std::printf("usage: fathom %s [flags]\n  %s\n%s\n(README.md describes each flag)\n", command.name, command.summary,
+                  help.what());
+      return 0;
     } catch (const fathom::Error& error) {
       std::fprintf(stderr, "fathom %s: error: %s\n", command.name, error.what());
       return 1;
@@ -53,7 +63,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::fprintf(stderr, "fathom: unknown command '%s'\n", argv[1]);
+  std::fprintf(stderr, "fathom: unknown command '%s'\n", command_name);
   print_usage();
   return 2;
 }

@@ -22,12 +22,26 @@ std::optional<int64_t> parse_int64(const std::string& text, const std::string& f
   return static_cast<int64_t>(parsed);
 }
 
+// "flags taking a value: --a, --b; switches: --c" (sorted, as the sets are).
+std::string describe_flags(const std::set<std::string>& value_flags, const std::set<std::string>& bool_flags) {
+  auto join = [](const std::set<std::string>& flags) {
+    std::string joined;
+    for (const std::string& flag : flags) joined += (joined.empty() ? "" : ", ") + flag;
+    return joined;
+  };
+  std::string text;
+  if (!value_flags.empty()) text += "flags taking a value: " + join(value_flags);
+  if (!bool_flags.empty()) text += std::string(text.empty() ? "" : "; ") + "switches: " + join(bool_flags);
+  return text.empty() ? "no flags" : text;
+}
+
 }  // namespace
 
 CliArgs::CliArgs(const std::vector<std::string>& args, const std::set<std::string>& value_flags,
                  const std::set<std::string>& bool_flags) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
+    if (arg == "--help" || arg == "-h") throw HelpRequested(describe_flags(value_flags, bool_flags));
     if (arg.rfind("--", 0) != 0 || arg == "--") {
       positional_.push_back(arg);
       continue;
@@ -49,7 +63,7 @@ CliArgs::CliArgs(const std::vector<std::string>& args, const std::set<std::strin
       FATHOM_CHECK(!inline_value, "flag " << name << " takes no value");
       present_bools_.insert(name);
     } else {
-      FATHOM_FAIL("unknown flag " << name);
+      FATHOM_FAIL("unknown flag " << name << " (" << describe_flags(value_flags, bool_flags) << ")");
     }
   }
 }

@@ -1,5 +1,6 @@
 #pragma once
 // Minimal `--flag value` / `--flag` / positional argument parsing for the fathom subcommands.
+#include <exception>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -9,10 +10,21 @@
 
 namespace fathom {
 
+// Thrown by CliArgs for `--help` / `-h`: what() lists the command's flags, for the caller to print (exit 0).
+class HelpRequested : public std::exception {
+ public:
+  explicit HelpRequested(std::string flags_text) : flags_text_(std::move(flags_text)) {}
+  const char* what() const noexcept override { return flags_text_.c_str(); }
+
+ private:
+  std::string flags_text_;
+};
+
 class CliArgs {
  public:
   // value_flags take a value (`--model DIR` or `--model=DIR`); bool_flags take none.
-  // Unknown flags or a missing value throw fathom::Error naming the flag.
+  // Unknown flags or a missing value throw fathom::Error naming the flag (and listing the valid ones);
+  // `--help` / `-h` throws HelpRequested.
   CliArgs(const std::vector<std::string>& args, const std::set<std::string>& value_flags,
           const std::set<std::string>& bool_flags);
 

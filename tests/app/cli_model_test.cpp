@@ -219,6 +219,21 @@ TEST_F(Cli, BenchOneBatchTimesTheMtpModule) {
       << cpu_deterministic.output;
 }
 
+// Every command answers --help (and `fathom help CMD`) with its flags and exits 0.
+TEST_F(Cli, EveryCommandListsItsFlagsOnHelp) {
+  for (const char* command : {"logits", "generate", "bench-one-batch", "eval", "tokenize", "detokenize",
+                              "chat-template", "serve", "bench-serving"}) {
+    RunResult help = run(std::string(command) + " --help");
+    EXPECT_EQ(help.exit_code, 0) << command << ": " << help.output;
+    EXPECT_NE(help.output.find(std::string("usage: fathom ") + command), std::string::npos) << help.output;
+    EXPECT_NE(help.output.find("flags taking a value: "), std::string::npos) << help.output;
+  }
+  RunResult generate = run("help generate");
+  EXPECT_EQ(generate.exit_code, 0) << generate.output;
+  EXPECT_NE(generate.output.find("--max-new-tokens"), std::string::npos) << generate.output;
+  EXPECT_NE(run("help no-such-command").exit_code, 0);
+}
+
 TEST_F(Cli, BadInputGivesAClearErrorAndExitCode) {
   struct Case { std::string args; const char* expected; };
   const Case cases[] = {

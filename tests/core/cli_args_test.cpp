@@ -24,7 +24,8 @@ TEST(CliArgs, ErrorsNameTheFlag) {
     CliArgs args({"--bogus"}, {"--model"}, {});
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown flag --bogus"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("unknown flag --bogus (flags taking a value: --model)"), std::string::npos)
+        << e.what();
   }
   try {
     CliArgs args({"--model"}, {"--model"}, {});
@@ -49,6 +50,18 @@ std::string error_of(const std::function<void()>& body) {
     return e.what();
   }
   return "";
+}
+
+// --help / -h anywhere asks for the command's flags instead of running it.
+TEST(CliArgs, HelpListsTheFlags) {
+  for (const char* help : {"--help", "-h"}) {
+    try {
+      CliArgs args({"--model", "m", help}, {"--model", "--ids"}, {"--mtp"});
+      FAIL() << help;
+    } catch (const HelpRequested& request) {
+      EXPECT_EQ(std::string(request.what()), "flags taking a value: --ids, --model; switches: --mtp");
+    }
+  }
 }
 
 TEST(CliArgs, IntegersPastInt64AreErrorsNotSaturated) {
