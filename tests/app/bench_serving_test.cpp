@@ -15,6 +15,7 @@
 #include <functional>
 #include <mutex>
 #include <regex>
+#include <stdexcept>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -48,6 +49,18 @@ bool healthy(int port) {
   return ok;
 }
 
+// The port `serve` listens on, once its /health answers 200 (throws, failing the test, after 30 s).
+int wait_until_serving(ServeProcess& serve) {
+  const std::string url = serve.wait_for(std::regex("listening on (http://[0-9.:]+)"));
+  const int port = std::stoi(url.substr(url.rfind(':') + 1));
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (!healthy(port)) {
+    if (std::chrono::steady_clock::now() >= deadline) throw std::runtime_error("/health never answered 200");
+    std::this_thread::sleep_for(50ms);
+  }
+  return port;
+}
+
 void expect_report(const RunResult& result, int num_prompts) {
   ASSERT_EQ(result.exit_code, 0) << result.output;
   for (const char* line :
@@ -78,13 +91,7 @@ TEST(BenchServing, BothBackendsAgainstFathomServe) {
   ServeProcess serve({"serve", "--model", dir.path(), "--load-format", "dummy", "--threads", "2", "--tokenizer",
                       tokenizer_dir, "--host", "127.0.0.1", "--port", "0", "--served-model-name", "tiny",
                       "--max-total-tokens", "8192"});
-  const std::string url = serve.wait_for(std::regex("listening on (http://[0-9.:]+)"));
-  const int port = std::stoi(url.substr(url.rfind(':') + 1));
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (!healthy(port)) {
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "/health never answered 200";
-    std::this_thread::sleep_for(50ms);
-  }
+  const int port = wait_until_serving(serve);
 
   const std::string out_file = dir.file("results.jsonl");
   const std::string common = " --host 127.0.0.1 --port " + std::to_string(port) +
@@ -149,13 +156,7 @@ TEST(BenchServing, BothBackendsAgainstFathomServe) {
 // and no tokenizer; prompt ids must come from the server's vocabulary, not a guessed 32000.
 TEST(BenchServing, DefaultNanoServerWithoutTokenizer) {
   ServeProcess serve({"serve", "--threads", "2", "--host", "127.0.0.1", "--port", "0"});
-  const std::string url = serve.wait_for(std::regex("listening on (http://[0-9.:]+)"));
-  const int port = std::stoi(url.substr(url.rfind(':') + 1));
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (!healthy(port)) {
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "/health never answered 200";
-    std::this_thread::sleep_for(50ms);
-  }
+  const int port = wait_until_serving(serve);
   RunResult result = run("bench-serving --port " + std::to_string(port) +
                          " --random-input 64 --random-output 4 --num-prompts 6 --seed 11");
   expect_report(result, 6);
