@@ -65,7 +65,8 @@ int run_logits(const Args& raw_args) {
   const std::vector<int32_t> ids = parse_ids(args);
   const std::string out_path = args.require("--out");
   check_model_context(options, static_cast<int64_t>(ids.size()), 0);
-  open_output_file(out_path, "--out");  // a bad path fails before the compute; write_safetensors rewrites it
+  // A bad path fails before the compute; appending leaves an existing file intact should the run fail later.
+  open_output_file(out_path, "--out", /*append=*/true);
 
   if (options.device == executor::Device::kCuda) {
     std::unique_ptr<executor::ModelBackend> backend = single_sequence_backend(options, static_cast<int64_t>(ids.size()));

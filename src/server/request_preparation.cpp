@@ -47,7 +47,7 @@ int64_t completion_budget(int64_t prompt_tokens, std::optional<int64_t> requeste
                           const PreparationContext& context, const std::string& param, const char* what) {
   const int64_t limit = context.max_context_tokens;
   if (limit <= 0) return requested.value_or(default_tokens);
-  const int64_t room = limit - prompt_tokens;  // no overflow: both are at most the context
+  const int64_t room = limit - prompt_tokens;  // no overflow: a prompt is at most the request body in tokens
   const std::string limit_text = "This model's maximum context length is " + std::to_string(limit) + " tokens. ";
   if (requested && *requested > room) {
     const int64_t total = *requested > INT64_MAX - prompt_tokens ? INT64_MAX : prompt_tokens + *requested;
