@@ -18,6 +18,7 @@
 #include "model/config.h"
 #include "scheduler/local_engine.h"
 #include "server/api_server.h"
+#include "server/http_server.h"
 #include "server/output_parsing.h"
 #include "server/tokenizer_codec.h"
 
@@ -141,6 +142,8 @@ int run_serve(const Args& raw_args) {
   server_config.http.host = args.get_or("--host", "127.0.0.1");
   server_config.http.port = static_cast<int>(args.get_int_or("--port", 30000));
   FATHOM_CHECK(server_config.http.port >= 0 && server_config.http.port <= 65535, "--port must be in [0, 65535]");
+  // Before the tokenizer and model load (minutes for a real checkpoint): a taken port or unknown host fails now.
+  server::check_listen_address_free(server_config.http.host, server_config.http.port);
   server_config.http.connection.limits.max_body_bytes =
       static_cast<size_t>(args.get_int_or("--max-request-body-bytes", static_cast<int64_t>(server_config.http.connection.limits.max_body_bytes)));
   server_config.http.connection.keep_alive_timeout = std::chrono::seconds(args.get_int_or("--keep-alive-timeout-s", 30));

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -82,6 +83,11 @@ std::optional<YarnRopeScaling> parse_rope_scaling(const json& config) {
   yarn.beta_slow = optional_number(*rope, "beta_slow", 1.0, context);
   yarn.mscale = optional_number(*rope, "mscale", 0.0, context);
   yarn.mscale_all_dim = optional_number(*rope, "mscale_all_dim", 0.0, context);
+  FATHOM_CHECK(std::isfinite(yarn.factor), "config.json: field '" << context << "factor' must be finite");
+  for (auto [value, key] : {std::pair{yarn.beta_fast, "beta_fast"}, {yarn.beta_slow, "beta_slow"}}) {
+    FATHOM_CHECK(std::isfinite(value) && value > 0.0,
+                 "config.json: field '" << context << key << "' must be a positive number, got " << value);
+  }
   return yarn;
 }
 
@@ -109,6 +115,40 @@ std::optional<Fp8QuantConfig> parse_quantization(const json& config) {
   FATHOM_CHECK(fp8.block_rows == 128 && fp8.block_cols == 128,
                "config.json: unsupported quantization_config.weight_block_size " << block->dump() << " (supported: [128, 128])");
   return fp8;
+}
+
+// The fields parse_model_config reads: an override of anything else would change nothing, so it is refused.
+void check_override_fields(const json& overrides) {
+  static const std::set<std::string> kTopLevel = {
+      "architectures", "attention_bias", "bos_token_id", "eos_token_id", "first_k_dense_replace", "hidden_act",
+      "hidden_size", "intermediate_size", "kv_lora_rank", "max_position_embeddings", "model_type", "moe_intermediate_size",
+      "moe_layer_freq", "n_group", "n_routed_experts", "n_shared_experts", "norm_topk_prob", "num_attention_heads",
+      "num_experts_per_tok", "num_hidden_layers", "num_key_value_heads", "num_nextn_predict_layers", "q_lora_rank",
+      "qk_nope_head_dim", "qk_rope_head_dim", "quantization_config", "rms_norm_eps", "rope_interleave", "rope_parameters",
+      "rope_scaling", "rope_theta", "routed_scaling_factor", "scoring_func", "tie_word_embeddings", "topk_group",
+      "topk_method", "v_head_dim", "vocab_size"};
+  static const std::set<std::string> kRope = {"type", "rope_type", "factor", "original_max_position_embeddings", "beta_fast",
+                                              "beta_slow", "mscale", "mscale_all_dim", "rope_theta"};
+  static const std::set<std::string> kQuantization = {"quant_method", "fmt", "activation_scheme", "scale_fmt",
+                                                      "weight_block_size"};
+  auto check = [](const json& object, const std::set<std::string>& known, const std::string& prefix) {
+    for (auto it = object.begin(); it != object.end(); ++it) {
+      if (known.count(it.key())) continue;
+      std::string listing;
+      for (const std::string& name : known) listing += (listing.empty() ? "" : ", ") + name;
+      FATHOM_FAIL("--override-config: fathom does not read the field '" << prefix << it.key() << "' (known: " << listing
+                                                                          << ")");
+    }
+  };
+  check(overrides, kTopLevel, "");
+  for (const char* rope_field : {"rope_scaling", "rope_parameters"}) {
+    if (overrides.contains(rope_field) && overrides[rope_field].is_object()) {
+      check(overrides[rope_field], kRope, std::string(rope_field) + ".");
+    }
+  }
+  if (overrides.contains("quantization_config") && overrides["quantization_config"].is_object()) {
+    check(overrides["quantization_config"], kQuantization, "quantization_config.");
+  }
 }
 
 }  // namespace
@@ -184,6 +224,10 @@ ModelConfig parse_model_config(const json& config) {
   c.topk_method = optional_string(config, "topk_method", "noaux_tc");
   c.rms_norm_eps = optional_number(config, "rms_norm_eps", 1e-6);
   c.rope_theta = optional_number(config, "rope_theta", 10000.0);
+  if (!find_field(config, "rope_theta")) {  // transformers v5 keeps it in rope_parameters
+    const json* rope = find_field(config, "rope_parameters");
+    if (rope && rope->is_object()) c.rope_theta = optional_number(*rope, "rope_theta", c.rope_theta, "rope_parameters.");
+  }
   c.max_position_embeddings = optional_int(config, "max_position_embeddings", 4096);
   c.tie_word_embeddings = optional_bool(config, "tie_word_embeddings", false);
   c.rope_interleave = optional_bool(config, "rope_interleave", true);
@@ -211,6 +255,16 @@ ModelConfig parse_model_config(const json& config) {
                             {c.qk_rope_head_dim, "qk_rope_head_dim"}, {c.v_head_dim, "v_head_dim"},
                             {c.moe_layer_freq, "moe_layer_freq"}, {c.n_group, "n_group"}, {c.topk_group, "topk_group"}}) {
     require_positive(value, key);
+  }
+  for (auto [value, key] : {std::pair{c.n_routed_experts, "n_routed_experts"}, {c.n_shared_experts, "n_shared_experts"},
+                            {c.num_experts_per_tok, "num_experts_per_tok"}, {c.moe_intermediate_size, "moe_intermediate_size"},
+                            {c.intermediate_size, "intermediate_size"}}) {
+    FATHOM_CHECK(value >= 0, "config.json: field '" << key << "' must be >= 0, got " << value);
+  }
+  require_positive(c.max_position_embeddings, "max_position_embeddings");
+  for (auto [value, key] : {std::pair{c.rope_theta, "rope_theta"}, {c.rms_norm_eps, "rms_norm_eps"},
+                            {c.routed_scaling_factor, "routed_scaling_factor"}}) {
+    FATHOM_CHECK(std::isfinite(value) && value > 0.0, "config.json: field '" << key << "' must be a positive number, got " << value);
   }
   FATHOM_CHECK(c.qk_rope_head_dim % 2 == 0, "config.json: field 'qk_rope_head_dim' must be even, got " << c.qk_rope_head_dim);
   if (c.q_lora_rank) require_positive(*c.q_lora_rank, "q_lora_rank");
@@ -250,6 +304,7 @@ json load_config_json(const std::string& model_dir, const std::string& override_
     json overrides = json::parse(override_json, nullptr, false);
     FATHOM_CHECK(!overrides.is_discarded() && overrides.is_object(),
                  "--override-config must be a JSON object, got '" << override_json << "'");
+    check_override_fields(overrides);
     config = merge_config_json(std::move(config), overrides);
   }
   return config;

@@ -34,7 +34,45 @@ std::string describe_peer(const sockaddr_storage& address) {
   return std::string(host) + ":" + std::to_string(port);
 }
 
+// Binds host:port (every resolved address until one works) and listens when backlog > 0; returns the fd.
+int open_listening_socket(const std::string& host, int port, int backlog) {
+  FATHOM_CHECK(port >= 0 && port <= 65535, "invalid port " << port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* addresses = nullptr;
+  const std::string port_text = std::to_string(port);
+  int lookup = getaddrinfo(host.empty() ? nullptr : host.c_str(), port_text.c_str(), &hints, &addresses);
+  FATHOM_CHECK(lookup == 0, "cannot resolve host '" << host << "': " << gai_strerror(lookup));
+  std::string last_error = "no address";
+  int listen_fd = -1;
+  for (addrinfo* address = addresses; address != nullptr; address = address->ai_next) {
+    int fd = ::socket(address->ai_family, address->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, address->ai_protocol);
+    if (fd < 0) {
+      last_error = std::strerror(errno);
+      continue;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd, address->ai_addr, address->ai_addrlen) != 0 || (backlog > 0 && ::listen(fd, backlog) != 0)) {
+      last_error = std::strerror(errno);
+      ::close(fd);
+      continue;
+    }
+    listen_fd = fd;
+    break;
+  }
+  freeaddrinfo(addresses);
+  FATHOM_CHECK(listen_fd >= 0, "cannot listen on " << host << ":" << port << ": " << last_error);
+  return listen_fd;
+}
+
 }  // namespace
+
+void check_listen_address_free(const std::string& host, int port) {
+  ::close(open_listening_socket(host, port, /*backlog=*/0));
+}
 
 HttpServer::HttpServer(EventLoop& loop, HttpServerConfig config, RequestHandler handler, ErrorResponder error_responder)
     : loop_(loop), config_(std::move(config)) {
@@ -57,34 +95,7 @@ HttpServer::~HttpServer() {
 }
 
 void HttpServer::listen() {
-  FATHOM_CHECK(config_.port >= 0 && config_.port <= 65535, "invalid port " << config_.port);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* addresses = nullptr;
-  const std::string port_text = std::to_string(config_.port);
-  int lookup = getaddrinfo(config_.host.empty() ? nullptr : config_.host.c_str(), port_text.c_str(), &hints, &addresses);
-  FATHOM_CHECK(lookup == 0, "cannot resolve host '" << config_.host << "': " << gai_strerror(lookup));
-  std::string last_error = "no address";
-  for (addrinfo* address = addresses; address != nullptr; address = address->ai_next) {
-    int fd = ::socket(address->ai_family, address->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, address->ai_protocol);
-    if (fd < 0) {
-      last_error = std::strerror(errno);
-      continue;
-    }
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(fd, address->ai_addr, address->ai_addrlen) != 0 || ::listen(fd, config_.listen_backlog) != 0) {
-      last_error = std::strerror(errno);
-      ::close(fd);
-      continue;
-    }
-    listen_fd_ = fd;
-    break;
-  }
-  freeaddrinfo(addresses);
-  FATHOM_CHECK(listen_fd_ >= 0, "cannot listen on " << config_.host << ":" << config_.port << ": " << last_error);
+  listen_fd_ = open_listening_socket(config_.host, config_.port, config_.listen_backlog);
   sockaddr_storage bound{};
   socklen_t bound_length = sizeof(bound);
   getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &bound_length);

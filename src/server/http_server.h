@@ -25,6 +25,10 @@ struct HttpServerConfig {
   HttpConnectionConfig connection;
 };
 
+// Throws the error listen() would (naming host:port) when host:port cannot be bound now, e.g. another
+// server holds it; binds nothing afterwards. Lets a slow start (model load) fail before it begins.
+void check_listen_address_free(const std::string& host, int port);
+
 class HttpServer {
  public:
   using RequestHandler = std::function<void(std::shared_ptr<HttpExchange>)>;

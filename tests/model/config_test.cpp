@@ -106,6 +106,13 @@ TEST(ModelConfig, ErrorsNameTheField) {
       {R"({"qk_rope_head_dim": 63})", "field 'qk_rope_head_dim' must be even"},
       {R"({"norm_topk_prob": "yes"})", "field 'norm_topk_prob' must be true or false"},
       {R"({"model_type": "llama"})", "unsupported model_type 'llama'"},
+      {R"({"rope_theta": 0})", "field 'rope_theta' must be a positive number, got 0"},
+      {R"({"rms_norm_eps": -1e-6})", "field 'rms_norm_eps' must be a positive number"},
+      {R"({"routed_scaling_factor": 0.0})", "field 'routed_scaling_factor' must be a positive number"},
+      {R"({"n_routed_experts": -8})", "field 'n_routed_experts' must be >= 0, got -8"},
+      {R"({"n_shared_experts": -1})", "field 'n_shared_experts' must be >= 0"},
+      {R"({"max_position_embeddings": 0})", "field 'max_position_embeddings' must be positive"},
+      {R"({"rope_scaling": {"beta_slow": 0}})", "field 'rope_scaling.beta_slow' must be a positive number"},
   };
   for (const Case& c : cases) {
     const std::string message = error_of(merge_config_json(official_v3_config(), json::parse(c.patch)));
@@ -123,6 +130,40 @@ TEST(ModelConfig, LoadReportsBadOverrideAndMissingFile) {
   }
   ModelConfig c = load_model_config(std::string(FATHOM_SHARED_DATA_DIR) + "/deepseek-v3", R"({"num_hidden_layers": 4})");
   EXPECT_EQ(c.num_hidden_layers, 4);
+}
+
+TEST(ModelConfig, OverrideOfAnUnreadFieldIsRefused) {
+  const std::string dir = std::string(FATHOM_SHARED_DATA_DIR) + "/deepseek-v3";
+  struct Case { const char* overrides; const char* expected; };
+  const Case cases[] = {
+      {R"({"rope_thetha": 5})", "does not read the field 'rope_thetha' (known: architectures,"},
+      {R"({"use_cache": false})", "does not read the field 'use_cache'"},
+      {R"({"rope_scaling": {"factr": 2}})", "does not read the field 'rope_scaling.factr'"},
+      {R"({"quantization_config": {"block": [1, 1]}})", "does not read the field 'quantization_config.block'"},
+  };
+  for (const Case& c : cases) {
+    try {
+      load_model_config(dir, c.overrides);
+      ADD_FAILURE() << c.overrides << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(c.expected), std::string::npos) << c.overrides << " -> " << e.what();
+    }
+  }
+  // Read fields, null included (null restores the default), are accepted.
+  ModelConfig c = load_model_config(dir, R"({"rope_theta": 50000, "rope_scaling": null, "quantization_config": {"fmt": "e4m3"}})");
+  EXPECT_DOUBLE_EQ(c.rope_theta, 50000.0);
+  EXPECT_FALSE(c.yarn.has_value());
+  ASSERT_TRUE(c.fp8.has_value());
+}
+
+TEST(ModelConfig, TransformersV5RopeThetaInRopeParameters) {
+  json config = official_v3_config();
+  config.erase("rope_scaling");
+  config.erase("rope_theta");
+  config["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 500000.0}};
+  EXPECT_DOUBLE_EQ(parse_model_config(config).rope_theta, 500000.0);
+  config["rope_theta"] = 20000.0;  // a top-level value wins, as in v4 configs
+  EXPECT_DOUBLE_EQ(parse_model_config(config).rope_theta, 20000.0);
 }
 
 TEST(ModelConfig, YarnMscale) {

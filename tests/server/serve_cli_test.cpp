@@ -62,9 +62,17 @@ TEST_F(ServeCli, TakenPortIsReported) {
   getsockname(blocker, reinterpret_cast<sockaddr*>(&address), &length);
   const int port = ntohs(address.sin_port);
   RunResult result = run("serve " + model_flags() + " --skip-tokenizer-init --port " + std::to_string(port));
+  // Checked before the tokenizer and weights load: this one has neither, and the port is still what is reported.
+  RunResult before_load = run("serve --model " + dir_.path() + " --threads 1 --port " + std::to_string(port));
   close(blocker);
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_NE(result.output.find("cannot listen on 127.0.0.1:" + std::to_string(port)), std::string::npos) << result.output;
+  EXPECT_EQ(before_load.exit_code, 1);
+  EXPECT_NE(before_load.output.find("cannot listen on 127.0.0.1:" + std::to_string(port)), std::string::npos)
+      << before_load.output;
+  RunResult unknown_host = run("serve " + model_flags() + " --skip-tokenizer-init --host no-such-host.invalid --port 0");
+  EXPECT_EQ(unknown_host.exit_code, 1);
+  EXPECT_NE(unknown_host.output.find("cannot resolve host 'no-such-host.invalid'"), std::string::npos) << unknown_host.output;
 }
 
 TEST_F(ServeCli, ServesTokenIdsAndDrainsOnSigterm) {
