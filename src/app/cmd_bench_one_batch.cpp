@@ -219,6 +219,10 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
+std::string profile_trace_path(const std::string& prefix, int64_t batch_size) {
+  return prefix + "-bs" + std::to_string(batch_size) + ".trace.json";
+}
+
 }  // namespace
 
 int run_bench_one_batch(const Args& raw_args) {
@@ -257,6 +261,10 @@ int run_bench_one_batch(const Args& raw_args) {
                                << "--output-len in pages of " << page_size << ") exceeds the 32-bit KV slot ids");
   std::optional<std::ofstream> result_file;  // opened now so a bad path fails before the benchmark
   if (auto path = args.get("--result-filename")) result_file = open_output_file(*path, "--result-filename", true);
+  if (auto profile = args.get("--profile")) {
+    // Append mode: a bad path fails now, and an existing trace stays as it was until this run writes its own.
+    for (int64_t batch_size : batch_sizes) open_output_file(profile_trace_path(*profile, batch_size), "--profile", true);
+  }
   executor::BackendConfig backend_config;
   backend_config.load = options.load;
   backend_config.device = options.device;
@@ -316,7 +324,7 @@ int run_bench_one_batch(const Args& raw_args) {
     std::printf("Total. latency: %7.3f s, throughput: %10.2f token/s\n", result.total_s, total_tokens / result.total_s);
     std::printf("Output. greedy token hash: %016llx\n", static_cast<unsigned long long>(result.output_hash));
     if (auto profile = args.get("--profile")) {
-      const std::string path = *profile + "-bs" + std::to_string(batch_size) + ".trace.json";
+      const std::string path = profile_trace_path(*profile, batch_size);
       trace.write_chrome_json(path);
       std::printf("Profile written to %s (%zu spans)\n", path.c_str(), trace.events().size());
     }

@@ -536,6 +536,9 @@ int run_bench_serving(const Args& raw_args) {
                "--request-rate must be positive or inf, got '" << args.get_or("--request-rate", "") << "'");
   FATHOM_CHECK(max_concurrency >= 0, "--max-concurrency must be positive");
 
+  std::optional<std::ofstream> output_file;  // opened now so a bad path fails before the benchmark, not after it
+  if (auto path = args.get("--output-file")) output_file = open_output_file(*path, "--output-file", /*append=*/true);
+
   std::optional<tokenizer::Tokenizer> tok;
   if (auto dir = args.get("--tokenizer")) tok = tokenizer::Tokenizer::load(*dir);
   std::vector<Prompt> prompts;
@@ -723,10 +726,9 @@ int run_bench_serving(const Args& raw_args) {
   if (failed > 0) std::printf("First failure: %s\n", first_error.c_str());
   std::fflush(stdout);
 
-  if (auto output_file = args.get("--output-file")) {
-    std::ofstream out(*output_file, std::ios::app);
-    FATHOM_CHECK(out, "cannot open --output-file " << *output_file);
-    out << metrics.dump() << "\n";
+  if (output_file) {
+    *output_file << metrics.dump() << "\n";
+    finish_output_file(*output_file, *args.get("--output-file"), "--output-file");
   }
   if (completed == 0) {
     std::fprintf(stderr, "fathom bench-serving: error: all %lld requests failed; first failure: %s\n",

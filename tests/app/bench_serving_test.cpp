@@ -365,6 +365,26 @@ TEST(BenchServing, ZeroSuccessfulRequestsExitsNonZeroAfterTheReport) {
   EXPECT_EQ(nlohmann::json::parse(line)["completed"], 0);
 }
 
+TEST(BenchServing, BadOutputFileFailsBeforeAnyRequest) {
+  std::atomic<int> requests{0};
+  FakeServer server([&](const std::string&, const std::string& path, const std::string&) {
+    ++requests;
+    if (path == "/get_model_info") return model_info(100);
+    return one_token_stream();
+  });
+  TempDir dir("bench-serving-bad-output");
+  RunResult result = run("bench-serving --port " + std::to_string(server.port()) +
+                         " --random-input 4 --random-output 2 --num-prompts 4 --output-file " + dir.file("missing/r.jsonl"));
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(result.output.find("--output-file: cannot open " + dir.file("missing/r.jsonl") + " for writing"),
+            std::string::npos) << result.output;
+  EXPECT_EQ(requests.load(), 0) << result.output;
+  RunResult full = run("bench-serving --port " + std::to_string(server.port()) +
+                       " --random-input 4 --random-output 2 --num-prompts 2 --output-file /dev/full");
+  EXPECT_EQ(full.exit_code, 1) << full.output;
+  EXPECT_NE(full.output.find("--output-file: failed writing /dev/full"), std::string::npos) << full.output;
+}
+
 TEST(BenchServing, FlagErrors) {
   RunResult backend = run("bench-serving --backend vllm");
   EXPECT_NE(backend.exit_code, 0);

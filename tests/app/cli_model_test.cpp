@@ -154,6 +154,11 @@ TEST_F(Cli, FailedOutputWritesExitNonZero) {
   expect_error(missing, "--result-filename: cannot open " + dir_.file("missing/r.jsonl") +
                             " for writing: No such file or directory", "bench result path");
   EXPECT_EQ(missing.output.find("Warmup ..."), std::string::npos) << missing.output;
+  RunResult missing_profile = run("bench-one-batch " + model_flags() + " --batch-size 1,2 --input-len 6 --output-len 2 " +
+                                  "--profile " + dir_.file("missing/p"));
+  expect_error(missing_profile, "--profile: cannot open " + dir_.file("missing/p") + "-bs1.trace.json for writing",
+               "bench profile path");
+  EXPECT_EQ(missing_profile.output.find("Warmup ..."), std::string::npos) << missing_profile.output;
   expect_error(run("bench-one-batch " + model_flags() + " --input-len 6 --output-len 2 --result-filename /dev/full"),
                "--result-filename: failed writing /dev/full: No space left on device", "bench /dev/full");
   expect_error(run("logits " + model_flags() + " --ids 5 --out " + dir_.file("missing/x.safetensors")),
