@@ -149,6 +149,7 @@ int run_serve(const Args& raw_args) {
   server_config.http.connection.keep_alive_timeout = std::chrono::seconds(args.get_int_or("--keep-alive-timeout-s", 30));
   server_config.preparation_threads = static_cast<int>(args.get_int_or("--preparation-threads", 2));
   server_config.api_key = args.get_or("--api-key", "");
+  server_config.enable_metrics = args.has("--enable-metrics");
   server_config.served_model_name = args.get_or("--served-model-name", model_dir);
   server_config.output_parsers = server::parse_output_parser_flags(args.get("--tool-call-parser"), args.get("--reasoning-parser"));
   server_config.model_path = model_dir;
@@ -177,6 +178,7 @@ int run_serve(const Args& raw_args) {
                                {"random_seed", engine_config.random_seed},
                                {"mode", args.get_or("--mode", "exact")},
                                {"api_key_set", !server_config.api_key.empty()},
+                               {"enable_metrics", server_config.enable_metrics},
                                {"tool_call_parser", args.get_or("--tool-call-parser", "")},
                                {"reasoning_parser", args.get_or("--reasoning-parser", "")}};
 

@@ -117,11 +117,16 @@ nlohmann::ordered_json join_text_content_parts(const nlohmann::ordered_json& mes
     if (!message.is_object() || !message.contains("content") || !message["content"].is_array()) continue;
     std::string joined;
     bool first = true;
+    // OpenAI's assistant history may hold refusal parts: the refusal text is what the assistant said.
+    const bool assistant = message.value("role", "") == "assistant";
     for (const auto& part : message["content"]) {
-      FATHOM_CHECK(part.is_object() && part.value("type", "") == "text" && part.contains("text") && part["text"].is_string(),
-                   "message " << i << ": only text content parts are supported, got " << part.dump());
+      const std::string type = part.is_object() ? part.value("type", "") : "";
+      const char* text_field = type == "text" ? "text" : (type == "refusal" && assistant ? "refusal" : nullptr);
+      FATHOM_CHECK(text_field && part.contains(text_field) && part[text_field].is_string(),
+                   "message " << i << ": only text content parts (and refusal parts of assistant messages) are supported, got "
+                              << part.dump());
       if (!first) joined += "\n";
-      joined += part["text"].get<std::string>();
+      joined += part[text_field].get<std::string>();
       first = false;
     }
     message["content"] = joined;

@@ -12,6 +12,12 @@ namespace {
 
 bool all_space(std::string_view text) { return std::all_of(text.begin(), text.end(), is_ascii_space); }
 
+// Whether all of `text` (non-empty) is the beginning of a marker the output stopped inside.
+bool is_marker_start(std::string_view text) {
+  const std::optional<MarkerMatch> match = find_first_marker(text, deepseek::all_markers(), /*allow_partial=*/true);
+  return !text.empty() && match && !match->complete && match->position == 0;
+}
+
 }  // namespace
 
 DeepSeekToolCallParser::DeepSeekToolCallParser(std::unique_ptr<const CallSyntax> syntax, ToolCallParserOptions options)
@@ -27,6 +33,12 @@ ToolCallChunk DeepSeekToolCallParser::push(std::string_view text) {
   buffer_.append(text);
   ToolCallChunk out;
   run(false, out);
+  return out;
+}
+
+ToolCallChunk DeepSeekToolCallParser::push_forced(std::string_view text) {
+  ToolCallChunk out = push(text);
+  held_opener_.clear();  // the server's markers, not the model's: a header that is no call leaves the model's text only
   return out;
 }
 
@@ -56,15 +68,23 @@ bool DeepSeekToolCallParser::step_text(bool at_end, ToolCallChunk& out) {
   const std::optional<MarkerMatch> match = find_first_marker(buffer_, deepseek::all_markers(), !at_end);
   const size_t text_end = match ? match->position : buffer_.size();
   std::string_view text = std::string_view(buffer_).substr(0, text_end);
-  if (in_section_ && all_space(text)) {
+  if (at_end && !match && !held_opener_.empty() && is_marker_start(text)) {
+    buffer_.clear();  // the output stopped inside the first marker after a section's opening: an unfinished call
+    held_opener_.clear();
+    return false;
+  }
+  if (in_section_ && !raw_section_ && all_space(text)) {
     if (!match) {
       if (at_end) buffer_.clear();  // trailing whitespace of a calls section
       return false;                 // otherwise wait: it is dropped if a marker follows
     }
     if (!match->complete) return false;
+    if (!held_opener_.empty()) held_opener_.append(text);  // kept for a section that turns out not to be calls
     text = {};  // whitespace between markers
-  } else if (!text.empty()) {
+  } else if (!text.empty() && !raw_section_) {
     in_section_ = false;  // content after the calls
+    out.normal_text += held_opener_;  // an opened section with text instead of a call: the marker is content
+    held_opener_.clear();
   }
   size_t emit = text.size();
   if (!match && !at_end) emit = utf8_complete_prefix_length(text);
@@ -75,13 +95,19 @@ bool DeepSeekToolCallParser::step_text(bool at_end, ToolCallChunk& out) {
   }
   const std::string_view marker = deepseek::all_markers()[match->marker];
   buffer_.erase(0, text_end + marker.size());
-  if (marker == deepseek::kCallsBegin) {
+  if (marker == deepseek::kCallBegin) {
     in_section_ = true;
+    held_opener_.append(marker);
+    state_ = State::kHeader;
+  } else if (raw_section_) {
+    out.normal_text.append(marker);  // the section held something other than calls: it stays as written
+    if (marker == deepseek::kCallsEnd) raw_section_ = in_section_ = false;
+  } else if (marker == deepseek::kCallsBegin) {
+    in_section_ = true;
+    held_opener_ = marker;
   } else if (marker == deepseek::kCallsEnd) {
     in_section_ = false;
-  } else if (marker == deepseek::kCallBegin) {
-    in_section_ = true;
-    state_ = State::kHeader;
+    held_opener_.clear();
   }  // any other marker outside a call is removed
   return true;
 }
@@ -93,6 +119,7 @@ bool DeepSeekToolCallParser::step_header(bool at_end, ToolCallChunk& out) {
       if (!at_end) return false;
       if (header.name_complete ? known(header.name) : could_become_known(header.name)) {
         buffer_.clear();  // an unfinished call at the end of output is dropped, as SGLang's detectors do
+        held_opener_.clear();
         state_ = State::kText;
         return false;
       }
@@ -104,13 +131,18 @@ bool DeepSeekToolCallParser::step_header(bool at_end, ToolCallChunk& out) {
         delta.name = header.name;
         out.calls.push_back(std::move(delta));
         buffer_.erase(0, header.length);
+        held_opener_.clear();
         state_ = State::kArguments;
         return true;
       }
       break;  // an unknown tool: not a call
     case HeaderParse::Status::kInvalid: break;
   }
-  state_ = State::kText;  // the call-begin marker was stray; what followed it is rescanned as text
+  // Not a call: the markers that opened it and the rest of its section are content, exactly as the model wrote them.
+  out.normal_text += held_opener_;
+  held_opener_.clear();
+  raw_section_ = true;
+  state_ = State::kText;
   return true;
 }
 

@@ -5,8 +5,8 @@
 //   CALL = <｜tool▁call▁begin｜> HEADER ARGUMENTS TERMINATOR
 // A call is also recognized without the surrounding calls markers. Whitespace between markers of a calls
 // section is dropped; other marker strings outside a call are removed from the content; a call whose header
-// is malformed (or names an unknown tool) degrades to content, one whose header the output stops inside is
-// dropped; any marker inside the arguments ends the call.
+// is malformed (or names an unknown tool) is content as the model wrote it, markers included, to the end of
+// its section; one whose header the output stops inside is dropped; any marker inside the arguments ends the call.
 #include <memory>
 #include <string>
 
@@ -20,6 +20,7 @@ class DeepSeekToolCallParser final : public ToolCallParser {
   DeepSeekToolCallParser(std::unique_ptr<const CallSyntax> syntax, ToolCallParserOptions options);
 
   ToolCallChunk push(std::string_view text) override;
+  ToolCallChunk push_forced(std::string_view text) override;
   ToolCallChunk finish() override;
   int32_t call_count() const override { return calls_; }
 
@@ -42,6 +43,8 @@ class DeepSeekToolCallParser final : public ToolCallParser {
   std::string buffer_;  // received text not decided yet
   State state_ = State::kText;
   bool in_section_ = false;  // after <｜tool▁calls▁begin｜> or a call: whitespace before a marker is dropped
+  bool raw_section_ = false;  // after a call that was not one: the section's markers are content until it ends
+  std::string held_opener_;  // markers (and whitespace) of a section no call has confirmed yet: content if none does
   bool finished_ = false;
   int32_t calls_ = 0;
 };

@@ -71,6 +71,9 @@ class ToolCallParser {
   virtual ~ToolCallParser() = default;
   // Feeds the next decoded text (any split, even inside a UTF-8 character or a marker).
   virtual ToolCallChunk push(std::string_view text) = 0;
+  // Feeds text the server wrote at the end of the prompt (forced_call_opening) before any output: parsed as
+  // output, but its markers never show as content, even when the model's header then makes it no call.
+  virtual ToolCallChunk push_forced(std::string_view text) = 0;
   // End of output: everything held back is decided (an unfinished marker becomes content, an unfinished call
   // header is dropped, a begun closing fence is dropped from the arguments).
   virtual ToolCallChunk finish() = 0;
@@ -87,6 +90,7 @@ ToolCallParseResult parse_tool_calls(ToolCallFormat format, std::string_view tex
 // function): appended to the prompt, the model continues inside the call, and the parser must be fed this
 // text first. With a name: through the name and the opening of the arguments; without: the markers only
 // (<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>), so that a malformed header degrades to the model's own text.
+// Feed it with push_forced().
 std::string forced_call_opening(ToolCallFormat format, const std::optional<std::string>& name);
 
 // Every marker string of the format (they must be decoded, not skipped, for parsing to work).

@@ -43,6 +43,8 @@ bool prompt_opens_reasoning(ReasoningFormat format, std::string_view prompt) {
   return end >= open.size() && prompt.substr(end - open.size(), open.size()) == open;
 }
 
+std::string reasoning_open_marker(ReasoningFormat format) { return "<think>"; }
+
 std::string reasoning_close_marker(ReasoningFormat format) { return "</think>"; }
 
 std::vector<std::string> reasoning_markers(ReasoningFormat format) { return {"<think>", "</think>"}; }

@@ -47,6 +47,8 @@ ReasoningChunk parse_reasoning(ReasoningFormat format, std::string_view text, bo
 // templates of thinking models do when they put the opening marker in the prompt.
 bool prompt_opens_reasoning(ReasoningFormat format, std::string_view prompt);
 
+// The text that opens the reasoning block ("<think>").
+std::string reasoning_open_marker(ReasoningFormat format);
 // The text that closes the reasoning block ("</think>"), for forcing an answer without reasoning.
 std::string reasoning_close_marker(ReasoningFormat format);
 

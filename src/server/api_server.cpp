@@ -146,7 +146,9 @@ void ApiServer::register_routes() {
   router_.add("GET", "/get_server_info", [this](const std::shared_ptr<HttpExchange>& exchange) { handle_server_info(exchange); });
   router_.add("GET", "/flush_cache", [this](const std::shared_ptr<HttpExchange>& exchange) { handle_flush_cache(exchange); });
   router_.add("POST", "/flush_cache", [this](const std::shared_ptr<HttpExchange>& exchange) { handle_flush_cache(exchange); });
-  router_.add("GET", "/metrics", [this](const std::shared_ptr<HttpExchange>& exchange) { handle_metrics(exchange); });
+  if (config_.enable_metrics) {
+    router_.add("GET", "/metrics", [this](const std::shared_ptr<HttpExchange>& exchange) { handle_metrics(exchange); });
+  }
 }
 
 bool ApiServer::authorized(const HttpExchange& exchange) const {

@@ -45,6 +45,7 @@ struct ApiServerConfig {
   std::chrono::milliseconds shutdown_flush_timeout{30'000};  // after the engine drained, for slow clients
   nlohmann::ordered_json server_args = nlohmann::ordered_json::object();  // shown by /get_server_info
   OutputParsers output_parsers;        // --tool-call-parser / --reasoning-parser for chat completions
+  bool enable_metrics = false;         // --enable-metrics: serve GET /metrics (Prometheus text), as SGLang does
 };
 
 class ApiServer {

@@ -45,7 +45,7 @@ ChatOutputDelta ChatOutputParser::start() {
     }
   }
   if (tools_ && !options_->forced_tool_text.empty()) {
-    function_call::ToolCallChunk calls = tools_->push(options_->forced_tool_text);
+    function_call::ToolCallChunk calls = tools_->push_forced(options_->forced_tool_text);
     ChatOutputDelta forced;
     forced.content = std::move(calls.normal_text);
     forced.tool_calls = std::move(calls.calls);

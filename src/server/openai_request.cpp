@@ -24,16 +24,16 @@ void parse_sampling(const JsonFields& fields, const RequestLimits& limits, sched
     fields.require_range("temperature", *temperature, 0.0, 2.0);
     sampling.temperature = static_cast<float>(*temperature);
   }
-  if (auto top_p = fields.number("top_p")) {
-    if (*top_p <= 0.0 || *top_p > 1.0) {
-      throw ApiError::invalid_value("top_p", "Invalid 'top_p': must be in (0, 1], got " + fields.get("top_p")->dump() + ".");
-    }
-    sampling.top_p = static_cast<float>(*top_p);
+  const std::optional<double> top_p = fields.number("top_p");
+  if (top_p) {
+    fields.require_range("top_p", *top_p, 0.0, 1.0);
+    if (*top_p > 0.0) sampling.top_p = static_cast<float>(*top_p);
   }
   if (auto top_k = fields.integer("top_k")) {
     if (*top_k < -1) throw ApiError::invalid_value("top_k", "Invalid 'top_k': must be -1 (disabled) or positive, got " + std::to_string(*top_k) + ".");
     sampling.top_k = *top_k <= 0 ? -1 : static_cast<int32_t>(std::min<int64_t>(*top_k, INT32_MAX));
   }
+  if (top_p && *top_p == 0.0) sampling.top_k = 1;  // OpenAI accepts 0: the nucleus is the most likely token alone
   if (auto min_p = fields.number("min_p")) {
     fields.require_range("min_p", *min_p, 0.0, 1.0);
     sampling.min_p = static_cast<float>(*min_p);
@@ -81,7 +81,11 @@ void parse_sampling(const JsonFields& fields, const RequestLimits& limits, sched
   if (const Json* bias = fields.get("logit_bias"); bias && !(bias->is_object() && bias->empty())) {
     throw ApiError(400, "'logit_bias' is not supported.", "logit_bias", "unsupported_parameter");
   }
-  for (const char* constrained : {"regex", "json_schema", "ebnf"}) reject_if_present(fields, constrained, " (no constrained decoding)");
+  // SGLang's and vLLM's constrained-decoding fields: refused, never ignored (the output would not follow them).
+  for (const char* constrained : {"regex", "json_schema", "ebnf", "guided_json", "guided_regex", "guided_choice",
+                                  "guided_grammar", "guided_whitespace_pattern", "structural_tag", "structured_outputs"}) {
+    reject_if_present(fields, constrained, " (no constrained decoding)");
+  }
   if (const Json* format = fields.object("response_format")) {
     auto type = format->find("type");
     if (type == format->end() || *type != "text") {
@@ -203,6 +207,26 @@ Json parse_messages(const JsonFields& fields) {
   return joined;
 }
 
+// Removes the final message for continue_final_message and returns its text; it must be a plain assistant message.
+std::string take_final_assistant_text(Json& messages) {
+  const Json& last = messages.back();
+  const std::string where = "messages[" + std::to_string(messages.size() - 1) + "]";
+  if (last["role"] != "assistant") {
+    throw ApiError::invalid_value("continue_final_message", "Invalid 'continue_final_message': the last message (" + where +
+                                                                ") must be an assistant message to continue.");
+  }
+  auto content = last.find("content");
+  auto calls = last.find("tool_calls");
+  if (content == last.end() || !content->is_string() ||
+      (calls != last.end() && !calls->is_null() && !(calls->is_array() && calls->empty()))) {
+    throw ApiError::invalid_value("continue_final_message", "Invalid 'continue_final_message': the last message (" + where +
+                                                                ") must have text content and no tool calls.");
+  }
+  std::string text = content->get<std::string>();
+  messages.erase(messages.size() - 1);
+  return text;
+}
+
 }  // namespace
 
 Json parse_json_object(std::string_view body) {
@@ -240,6 +264,7 @@ CompletionRequest parse_completion_request(const Json& body, const RequestLimits
   parse_sampling(fields, limits, request.sampling, request.n);
   request.max_tokens = parse_max_tokens(fields, "max_tokens");
   request.echo = fields.boolean("echo").value_or(false);
+  fields.string("user");  // unused, but a wrong type is still an error
   if (auto logprobs = fields.integer("logprobs")) {
     if (*logprobs < 0 || *logprobs > limits.max_top_logprobs) {
       throw ApiError::invalid_value("logprobs", "Invalid 'logprobs': must be between 0 and " + std::to_string(limits.max_top_logprobs) +
@@ -275,6 +300,22 @@ ChatRequest parse_chat_request(const Json& body, const RequestLimits& limits) {
   request.separate_reasoning = fields.boolean("separate_reasoning").value_or(true);
   if (const Json* kwargs = fields.object("chat_template_kwargs")) request.template_kwargs = *kwargs;
   request.add_generation_prompt = fields.boolean("add_generation_prompt").value_or(true);
+  if (fields.boolean("continue_final_message").value_or(false)) request.assistant_prefix = take_final_assistant_text(request.messages);
+  if (fields.boolean("echo").value_or(false)) {
+    throw ApiError(400, "'echo' is not supported for chat completions.", "echo", "unsupported_parameter");
+  }
+  // Output this server cannot produce is refused rather than silently left out.
+  if (const Json* modalities = fields.array("modalities")) {
+    for (const Json& modality : *modalities) {
+      if (modality != "text") {
+        throw ApiError(400, "'modalities' may only contain \"text\", got " + modality.dump() + ".", "modalities",
+                       "unsupported_parameter");
+      }
+    }
+  }
+  reject_if_present(fields, "audio", " (text output only)");
+  fields.string("user");        // OpenAI's end-user id: unused, but a wrong type is still an error
+  fields.object("metadata");
   parse_stream_options(fields, request.stream, request.include_usage);
   parse_sampling(fields, limits, request.sampling, request.n);
   request.max_tokens = parse_max_tokens(fields, "max_completion_tokens");

@@ -47,6 +47,9 @@ struct ChatRequest {
   bool separate_reasoning = true;      // SGLang's option: reasoning_content apart from content (with --reasoning-parser)
   Json template_kwargs = Json::object();  // chat_template_kwargs
   bool add_generation_prompt = true;
+  // continue_final_message (vLLM / SGLang): the final assistant message's text, taken out of `messages`; the prompt is
+  // the rest rendered with the generation prompt, then this text, which the model continues.
+  std::optional<std::string> assistant_prefix;
   int64_t n = 1;
   bool stream = false;
   bool include_usage = false;

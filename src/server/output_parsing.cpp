@@ -67,7 +67,19 @@ ChatOutputPlan plan_chat_output(const OutputParsers& parsers, const ChatRequest&
   if (parsers.reasoning_format && request.separate_reasoning) options->reasoning_format = parsers.reasoning_format;
   // Thinking templates end the prompt inside an opened block; the DeepSeek-R1 markers are the only ones known.
   const reasoning::ReasoningFormat thinking = parsers.reasoning_format.value_or(reasoning::ReasoningFormat::kDeepSeekR1);
-  const bool prompt_opens_reasoning = reasoning::prompt_opens_reasoning(thinking, rendered_prompt);
+  bool prompt_opens_reasoning = reasoning::prompt_opens_reasoning(thinking, rendered_prompt);
+  if (request.assistant_prefix) {
+    // The continued text may open or close the reasoning block itself; its last marker decides.
+    const size_t opened = request.assistant_prefix->rfind(reasoning::reasoning_open_marker(thinking));
+    const size_t closed = request.assistant_prefix->rfind(reasoning::reasoning_close_marker(thinking));
+    if (opened != std::string::npos || closed != std::string::npos) {
+      prompt_opens_reasoning = closed == std::string::npos || (opened != std::string::npos && opened > closed);
+    }
+    if (tools.choice.forces_call()) {
+      throw ApiError(400, "'tool_choice' that forces a call cannot be combined with 'continue_final_message'.",
+                     "tool_choice", "unsupported_parameter");
+    }
+  }
   options->starts_in_reasoning = prompt_opens_reasoning;
   if (tools.choice.forces_call()) {
     // Continue the assistant turn from inside a call (after closing an opened reasoning block).

@@ -149,11 +149,12 @@ PreparedGeneration prepare_chat(std::string_view body, const PreparationContext&
   // tool_choice "none": the model is not shown the tools (nor pushed to call them).
   if (request.tools.choice.mode != ToolChoice::Mode::kNone) inputs.tools = request.tools.tools;
   inputs.template_kwargs = std::move(request.template_kwargs);
-  inputs.add_generation_prompt = request.add_generation_prompt;
+  // A continued assistant message follows the generation prompt (SGLang's rendering of continue_final_message).
+  inputs.add_generation_prompt = request.add_generation_prompt || request.assistant_prefix.has_value();
   PromptSource prompt;
   prompt.text = context.codec->render_chat(inputs);
   ChatOutputPlan output = plan_chat_output(context.parsers, request, prompt.text, context.special_token_texts);
-  prompt.text += output.prompt_suffix;
+  prompt.text += request.assistant_prefix.value_or("") + output.prompt_suffix;
   if (output.decode_special_tokens) request.sampling.skip_special_tokens = false;  // the parsers need the markers
   // The template writes the BOS token itself.
   std::vector<int32_t> ids = tokenize_prompt(prompt, /*add_special_tokens=*/false, context, "messages");

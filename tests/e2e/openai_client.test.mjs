@@ -17,7 +17,7 @@ let client;
 
 before(async () => {
   if (skip) return;
-  server = await startServer({ servedModelName: MODEL, apiKey: API_KEY, extraArgs: ['--max-request-body-bytes', '1048576'] });
+  server = await startServer({ servedModelName: MODEL, apiKey: API_KEY, extraArgs: ['--max-request-body-bytes', '1048576', '--enable-metrics'] });
   client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: API_KEY, maxRetries: 0, timeout: 120_000 });
 });
 

@@ -140,11 +140,11 @@ TEST(ToolCallLimits, OverlongTypeOrNameIsNotACall) {
   const std::string long_type(33, 'x');
   ToolCallParseResult result = parse_tool_calls(ToolCallFormat::kDeepSeekV3, kCallBegin + long_type + kSep + "f\n{}" + kCallEnd);
   EXPECT_TRUE(result.calls.empty());
-  EXPECT_EQ(result.normal_text, long_type + "f\n{}");
+  EXPECT_EQ(result.normal_text, kCallBegin + long_type + kSep + "f\n{}" + kCallEnd);  // as written
   const std::string long_name(129, 'n');
   result = parse_tool_calls(ToolCallFormat::kDeepSeekV31, kCallBegin + long_name + kSep + "{}" + kCallEnd);
   EXPECT_TRUE(result.calls.empty());
-  EXPECT_EQ(result.normal_text, long_name + "{}");
+  EXPECT_EQ(result.normal_text, kCallBegin + long_name + kSep + "{}" + kCallEnd);
   const std::string longest_name(128, 'n');
   result = parse_tool_calls(ToolCallFormat::kDeepSeekV31, kCallBegin + longest_name + kSep + "{}" + kCallEnd);
   ASSERT_EQ(result.calls.size(), 1u);

@@ -246,6 +246,13 @@ TEST(ApiServer, EngineRefusalsAreEngineErrors) {
   EXPECT_EQ(http_call(harness.port(), "POST", "/v1/completions", R"({"prompt": "ok", "max_tokens": 2})").status, 200);
 }
 
+TEST(ApiServer, MetricsOnlyWithEnableMetrics) {
+  ServerHarness harness({}, [](server::ApiServerConfig& config) { config.enable_metrics = false; });
+  TestResponse metrics = http_call(harness.port(), "GET", "/metrics");
+  EXPECT_EQ(metrics.status, 404) << metrics.body;
+  EXPECT_EQ(http_call(harness.port(), "GET", "/health").status, 200);
+}
+
 TEST(ApiServer, ProtocolErrorsAnswerThenClose) {
   ServerHarness harness({}, [](server::ApiServerConfig& config) {
     config.http.connection.limits.max_body_bytes = 1000;

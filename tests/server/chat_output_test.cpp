@@ -9,6 +9,7 @@
 #include "scripted_engine.h"
 #include "server/api_server.h"
 #include "server/chat_output_parser.h"
+#include "server/output_parsing.h"
 #include "stream_chunking.h"
 #include "test_http_client.h"
 
@@ -89,6 +90,31 @@ TEST(ChatOutputPipeline, ForcedNamedCallAfterAPromptThatOpenedReasoning) {
   for (const testing::Chunking& chunks : testing::all_chunkings(model_text, nullptr)) {
     ASSERT_EQ(describe(streamed(options, chunks)), describe(whole));
   }
+}
+
+TEST(ChatOutputPlan, ContinuedAssistantTextDecidesWhetherReasoningIsOpen) {
+  OutputParsers parsers;
+  parsers.reasoning_format = reasoning::ReasoningFormat::kDeepSeekR1;
+  struct Case { std::string prompt, prefix; bool in_reasoning; };
+  const Case cases[] = {
+      {"<｜Assistant｜><think>\n", "Let me see", true},         // still inside the block the prompt opened
+      {"<｜Assistant｜><think>\n", "hm</think>The answer", false},
+      {"<｜Assistant｜>", "<think>first", true},
+      {"<｜Assistant｜>", "<think>a</think>b<think>c", true},
+      {"<｜Assistant｜>", "plain", false},
+  };
+  for (const Case& c : cases) {
+    ChatRequest request;
+    request.assistant_prefix = c.prefix;
+    const ChatOutputPlan plan = plan_chat_output(parsers, request, c.prompt, {});
+    ASSERT_TRUE(plan.options) << c.prefix;
+    EXPECT_EQ(plan.options->starts_in_reasoning, c.in_reasoning) << c.prompt << " + " << c.prefix;
+  }
+  ChatRequest forced;
+  forced.assistant_prefix = "x";
+  forced.tools.choice.mode = ToolChoice::Mode::kRequired;
+  parsers.tool_call_format = function_call::ToolCallFormat::kDeepSeekV3;
+  EXPECT_THROW(plan_chat_output(parsers, forced, "", {}), ApiError);
 }
 
 TEST(ChatOutputPipeline, RequiredCallWithAMalformedHeaderDegradesToTheModelsOwnText) {

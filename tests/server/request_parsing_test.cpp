@@ -102,7 +102,18 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"max_tokens_fraction", Endpoint::kChat, R"({"max_tokens": 1.5, )" + kMessages + "}", 400, "max_tokens", "expected an integer"},
         ErrorCase{"temperature_string", Endpoint::kChat, R"({"temperature": "hot", )" + kMessages + "}", 400, "temperature", "expected a number, but got a string"},
         ErrorCase{"temperature_range", Endpoint::kChat, R"({"temperature": 3, )" + kMessages + "}", 400, "temperature", "not within"},
-        ErrorCase{"top_p_zero", Endpoint::kChat, R"({"top_p": 0, )" + kMessages + "}", 400, "top_p", "(0, 1]"},
+        ErrorCase{"top_p_range", Endpoint::kChat, R"({"top_p": 1.5, )" + kMessages + "}", 400, "top_p", "not within"},
+        ErrorCase{"guided_json", Endpoint::kChat, R"({"guided_json": {"type": "object"}, )" + kMessages + "}", 400, "guided_json", "no constrained decoding"},
+        ErrorCase{"guided_regex", Endpoint::kCompletion, R"({"prompt": "a", "guided_regex": "[0-9]+"})", 400, "guided_regex", "not supported"},
+        ErrorCase{"modalities_audio", Endpoint::kChat, R"({"modalities": ["text", "audio"], )" + kMessages + "}", 400, "modalities", "may only contain \"text\""},
+        ErrorCase{"audio_output", Endpoint::kChat, R"({"audio": {"voice": "alloy", "format": "wav"}, )" + kMessages + "}", 400, "audio", "text output only"},
+        ErrorCase{"user_number", Endpoint::kChat, R"({"user": 123, )" + kMessages + "}", 400, "user", "expected a string"},
+        ErrorCase{"completion_user_number", Endpoint::kCompletion, R"({"prompt": "a", "user": 1})", 400, "user", "expected a string"},
+        ErrorCase{"metadata_string", Endpoint::kChat, R"({"metadata": "x", )" + kMessages + "}", 400, "metadata", "expected an object"},
+        ErrorCase{"user_refusal_part", Endpoint::kChat, R"({"messages": [{"role": "user", "content": [{"type": "refusal", "refusal": "no"}]}]})", 400, "messages", "refusal parts of assistant messages"},
+        ErrorCase{"chat_echo", Endpoint::kChat, R"({"echo": true, )" + kMessages + "}", 400, "echo", "not supported for chat"},
+        ErrorCase{"continue_after_user", Endpoint::kChat, R"({"continue_final_message": true, )" + kMessages + "}", 400, "continue_final_message", "must be an assistant message"},
+        ErrorCase{"continue_tool_calls", Endpoint::kChat, R"({"continue_final_message": true, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]})", 400, "continue_final_message", "no tool calls"},
         ErrorCase{"top_k_negative", Endpoint::kChat, R"({"top_k": -3, )" + kMessages + "}", 400, "top_k", "-1"},
         ErrorCase{"min_p_range", Endpoint::kCompletion, R"({"prompt": "a", "min_p": 1.5})", 400, "min_p", "not within"},
         ErrorCase{"presence_penalty_range", Endpoint::kChat, R"({"presence_penalty": 2.5, )" + kMessages + "}", 400, "presence_penalty", "not within"},
@@ -173,6 +184,39 @@ TEST(RequestPreparation, ChatBuildsOneEngineRequestPerChoice) {
     EXPECT_TRUE(s.ignore_eos);
     EXPECT_EQ(s.stop_token_ids, std::vector<int32_t>{3});
   }
+}
+
+TEST(RequestPreparation, ContinueFinalMessageExtendsTheAssistantText) {
+  Fixture fixture;
+  const std::string conversation = R"("messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hel"}])";
+  const std::vector<int32_t> continued = FakeCodec().encode("user: hi\nassistant:Hel", false);
+  // vLLM clients send add_generation_prompt false with it; SGLang's form leaves it out: the same prompt.
+  for (const std::string extra : {"", R"("add_generation_prompt": false, )"}) {
+    PreparedGeneration prepared =
+        prepare_chat("{" + extra + R"("continue_final_message": true, )" + conversation + "}", fixture.context);
+    EXPECT_EQ(prepared.choices[0].request.input_ids, continued) << extra;
+  }
+  // Without it, the assistant message is closed and a new turn opens after it.
+  PreparedGeneration new_turn = prepare_chat("{" + conversation + "}", fixture.context);
+  EXPECT_EQ(new_turn.choices[0].request.input_ids, FakeCodec().encode("user: hi\nassistant: Hel\nassistant:", false));
+}
+
+TEST(RequestPreparation, AssistantRefusalPartsAreItsText) {
+  Fixture fixture;
+  PreparedGeneration prepared = prepare_chat(
+      R"({"modalities": ["text"], "user": "u1", "metadata": {"k": "v"}, "messages": [{"role": "user", "content": "hi"},
+          {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't."}]}, {"role": "user", "content": "ok"}]})",
+      fixture.context);
+  EXPECT_EQ(prepared.choices[0].request.input_ids,
+            FakeCodec().encode("user: hi\nassistant: I can't.\nuser: ok\nassistant:", false));
+}
+
+TEST(RequestPreparation, TopPZeroKeepsTheMostLikelyTokenOnly) {
+  Fixture fixture;
+  const std::string body = R"({"top_p": 0, "top_k": 40, "temperature": 0.8, )" + kMessages + "}";
+  const scheduler::SamplingParams sampling = prepare_chat(body, fixture.context).choices[0].request.sampling;
+  EXPECT_EQ(sampling.top_k, 1);
+  EXPECT_FLOAT_EQ(sampling.top_p, 1.0f);
 }
 
 TEST(RequestPreparation, DeveloperMessagesAreSystemMessages) {

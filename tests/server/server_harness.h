@@ -23,6 +23,7 @@ class ServerHarness {
     config.tokenizer_path = "/models/tiny";
     config.health_generate_timeout = std::chrono::milliseconds(2000);
     config.server_args = {{"page_size", 1}};
+    config.enable_metrics = true;
     if (adjust) adjust(config);
     server = std::make_unique<server::ApiServer>(config, engine, std::make_shared<FakeCodec>());
     server->start();

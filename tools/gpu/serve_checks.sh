@@ -76,7 +76,8 @@ for variant in ${SLICE_VARIANTS:-graphs no-graphs deterministic}; do
   [ "$variant" = deterministic ] && extra=(--enable-deterministic-inference)
   echo "== 2000 concurrent streams, V3 slice, $variant"
   if start_server 30003 "$out/serve_slice_$variant.log" --model .carry/gpu/v3-config --load-format dummy \
-      --override-config "$slice" --skip-tokenizer-init --max-running-requests 256 --chunked-prefill-size 8192 "${extra[@]}"; then
+      --override-config "$slice" --skip-tokenizer-init --max-running-requests 256 --chunked-prefill-size 8192 --enable-metrics \
+      "${extra[@]}"; then
     "$fathom" bench-serving --backend fathom --port 30003 --dataset-name random --random-input 256 --random-output 64 \
       --num-prompts 2000 --max-concurrency 2000 --request-rate inf --seed 3 --output-file "$out/load_2000_$variant.jsonl" \
       > "$out/load_2000_$variant.log" 2>&1 || status=1
