@@ -26,6 +26,21 @@ std::string default_error_type(int status) {
   return "invalid_request_error";
 }
 
+ApiError protocol_error(int status, const std::string& message) {
+  const char* code = "bad_request";
+  switch (status) {
+    case 408: code = "request_timeout"; break;
+    case 413: code = "request_too_large"; break;
+    case 414: code = "request_line_too_long"; break;
+    case 417: code = "expectation_failed"; break;
+    case 431: code = "request_headers_too_large"; break;
+    case 501: code = "not_implemented"; break;
+    case 505: code = "http_version_not_supported"; break;
+    default: break;
+  }
+  return ApiError(status, message, "", code, "invalid_request_error");
+}
+
 nlohmann::ordered_json error_json(const ApiError& error) {
   nlohmann::ordered_json body;
   body["message"] = error.message();

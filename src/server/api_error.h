@@ -36,6 +36,10 @@ class ApiError : public std::exception {
 // "invalid_request_error" for 4xx, "server_error" for 5xx, ... when the error names no type.
 std::string default_error_type(int status);
 
+// An HTTP-level error the connection answers before any handler (malformed request, limits, timeouts): every
+// one is the client's, so "invalid_request_error", with a code naming the status ("request_too_large", ...).
+ApiError protocol_error(int status, const std::string& message);
+
 nlohmann::ordered_json error_json(const ApiError& error);
 HttpResponse error_response(const ApiError& error);
 

@@ -1,5 +1,6 @@
 #include "server/api_server.h"
 
+#include <cctype>
 #include <ctime>
 #include <future>
 
@@ -34,6 +35,22 @@ bool constant_time_equals(std::string_view a, std::string_view b) {
 
 ApiError shutting_down_error() { return ApiError(503, "The server is shutting down; retry on another instance.", "", "server_shutting_down"); }
 
+// JSON bodies need a JSON media type when one is named (as FastAPI servers require): a browser page cannot send
+// those cross-origin without a preflight, so a "simple" text/plain or form POST cannot start generations.
+void check_json_content_type(const HttpRequest& request) {
+  const std::optional<std::string_view> header = request.header("content-type");
+  if (!header) return;
+  std::string_view type = header->substr(0, header->find(';'));
+  while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) type.remove_suffix(1);
+  while (!type.empty() && (type.front() == ' ' || type.front() == '\t')) type.remove_prefix(1);
+  std::string lower(type);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "application/json" || (lower.starts_with("application/") && lower.ends_with("+json"))) return;
+  throw ApiError(415, "Unsupported Content-Type '" + std::string(header->substr(0, 64)) +
+                          "': send the JSON body with 'Content-Type: application/json'.",
+                 "", "unsupported_media_type");
+}
+
 }  // namespace
 
 ApiServer::ApiServer(ApiServerConfig config, scheduler::Engine& engine, std::shared_ptr<const PromptCodec> codec)
@@ -42,7 +59,7 @@ ApiServer::ApiServer(ApiServerConfig config, scheduler::Engine& engine, std::sha
       codec_(std::move(codec)),
       poster_(std::make_shared<LoopPoster>(&loop_)),
       http_(loop_, config_.http, [this](std::shared_ptr<HttpExchange> exchange) { dispatch(exchange); },
-            [](int status, const std::string& message) { return error_response(ApiError(status, message)); }) {
+            [](int status, const std::string& message) { return error_response(protocol_error(status, message)); }) {
   FATHOM_CHECK(codec_ != nullptr, "ApiServer needs a prompt codec");
   FATHOM_CHECK(config_.preparation_threads >= 1, "preparation_threads must be >= 1, got " << config_.preparation_threads);
   preparation_.codec = codec_;
@@ -213,6 +230,7 @@ void ApiServer::finish_preparation() {
 
 void ApiServer::handle_generation(const std::shared_ptr<HttpExchange>& exchange, GenerationKind kind) {
   if (draining_) return reply_error(exchange, shutting_down_error());
+  check_json_content_type(exchange->request());
   {
     std::lock_guard<std::mutex> lock(preparing_mutex_);
     ++preparing_;

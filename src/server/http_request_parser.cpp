@@ -141,7 +141,12 @@ size_t HttpRequestParser::feed(std::string_view data) {
         if (!find_head_end(head_, old_size >= 3 ? old_size - 3 : 0, head_length, head_end)) {
           position += take;
           if (head_.size() > limits_.max_header_bytes) {
-            fail(431, "request line and headers exceed " + std::to_string(limits_.max_header_bytes) + " bytes");
+            // Without a line end yet, the request line (its target) is what is too long: 414, else 431.
+            if (head_.find('\n') == std::string::npos) {
+              fail(414, "request line exceeds " + std::to_string(limits_.max_header_bytes) + " bytes");
+            } else {
+              fail(431, "request line and headers exceed " + std::to_string(limits_.max_header_bytes) + " bytes");
+            }
           }
           break;
         }

@@ -240,9 +240,13 @@ Json parse_json_object(std::string_view body) {
   try {
     parsed = Json::parse(body.begin(), body.end(), depth_guard);
   } catch (const nlohmann::json::exception& error) {
-    throw ApiError(400,
-                   std::string("We could not parse the JSON body of your request. (") + error.what() + ")",
-                   "", "invalid_json");
+    // "[json.exception.parse_error.101] parse error at line 1, column 15: ..." -> from "line" on.
+    std::string detail = error.what();
+    if (const size_t at = detail.find(" at line "); at != std::string::npos) detail = detail.substr(at + 4);
+    else if (const size_t bracket = detail.find("] "); detail.starts_with("[json.exception") && bracket != std::string::npos) {
+      detail = detail.substr(bracket + 2);
+    }
+    throw ApiError(400, "We could not parse the JSON body of your request (" + detail + ").", "", "invalid_json");
   }
   if (too_deep) {
     throw ApiError(400, "The JSON body of your request nests deeper than " + std::to_string(kMaxJsonDepth) + " levels.", "",
@@ -284,7 +288,8 @@ CompletionRequest parse_completion_request(const Json& body, const RequestLimits
   }
   const int64_t choices = request.n * static_cast<int64_t>(request.prompts.size());
   if (choices > limits.max_choices) {
-    throw ApiError::invalid_value("n", "Invalid 'n': " + std::to_string(request.prompts.size()) + " prompts x n = " +
+    throw ApiError::invalid_value(request.n > 1 ? "n" : "prompt", "Invalid '" + std::string(request.n > 1 ? "n" : "prompt") +
+                                                                      "': " + std::to_string(request.prompts.size()) + " prompts x n = " +
                                            std::to_string(choices) + " choices exceeds the limit of " +
                                            std::to_string(limits.max_choices) + ".");
   }

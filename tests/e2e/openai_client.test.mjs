@@ -179,6 +179,10 @@ test('bad requests get OpenAI-style errors and the server keeps serving', { skip
                                authorized({ method: 'POST', body: JSON.stringify({ prompt: 'x'.repeat(2 << 20) }) }));
   assert.equal(tooLarge.status, 413);
   assert.equal((await tooLarge.json()).error.type, 'invalid_request_error');
+  // fetch() sends a string body as text/plain, which a page could do cross-origin without a preflight: refused.
+  const plainText = await getJson(`${server.url}/generate`, authorized({ method: 'POST', body: JSON.stringify({ text: 'Hi' }) }));
+  assert.equal(plainText.status, 415);
+  assert.equal(plainText.body.error.code, 'unsupported_media_type');
 
   assert.equal((await fetch(`${server.url}/health`)).status, 200);
   const ok = await client.completions.create({ model: MODEL, prompt: 'still alive', max_tokens: 2, ignore_eos: true });
@@ -186,15 +190,16 @@ test('bad requests get OpenAI-style errors and the server keeps serving', { skip
 });
 
 test('SGLang-style endpoints', { skip }, async () => {
+  const json = { 'Content-Type': 'application/json' };
   const generated = await getJson(`${server.url}/generate`, authorized({
-    method: 'POST', body: JSON.stringify({ text: 'Hello', sampling_params: { max_new_tokens: 5, temperature: 0, ignore_eos: true } }) }));
+    method: 'POST', headers: json, body: JSON.stringify({ text: 'Hello', sampling_params: { max_new_tokens: 5, temperature: 0, ignore_eos: true } }) }));
   assert.equal(generated.status, 200);
   assert.equal(generated.body.meta_info.completion_tokens, 5);
   assert.equal(generated.body.output_ids.length, 5);
   assert.equal(generated.body.meta_info.finish_reason.type, 'length');
 
   const byIds = await getJson(`${server.url}/generate`, authorized({
-    method: 'POST', body: JSON.stringify({ input_ids: [[0, 100, 200], [0, 300]], sampling_params: { max_new_tokens: 2, ignore_eos: true } }) }));
+    method: 'POST', headers: json, body: JSON.stringify({ input_ids: [[0, 100, 200], [0, 300]], sampling_params: { max_new_tokens: 2, ignore_eos: true } }) }));
   assert.equal(byIds.status, 200);
   assert.equal(byIds.body.length, 2);
 

@@ -246,6 +246,27 @@ TEST(ApiServer, EngineRefusalsAreEngineErrors) {
   EXPECT_EQ(http_call(harness.port(), "POST", "/v1/completions", R"({"prompt": "ok", "max_tokens": 2})").status, 200);
 }
 
+TEST(ApiServer, JsonBodiesNeedAJsonContentTypeWhenOneIsNamed) {
+  ServerHarness harness;
+  const std::string body = R"({"prompt": "p", "max_tokens": 2})";
+  auto post = [&](const std::string& content_type) {
+    std::string request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\n";
+    if (!content_type.empty()) request += "Content-Type: " + content_type + "\r\n";
+    request += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    TestConnection connection(harness.port());
+    connection.send(request);
+    return connection.read_response();
+  };
+  for (const char* refused : {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"}) {
+    TestResponse response = post(refused);
+    EXPECT_EQ(response.status, 415) << refused;
+    EXPECT_EQ(response.json()["error"]["code"], "unsupported_media_type") << refused;
+  }
+  for (const char* accepted : {"", "application/json", "Application/JSON; charset=utf-8", "application/vnd.api+json"}) {
+    EXPECT_EQ(post(accepted).status, 200) << accepted;
+  }
+}
+
 TEST(ApiServer, MetricsOnlyWithEnableMetrics) {
   ServerHarness harness({}, [](server::ApiServerConfig& config) { config.enable_metrics = false; });
   TestResponse metrics = http_call(harness.port(), "GET", "/metrics");
@@ -265,7 +286,16 @@ TEST(ApiServer, ProtocolErrorsAnswerThenClose) {
     EXPECT_EQ(response.status, 413);
     EXPECT_EQ(response.headers["connection"], "close");
     EXPECT_EQ(response.json()["error"]["type"], "invalid_request_error");
+    EXPECT_EQ(response.json()["error"]["code"], "request_too_large");
     EXPECT_TRUE(connection.wait_closed(2s));
+  }
+  {
+    TestConnection connection(harness.port());
+    connection.send("GET /health HTTP/2.0\r\n\r\n");
+    TestResponse response = connection.read_response();
+    EXPECT_EQ(response.status, 505);
+    EXPECT_EQ(response.json()["error"]["type"], "invalid_request_error");  // the client's error, not the server's
+    EXPECT_EQ(response.json()["error"]["code"], "http_version_not_supported");
   }
   {
     TestConnection connection(harness.port());

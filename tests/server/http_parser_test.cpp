@@ -167,6 +167,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadRequestCase{"chunk without crlf", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nabc", 400},
         BadRequestCase{"headers too large", "GET / HTTP/1.1\r\nX: " + std::string(300, 'a') + "\r\n\r\n", 431},
         BadRequestCase{"headers too large, unterminated", "GET / HTTP/1.1\r\nX: " + std::string(300, 'a'), 431},
+        BadRequestCase{"request line too long", "GET /" + std::string(300, 'a'), 414},
         BadRequestCase{"too many headers", "GET / HTTP/1.1\r\nA: 1\r\nA: 1\r\nA: 1\r\nA: 1\r\nA: 1\r\nA: 1\r\nA: 1\r\nA: 1\r\nA: 1\r\n\r\n", 431},
         BadRequestCase{"unsupported expectation", "POST / HTTP/1.1\r\nExpect: magic\r\n\r\n", 417},
         BadRequestCase{"control character in value", std::string("GET / HTTP/1.1\r\nA: b\x01\r\n\r\n"), 400}),

@@ -69,7 +69,7 @@ const std::string kMessages = R"("messages": [{"role": "user", "content": "hi"}]
 INSTANTIATE_TEST_SUITE_P(
     Cases, RequestErrors,
     ::testing::Values(
-        ErrorCase{"malformed_json", Endpoint::kChat, "{\"messages\": [", 400, "", "could not parse the JSON body"},
+        ErrorCase{"malformed_json", Endpoint::kChat, "{\"messages\": [", 400, "", "could not parse the JSON body of your request (line 1, column 15: syntax error"},
         ErrorCase{"empty_body", Endpoint::kCompletion, "", 400, "", "could not parse"},
         ErrorCase{"non_object_body", Endpoint::kChat, "[1, 2]", 400, "", "must be a JSON object"},
         ErrorCase{"too_deep", Endpoint::kChat, "{\"messages\": " + std::string(100000, '[') + std::string(100000, ']') + "}", 400, "", "nests deeper than 64"},
