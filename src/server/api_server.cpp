@@ -8,6 +8,8 @@
 #include "server/api_error.h"
 #include "server/generation_job.h"
 #include "server/http_exchange.h"
+#include "server/json_fields.h"
+#include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/sse.h"
 
@@ -163,6 +165,7 @@ void ApiServer::register_routes() {
   router_.add("GET", "/get_server_info", [this](const std::shared_ptr<HttpExchange>& exchange) { handle_server_info(exchange); });
   router_.add("GET", "/flush_cache", [this](const std::shared_ptr<HttpExchange>& exchange) { handle_flush_cache(exchange); });
   router_.add("POST", "/flush_cache", [this](const std::shared_ptr<HttpExchange>& exchange) { handle_flush_cache(exchange); });
+  router_.add("POST", "/abort_request", [this](const std::shared_ptr<HttpExchange>& exchange) { handle_abort_request(exchange); });
   if (config_.enable_metrics) {
     router_.add("GET", "/metrics", [this](const std::shared_ptr<HttpExchange>& exchange) { handle_metrics(exchange); });
   }
@@ -266,10 +269,22 @@ void ApiServer::start_job(const std::shared_ptr<HttpExchange>& exchange, Prepare
   context.engine = &engine_;
   context.metrics = &metrics_;
   context.poster = poster_;
-  context.on_done = [this](GenerationJob* job) { loop_.post([this, job] { active_jobs_.erase(job); }); };
+  for (const JobChoice& choice : prepared.choices) {
+    if (!choice.client_rid.empty() && active_rids_.count(choice.client_rid)) {
+      return reply_error(exchange, ApiError::invalid_value("rid", "Invalid 'rid': '" + choice.client_rid.substr(0, 64) +
+                                                                      "' is in use by a running request."));
+    }
+  }
+  context.on_done = [this](GenerationJob* job) {
+    loop_.post([this, job] {
+      for (const std::string& rid : job->client_rids()) active_rids_.erase(rid);
+      active_jobs_.erase(job);
+    });
+  };
   auto job = std::make_shared<GenerationJob>(exchange, std::move(prepared.protocol), prepared.stream, std::move(context));
   active_jobs_[job.get()] = job;
   job->start(std::move(prepared.choices));
+  for (const std::string& rid : job->client_rids()) active_rids_.insert(rid);
 }
 
 void ApiServer::handle_health_generate(const std::shared_ptr<HttpExchange>& exchange) {
@@ -382,6 +397,26 @@ void ApiServer::handle_flush_cache(const std::shared_ptr<HttpExchange>& exchange
       }
     });
   });
+}
+
+void ApiServer::handle_abort_request(const std::shared_ptr<HttpExchange>& exchange) {
+  check_json_content_type(exchange->request());
+  const Json body = parse_json_object(exchange->request().body);
+  JsonFields fields(body);
+  fields.reject_unknown({"rid", "abort_all"});
+  const bool abort_all = fields.boolean("abort_all").value_or(false);
+  const std::optional<std::vector<std::string>> rids = fields.string_or_strings("rid");
+  if (!abort_all && !rids) throw ApiError(400, "Give 'rid' (a request id or a list of them) or 'abort_all': true.", "rid", "invalid_value");
+  // Unfinished choices end with finish_reason "abort"; their responses complete as usual.
+  size_t aborted = 0;
+  for (auto& [raw, job] : active_jobs_) {
+    if (abort_all) {
+      aborted += job->abort();
+      continue;
+    }
+    for (const std::string& rid : *rids) aborted += job->abort_matching(rid);
+  }
+  reply(exchange, HttpResponse::json(200, Json{{"aborted", aborted}}.dump()));
 }
 
 void ApiServer::handle_metrics(const std::shared_ptr<HttpExchange>& exchange) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -83,6 +84,7 @@ class ApiServer {
   void handle_model_info(const std::shared_ptr<HttpExchange>& exchange);
   void handle_server_info(const std::shared_ptr<HttpExchange>& exchange);
   void handle_flush_cache(const std::shared_ptr<HttpExchange>& exchange);
+  void handle_abort_request(const std::shared_ptr<HttpExchange>& exchange);
   void handle_metrics(const std::shared_ptr<HttpExchange>& exchange);
 
   // Runs `task` on the loop thread and waits for it.
@@ -105,6 +107,7 @@ class ApiServer {
 
   // Loop thread only.
   std::unordered_map<GenerationJob*, std::shared_ptr<GenerationJob>> active_jobs_;
+  std::unordered_set<std::string> active_rids_;  // client rids of active_jobs_ (SGLang rejects a rid in use)
   bool draining_ = false;
 
   // Requests between arrival and engine submission (shutdown waits for them before draining the engine).

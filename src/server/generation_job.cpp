@@ -1,5 +1,7 @@
 #include "server/generation_job.h"
 
+#include <algorithm>
+
 #include "server/api_error.h"
 #include "server/event_loop.h"
 #include "server/http_exchange.h"
@@ -38,6 +40,8 @@ void GenerationJob::start(std::vector<JobChoice> choices) {
   abort_sent_.assign(count, false);
   unfinished_ = count;
   for (size_t slot = 0; slot < count; ++slot) {
+    response_ids_.push_back(choices[slot].response_id);
+    client_rids_.push_back(choices[slot].client_rid);
     ChoiceResult& result = choices_[slot];
     result.index = choices[slot].index;
     result.prompt_index = choices[slot].prompt_index;
@@ -57,12 +61,35 @@ void GenerationJob::start(std::vector<JobChoice> choices) {
   }
 }
 
-void GenerationJob::abort() {
+size_t GenerationJob::abort() {
+  size_t aborted = 0;
   for (size_t slot = 0; slot < choices_.size(); ++slot) {
     if (choices_[slot].finished || abort_sent_[slot]) continue;
     abort_sent_[slot] = true;
     context_.engine->abort(choices_[slot].request_id);
+    ++aborted;
   }
+  return aborted;
+}
+
+size_t GenerationJob::abort_matching(const std::string& id) {
+  size_t aborted = 0;
+  for (size_t slot = 0; slot < choices_.size(); ++slot) {
+    if (choices_[slot].finished || abort_sent_[slot]) continue;
+    if (client_rids_[slot] != id && response_ids_[slot] != id && choices_[slot].request_id != id) continue;
+    abort_sent_[slot] = true;
+    context_.engine->abort(choices_[slot].request_id);
+    ++aborted;
+  }
+  return aborted;
+}
+
+std::vector<std::string> GenerationJob::client_rids() const {
+  std::vector<std::string> rids;
+  for (const std::string& rid : client_rids_) {
+    if (!rid.empty() && std::find(rids.begin(), rids.end(), rid) == rids.end()) rids.push_back(rid);
+  }
+  return rids;
 }
 
 void GenerationJob::merge(ChoiceResult& choice, size_t slot, const scheduler::GenerationEvent& event, Clock::time_point now) {

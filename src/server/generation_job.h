@@ -24,6 +24,8 @@ struct JobChoice {
   int64_t index = 0;
   int64_t prompt_index = 0;
   scheduler::GenerateRequest request;
+  std::string response_id;  // the response's id ("chatcmpl-...", "gen-..."): /abort_request by it aborts every choice
+  std::string client_rid;   // SGLang's "rid" of this choice's prompt, when the client named one (else empty)
 };
 
 class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
@@ -40,8 +42,13 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
 
   // Loop thread: registers the disconnect handler and submits every choice.
   void start(std::vector<JobChoice> choices);
-  // Loop thread: aborts every unfinished engine request (their final events still arrive).
-  void abort();
+  // Loop thread: aborts every unfinished engine request (their final events still arrive); returns how many.
+  size_t abort();
+  // Loop thread: aborts the unfinished choices whose client rid, response id or engine request id is `id`;
+  // returns how many were aborted.
+  size_t abort_matching(const std::string& id);
+  // The client rids of this job's choices (each once).
+  std::vector<std::string> client_rids() const;
   bool done() const { return unfinished_ == 0; }
   const std::vector<ChoiceResult>& choices() const { return choices_; }
 
@@ -59,6 +66,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   std::vector<Clock::time_point> last_token_at_;
   std::vector<bool> first_token_seen_;
   std::vector<bool> abort_sent_;
+  std::vector<std::string> response_ids_;  // [slots]: JobChoice::response_id
+  std::vector<std::string> client_rids_;   // [slots]: JobChoice::client_rid
   size_t unfinished_ = 0;
   bool stream_open_ = false;
   bool answered_ = false;  // a complete response (or error) went out, or the stream ended

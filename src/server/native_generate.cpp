@@ -140,7 +140,8 @@ NativeGenerateRequest parse_native_generate_request(const Json& body, const Requ
       fields.type_error("text", "a string or a non-empty array of strings", *text);
     }
   } else {
-    if (!input_ids->is_array() || input_ids->empty()) fields.type_error("input_ids", "a non-empty array of integers", *input_ids);
+    if (!input_ids->is_array()) fields.type_error("input_ids", "a non-empty array of integers", *input_ids);
+    if (input_ids->empty()) throw ApiError::invalid_value("input_ids", "Invalid 'input_ids': must not be an empty array.");
     if (input_ids->front().is_array()) {
       request.list_response = true;
       for (const Json& item : *input_ids) {
@@ -188,6 +189,12 @@ NativeGenerateRequest parse_native_generate_request(const Json& body, const Requ
                                                           std::to_string(limits.max_top_logprobs) + ".");
   }
   request.return_text_in_logprobs = fields.boolean("return_text_in_logprobs").value_or(false);
+  // SGLang's -1 (the default) returns output logprobs only; a start inside the prompt asks for prompt logprobs.
+  if (auto start = fields.integer("logprob_start_len"); start && *start != -1 && logprobs) {
+    throw ApiError(400, "'logprob_start_len' " + std::to_string(*start) + " asks for prompt logprobs, which this server "
+                            "does not return; use -1 (output logprobs only).",
+                   "logprob_start_len", "unsupported_parameter");
+  }
   for (scheduler::SamplingParams& sampling : request.sampling) {
     sampling.logprobs = logprobs;
     sampling.top_logprobs = logprobs ? static_cast<int32_t>(top) : 0;
@@ -201,6 +208,14 @@ NativeGenerateRequest parse_native_generate_request(const Json& body, const Requ
       request.rids = *rid;
     } else {
       throw ApiError::invalid_value("rid", "Invalid 'rid': expected one id per prompt.");
+    }
+    for (size_t i = 0; i < request.rids.size(); ++i) {
+      if (request.rids[i].empty()) throw ApiError::invalid_value("rid", "Invalid 'rid': an id must not be empty.");
+      for (size_t j = 0; j < i; ++j) {
+        if (request.rids[i] == request.rids[j]) {
+          throw ApiError::invalid_value("rid", "Invalid 'rid': '" + request.rids[i].substr(0, 64) + "' is given twice.");
+        }
+      }
     }
   }
   return request;

@@ -78,6 +78,7 @@ void add_choices(PreparedGeneration& prepared, int64_t prompt_index, const std::
     choice.index = static_cast<int64_t>(prepared.choices.size());
     choice.prompt_index = prompt_index;
     choice.request.request_id = prepared.response_id + "-" + std::to_string(choice.index);
+    choice.response_id = prepared.response_id;
     choice.request.input_ids = ids;
     choice.request.sampling = choice_sampling(sampling, i);
     prepared.choices.push_back(std::move(choice));
@@ -178,7 +179,9 @@ PreparedGeneration prepare_native_generate(std::string_view body, const Preparat
     if (request.max_new_tokens_given[p]) requested = request.sampling[p].max_new_tokens;
     request.sampling[p].max_new_tokens = completion_budget(static_cast<int64_t>(ids.size()), requested,
                                                            kDefaultNativeMaxNewTokens, context, param, "prompt");
+    const size_t first = prepared.choices.size();
     add_choices(prepared, static_cast<int64_t>(p), ids, request.sampling[p], request.n[p]);
+    for (size_t c = first; c < prepared.choices.size(); ++c) prepared.choices[c].client_rid = request.rids[p];
   }
   const bool logprobs = !request.sampling.empty() && request.sampling.front().logprobs;
   prepared.protocol = make_native_generate_protocol(request.list_response, logprobs, request.return_text_in_logprobs,

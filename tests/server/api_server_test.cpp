@@ -368,6 +368,45 @@ TEST(ApiServer, ApiKey) {
   EXPECT_EQ(harness.engine.submitted_count(), 0u);
 }
 
+TEST(ApiServer, AbortRequestByRidAndAll) {
+  FakeEngineOptions options;
+  options.token_delay = 5ms;
+  ServerHarness harness(options);
+  TestConnection first(harness.port());
+  first.send(build_request("POST", "/generate", R"({"text": ["long", "long"], "rid": ["r1", "r2"], "stream": true,
+                                                  "sampling_params": {"max_new_tokens": 250}})"));
+  first.read_until("output_ids");
+  // A rid in use is refused; the running one is untouched.
+  TestResponse duplicate = http_call(harness.port(), "POST", "/generate", R"({"text": "x", "rid": "r2"})");
+  EXPECT_EQ(duplicate.status, 400) << duplicate.body;
+  EXPECT_NE(duplicate.json()["error"]["message"].get<std::string>().find("in use"), std::string::npos);
+
+  TestResponse aborted = http_call(harness.port(), "POST", "/abort_request", R"({"rid": "r1"})");
+  ASSERT_EQ(aborted.status, 200) << aborted.body;
+  EXPECT_EQ(aborted.json()["aborted"], 1);
+  ASSERT_TRUE(eventually([&] { return harness.engine.aborted_ids().size() == 1; }));
+  EXPECT_EQ(harness.engine.running(), 1);  // r2 goes on
+  EXPECT_EQ(http_call(harness.port(), "POST", "/abort_request", R"({"rid": "nobody"})").json()["aborted"], 0);
+  EXPECT_EQ(http_call(harness.port(), "POST", "/abort_request", R"({})").status, 400);
+
+  TestConnection second(harness.port());
+  second.send(build_request("POST", "/v1/completions", R"({"prompt": "long", "max_tokens": 250, "stream": true, "n": 2})"));
+  second.read_until("\"text\":\"t");
+  TestResponse all = http_call(harness.port(), "POST", "/abort_request", R"({"abort_all": true})");
+  EXPECT_EQ(all.json()["aborted"], 3);  // r2 and both completion choices
+  std::vector<nlohmann::json> events = sse_events(first.read_response().body);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  TestResponse completions = second.read_response();
+  EXPECT_NE(completions.body.find("\"finish_reason\":\"abort\""), std::string::npos) << completions.body;
+  // Once r1 and r2 are done, their ids are free again.
+  ASSERT_TRUE(eventually([&] { return harness.engine.running() == 0; }));
+  ASSERT_TRUE(eventually([&] {
+    return http_call(harness.port(), "POST", "/generate", R"({"text": "x", "rid": "r2", "sampling_params": {"max_new_tokens": 1}})")
+               .status == 200;
+  }));
+}
+
 TEST(ApiServer, ClientDisconnectMidStreamAbortsTheEngineRequest) {
   FakeEngineOptions options;
   options.token_delay = 5ms;

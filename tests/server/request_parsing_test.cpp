@@ -149,6 +149,9 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"native_max_new_tokens_zero", Endpoint::kNative, R"({"text": "a", "sampling_params": {"max_new_tokens": 0}})", 400, "sampling_params.max_new_tokens", ">= 1"},
         ErrorCase{"native_sampling_list_mismatch", Endpoint::kNative, R"({"text": ["a", "b"], "sampling_params": [{}]})", 400, "sampling_params", "1 entries for 2 prompts"},
         ErrorCase{"native_input_ids_strings", Endpoint::kNative, R"({"input_ids": ["a"]})", 400, "input_ids", "expected an array of integers"},
+        ErrorCase{"native_duplicate_rid", Endpoint::kNative, R"({"text": ["a", "b"], "rid": ["x", "x"]})", 400, "rid", "given twice"},
+        ErrorCase{"native_prompt_logprobs", Endpoint::kNative, R"({"text": "a", "return_logprob": true, "logprob_start_len": 0})", 400, "logprob_start_len", "prompt logprobs"},
+        ErrorCase{"native_empty_input_ids", Endpoint::kNative, R"({"input_ids": []})", 400, "input_ids", "must not be an empty array"},
         ErrorCase{"native_regex", Endpoint::kNative, R"({"text": "a", "sampling_params": {"regex": "x"}})", 400, "sampling_params.regex", "not supported"}),
     [](const ::testing::TestParamInfo<ErrorCase>& info) { return std::string(info.param.name); });
 
