@@ -96,7 +96,9 @@ class ChatProtocol : public OpenAiProtocolBase {
   Json parsed_message(const ChoiceResult& choice, int32_t& tool_calls) {
     ChatOutput parsed = parse_chat_output(output_, choice.text);
     Json message{{"role", "assistant"}};
-    message["content"] = parsed.content.empty() && !parsed.tool_calls.empty() ? Json() : Json(parsed.content);
+    // null when the turn was only calls or only reasoning (as SGLang and vLLM answer), "" for an empty answer.
+    const bool only_other_parts = !parsed.tool_calls.empty() || !parsed.reasoning.empty();
+    message["content"] = parsed.content.empty() && only_other_parts ? Json() : Json(parsed.content);
     if (output_->reasoning_format) message["reasoning_content"] = parsed.reasoning.empty() ? Json() : Json(parsed.reasoning);
     if (!parsed.tool_calls.empty()) {
       Json calls = Json::array();

@@ -281,6 +281,14 @@ TEST(ChatToolCallsOverHttp, PlainAnswerKeepsStopAndHasNoToolCalls) {
   EXPECT_FALSE(choice["message"].contains("tool_calls"));
 }
 
+TEST(ChatToolCallsOverHttp, ReasoningCutOffHasNullContent) {
+  ScriptedServer scripted;
+  scripted.engine.add_script(ScriptedOutput{{"<think>", "Let me think"}, scheduler::FinishReason::kLength});
+  const json choice = testing::http_call(scripted.port(), "POST", "/v1/chat/completions", chat_body(false)).json()["choices"][0];
+  EXPECT_EQ(choice["message"]["reasoning_content"], "Let me think");
+  EXPECT_TRUE(choice["message"]["content"].is_null()) << choice.dump();
+}
+
 TEST(ChatToolCallsOverHttp, TruncatedCallKeepsLengthAsTheFinishReason) {
   ScriptedServer scripted;
   scripted.engine.add_script(
