@@ -53,6 +53,11 @@ void check_json_content_type(const HttpRequest& request) {
                  "", "unsupported_media_type");
 }
 
+ApiError unauthorized_error() {
+  return ApiError(401, "Incorrect API key provided. Pass it as 'Authorization: Bearer <key>'.", "", "invalid_api_key",
+                  "invalid_request_error");
+}
+
 }  // namespace
 
 ApiServer::ApiServer(ApiServerConfig config, scheduler::Engine& engine, std::shared_ptr<const PromptCodec> codec)
@@ -73,6 +78,11 @@ ApiServer::ApiServer(ApiServerConfig config, scheduler::Engine& engine, std::sha
   preparation_.special_token_texts = codec_->special_token_texts();
   created_unix_s_ = static_cast<int64_t>(std::time(nullptr));
   register_routes();
+  // A client waiting for 100-continue without a valid key gets the 401 before it uploads the body.
+  http_.set_refuse_before_body([this](const HttpRequest& request) -> std::optional<HttpResponse> {
+    if (authorized(request)) return std::nullopt;
+    return error_response(unauthorized_error());
+  });
 }
 
 ApiServer::~ApiServer() {
@@ -171,11 +181,11 @@ void ApiServer::register_routes() {
   }
 }
 
-bool ApiServer::authorized(const HttpExchange& exchange) const {
+bool ApiServer::authorized(const HttpRequest& request) const {
   if (config_.api_key.empty()) return true;
-  const std::string& path = exchange.request().path;
+  const std::string& path = request.path;
   if (path.rfind("/health", 0) == 0 || path == "/metrics") return true;  // probes and scrapers
-  auto header = exchange.request().header("authorization");
+  auto header = request.header("authorization");
   if (!header || header->size() < 7 || !equals_ignore_case(header->substr(0, 7), "bearer ")) return false;
   std::string_view token = header->substr(7);
   while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
@@ -186,11 +196,7 @@ void ApiServer::dispatch(const std::shared_ptr<HttpExchange>& exchange) {
   const HttpRequest& request = exchange->request();
   Router::Match match = router_.find(request.method, request.path);
   metrics_.record_request(match.outcome == Router::Outcome::kFound ? match.route : "other");
-  if (!authorized(*exchange)) {
-    reply_error(exchange, ApiError(401, "Incorrect API key provided. Pass it as 'Authorization: Bearer <key>'.", "",
-                                   "invalid_api_key", "invalid_request_error"));
-    return;
-  }
+  if (!authorized(request)) return reply_error(exchange, unauthorized_error());
   if (match.outcome == Router::Outcome::kNotFound) {
     reply_error(exchange, ApiError(404, "Unknown request URL: " + request.method + " " + request.path + ".", "", "unknown_url"));
     return;

@@ -72,7 +72,7 @@ class ApiServer {
 
   void register_routes();
   void dispatch(const std::shared_ptr<HttpExchange>& exchange);
-  bool authorized(const HttpExchange& exchange) const;
+  bool authorized(const HttpRequest& request) const;
   void reply(const std::shared_ptr<HttpExchange>& exchange, HttpResponse response);
   void reply_error(const std::shared_ptr<HttpExchange>& exchange, const class ApiError& error);
   void reply_json(const std::shared_ptr<HttpExchange>& exchange, int status, const nlohmann::ordered_json& body);

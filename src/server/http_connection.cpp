@@ -124,6 +124,12 @@ void HttpConnection::process_input() {
     }
     if (parser_.status() == HttpRequestParser::Status::kNeedMore) {
       if (parser_.headers_done() && parser_.expects_continue() && !sent_continue_ && parser_.request().version_minor == 1) {
+        if (hooks_.refuse_before_body) {
+          if (std::optional<HttpResponse> refusal = hooks_.refuse_before_body(parser_.request())) {
+            reply_and_close(*refusal);
+            break;
+          }
+        }
         sent_continue_ = true;
         out_ += "HTTP/1.1 100 Continue\r\n\r\n";
         flush_output();
@@ -258,7 +264,10 @@ void HttpConnection::write_stream_end() {
 }
 
 void HttpConnection::reply_protocol_error(int status, const std::string& message) {
-  HttpResponse response = hooks_.make_error_response(status, message);
+  reply_and_close(hooks_.make_error_response(status, message));
+}
+
+void HttpConnection::reply_and_close(const HttpResponse& response) {
   out_ += serialize_response(response, 1, /*keep_alive=*/false, /*head_only=*/false);
   close_after_flush_ = true;
   in_.clear();

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -34,6 +35,9 @@ class HttpConnection {
     std::function<void(std::shared_ptr<HttpExchange>)> on_request;
     std::function<HttpResponse(int status, const std::string& message)> make_error_response;
     std::function<void(uint64_t connection_id)> on_closed;  // the owner destroys the connection later (not inside this call)
+    // Optional: asked once a request's headers are in and it expects 100-continue; a response refuses it before the
+    // client sends its body (the connection then closes), nullopt lets it continue.
+    std::function<std::optional<HttpResponse>(const HttpRequest& headers)> refuse_before_body;
   };
 
   HttpConnection(EventLoop& loop, int fd, uint64_t id, std::string peer, const HttpConnectionConfig& config, const Hooks& hooks);
@@ -66,6 +70,7 @@ class HttpConnection {
   void flush_output();
   void update_interest();
   void finish_exchange();
+  void reply_and_close(const HttpResponse& response);  // answers without reading further input, then closes
   void reply_protocol_error(int status, const std::string& message);
   void begin_lingering_close();
 

@@ -43,6 +43,10 @@ class HttpServer {
   // the loop thread.
   void listen();
   int port() const { return bound_port_; }
+  // See HttpConnection::Hooks::refuse_before_body; set before listen().
+  void set_refuse_before_body(std::function<std::optional<HttpResponse>(const HttpRequest&)> refuse) {
+    hooks_.refuse_before_body = std::move(refuse);
+  }
   const std::string& host() const { return config_.host; }
 
   // Loop thread only.

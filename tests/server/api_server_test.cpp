@@ -267,6 +267,21 @@ TEST(ApiServer, JsonBodiesNeedAJsonContentTypeWhenOneIsNamed) {
   }
 }
 
+TEST(ApiServer, ExpectContinueWithoutTheKeyGets401BeforeTheBody) {
+  ServerHarness harness({}, [](server::ApiServerConfig& config) { config.api_key = "sk-secret"; });
+  TestConnection connection(harness.port());
+  connection.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  "Expect: 100-continue\r\nContent-Length: 1000000\r\n\r\n");
+  TestResponse response = connection.read_response();
+  EXPECT_EQ(response.status, 401);
+  EXPECT_EQ(response.json()["error"]["code"], "invalid_api_key");
+  EXPECT_TRUE(connection.wait_closed(2s));
+  TestConnection keyed(harness.port());
+  keyed.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-secret\r\n"
+             "Expect: 100-continue\r\nContent-Length: 2\r\n\r\n");
+  EXPECT_NE(keyed.read_until("100 Continue").find("HTTP/1.1 100 Continue"), std::string::npos);
+}
+
 TEST(ApiServer, MetricsOnlyWithEnableMetrics) {
   ServerHarness harness({}, [](server::ApiServerConfig& config) { config.enable_metrics = false; });
   TestResponse metrics = http_call(harness.port(), "GET", "/metrics");
