@@ -150,6 +150,7 @@ ChatTools parse_chat_tools(const JsonFields& fields) {
 }
 
 void prepare_tool_messages(Json& messages) {
+  bool answering_calls = false;  // after an assistant message with tool calls, through the tool messages that follow
   for (size_t i = 0; i < messages.size(); ++i) {
     Json& message = messages[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
@@ -165,6 +166,13 @@ void prepare_tool_messages(Json& messages) {
     }
     if (role == "tool") {
       require_string(message, "tool_call_id", where);
+      // As OpenAI requires: the template renders a tool result as the answer to the calls just before it.
+      if (!answering_calls) {
+        throw ApiError::invalid_value(where + ".role", "Invalid '" + where + "': a 'tool' message must follow an assistant "
+                                                       "message with 'tool_calls' (or another 'tool' message answering them).");
+      }
+    } else {
+      answering_calls = role == "assistant" && message.contains("tool_calls");
     }
   }
 }

@@ -111,6 +111,7 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"completion_user_number", Endpoint::kCompletion, R"({"prompt": "a", "user": 1})", 400, "user", "expected a string"},
         ErrorCase{"metadata_string", Endpoint::kChat, R"({"metadata": "x", )" + kMessages + "}", 400, "metadata", "expected an object"},
         ErrorCase{"user_refusal_part", Endpoint::kChat, R"({"messages": [{"role": "user", "content": [{"type": "refusal", "refusal": "no"}]}]})", 400, "messages", "refusal parts of assistant messages"},
+        ErrorCase{"orphan_tool_message", Endpoint::kChat, R"({"messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "c1", "content": "42"}]})", 400, "messages[1].role", "must follow an assistant message with 'tool_calls'"},
         ErrorCase{"chat_echo", Endpoint::kChat, R"({"echo": true, )" + kMessages + "}", 400, "echo", "not supported for chat"},
         ErrorCase{"continue_after_user", Endpoint::kChat, R"({"continue_final_message": true, )" + kMessages + "}", 400, "continue_final_message", "must be an assistant message"},
         ErrorCase{"continue_tool_calls", Endpoint::kChat, R"({"continue_final_message": true, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]})", 400, "continue_final_message", "no tool calls"},
