@@ -105,6 +105,8 @@ int run_eval(const Args& raw_args) {
   CliArgs args(raw_args, value_flags, {"--verbose"});
   ModelCliOptions options = parse_model_options(args);
   options.load.load_mtp = false;
+  FATHOM_CHECK(options.device == executor::Device::kCpu,
+               "eval runs on the CPU backend only (--device cuda: use serve and a client, e.g. bench-serving)");
   const std::string metric = args.get_or("--metric", "exact-match");
   FATHOM_CHECK(metric == "exact-match" || metric == "log-likelihood",
                "--metric must be exact-match or log-likelihood, got '" << metric << "'");

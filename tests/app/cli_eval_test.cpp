@@ -144,6 +144,9 @@ TEST_F(Eval, OutputFileFailuresExitNonZero) {
   EXPECT_EQ(code, 1) << output;
   EXPECT_NE(output.find("--output-file: failed writing /dev/full: No space left on device"), std::string::npos)
       << output;
+  output = run_command(flags() + data + " --device cuda", &code);  // was run on the CPU, silently
+  EXPECT_EQ(code, 1) << output;
+  EXPECT_NE(output.find("eval runs on the CPU backend only"), std::string::npos) << output;
 }
 
 // The embedded model's accuracy on Python idioms (bench/eval): a regression guard for numerics and speed work.
