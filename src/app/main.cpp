@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
     try {
       return command.run(args);
     } catch (const fathom::HelpRequested& help) {
-      std::printf("usage: fathom %s [flags]\n  %s\n%s\n(README.md describes each flag)\n", command.name, command.summary,
+      std::printf("usage: fathom %s [flags]\n  %s\n%s\n(README.md describes the flags)\n", command.name, command.summary,
                   help.what());
       return 0;
     } catch (const fathom::Error& error) {
