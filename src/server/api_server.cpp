@@ -407,6 +407,12 @@ void ApiServer::handle_flush_cache(const std::shared_ptr<HttpExchange>& exchange
 
 void ApiServer::handle_abort_request(const std::shared_ptr<HttpExchange>& exchange) {
   check_json_content_type(exchange->request());
+  // Parsed on the loop thread (it walks active_jobs_): a body of ids only, so a large one is refused unparsed.
+  constexpr size_t kMaxAbortBodyBytes = 1 << 20;
+  if (exchange->request().body.size() > kMaxAbortBodyBytes) {
+    throw ApiError(413, "An /abort_request body is at most " + std::to_string(kMaxAbortBodyBytes) + " bytes.", "",
+                   "request_too_large");
+  }
   const Json body = parse_json_object(exchange->request().body);
   JsonFields fields(body);
   fields.reject_unknown({"rid", "abort_all"});

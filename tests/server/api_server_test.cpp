@@ -385,7 +385,7 @@ TEST(ApiServer, ApiKey) {
 
 TEST(ApiServer, AbortRequestByRidAndAll) {
   FakeEngineOptions options;
-  options.token_delay = 5ms;
+  options.token_delay = 10ms;  // 250 tokens outlast the checks before abort_all by seconds
   ServerHarness harness(options);
   TestConnection first(harness.port());
   first.send(build_request("POST", "/generate", R"({"text": ["long", "long"], "rid": ["r1", "r2"], "stream": true,
@@ -403,6 +403,8 @@ TEST(ApiServer, AbortRequestByRidAndAll) {
   EXPECT_EQ(harness.engine.running(), 1);  // r2 goes on
   EXPECT_EQ(http_call(harness.port(), "POST", "/abort_request", R"({"rid": "nobody"})").json()["aborted"], 0);
   EXPECT_EQ(http_call(harness.port(), "POST", "/abort_request", R"({})").status, 400);
+  EXPECT_EQ(http_call(harness.port(), "POST", "/abort_request", R"({"rid": ")" + std::string(2 << 20, 'x') + R"("})").status,
+            413);
 
   TestConnection second(harness.port());
   second.send(build_request("POST", "/v1/completions", R"({"prompt": "long", "max_tokens": 250, "stream": true, "n": 2})"));
