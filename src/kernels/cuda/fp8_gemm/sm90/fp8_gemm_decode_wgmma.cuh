@@ -108,22 +108,23 @@ fp8_gemm_decode_wgmma_kernel(const __grid_constant__ CUtensorMap w_map,  // [row
     SwapAbAccumulators<Layout> total;
     swap_ab_consume_tile<Layout>(pipe, Layout::kGroupTokens, 0, num_k_blocks, lane, total, warpgroup,
                                  kWgmmaConsumerGroups);
+    // Each exchange barrier has one side that arrives and one that waits (a bar.sync from each warpgroup, at two
+    // places in the code, is what compute-sanitizer's synccheck reports as divergent threads).
     if (warpgroup == 1) {
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int i = 0; i < kAccumulators; ++i) exchange[(h * kAccumulators + i) * 128 + thread] = total[h][i];
-    }
-    hw::named_barrier_sync(kExchangeBarrier, 256);
-    if (warpgroup == 1) {
-      hw::named_barrier_sync(kExchangeFreeBarrier, 256);  // warpgroup 0 has read the exchange
+      hw::named_barrier_arrive(kExchangeBarrier, 256);    // the exchange is written
+      hw::named_barrier_sync(kExchangeFreeBarrier, 256);  // warpgroup 0 has read it
       continue;
     }
+    hw::named_barrier_sync(kExchangeBarrier, 256);
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int i = 0; i < kAccumulators; ++i) total[h][i] += exchange[(h * kAccumulators + i) * 128 + thread];
-    hw::named_barrier_sync(kExchangeFreeBarrier, 256);
+    hw::named_barrier_arrive(kExchangeFreeBarrier, 256);
 
     const int token_base = tile.token_tile * kTokens;
     const int column = tile.row_block * kWgmmaTileRows;          // first weight row of the tile
