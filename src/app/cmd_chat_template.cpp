@@ -1,6 +1,7 @@
 // `fathom chat-template`: renders a tokenizer's chat template for OpenAI-style messages read from stdin.
-//   fathom chat-template --tokenizer DIR [--chat-template FILE] [--add-generation-prompt] [--tools FILE]
-//                        [--join-text-parts] < messages.json
+//   fathom chat-template [--tokenizer DIR | --model DIR] [--chat-template FILE] [--add-generation-prompt]
+//                        [--tools FILE] [--join-text-parts] < messages.json
+// Without --tokenizer or --model, the default model's tokenizer folder.
 // stdin holds a messages array, or an object {"messages": [...], "tools": [...]}. The prompt is written to
 // stdout as is, with no trailing newline added.
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <sstream>
 
 #include "app/commands.h"
+#include "app/model_options.h"
 #include "chat/chat_template.h"
 #include "core/cli_args.h"
 #include "core/error.h"
@@ -37,9 +39,10 @@ std::string read_text_file(const std::string& path) {
 }  // namespace
 
 int run_chat_template(const Args& args) {
-  CliArgs cli(args, {"--tokenizer", "--chat-template", "--tools"}, {"--add-generation-prompt", "--join-text-parts"});
+  CliArgs cli(args, {"--tokenizer", "--model", "--chat-template", "--tools"},
+              {"--add-generation-prompt", "--join-text-parts"});
   FATHOM_CHECK(cli.positional().empty(), "chat-template takes no positional arguments, got '" << cli.positional()[0] << "'");
-  std::string tokenizer_dir = cli.require("--tokenizer");
+  const std::string tokenizer_dir = tokenizer_dir_option(cli);
 
   std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
   nlohmann::ordered_json request = parse_json(input, "stdin");

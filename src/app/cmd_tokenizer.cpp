@@ -1,8 +1,9 @@
 // `fathom tokenize` / `fathom detokenize`: line-oriented JSON filters over stdin/stdout.
 //   tokenize:   each input line is a JSON string   -> a JSON array of ids (BOS/EOS only with --add-special-tokens)
 //   detokenize: each input line is a JSON id array -> a JSON string
-// Each result is flushed at once so callers can talk to the process line by line. A bad line stops
-// the command with "line N: ..." on stderr and exit code 1.
+// The tokenizer: --tokenizer DIR, else --model DIR, else the default model's. Each result is flushed at once so
+// callers can talk to the process line by line. A bad line stops the command with "line N: ..." on stderr and exit
+// code 1.
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "app/model_options.h"
 #include "core/cli_args.h"
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
@@ -19,7 +21,7 @@ namespace fathom::app {
 namespace {
 
 tokenizer::Tokenizer load_tokenizer(const CliArgs& cli) {
-  tokenizer::Tokenizer loaded = tokenizer::Tokenizer::load(cli.require("--tokenizer"));
+  tokenizer::Tokenizer loaded = tokenizer::Tokenizer::load(tokenizer_dir_option(cli));
   if (cli.get("--model-vocab-size")) {
     loaded = loaded.with_model_vocab_size(static_cast<int32_t>(cli.get_int_or("--model-vocab-size", 0)));
   }
@@ -48,7 +50,7 @@ void write_line(const std::string& text) {
 }  // namespace
 
 int run_tokenize(const Args& args) {
-  CliArgs cli(args, {"--tokenizer", "--model-vocab-size", "--max-input-bytes"}, {"--add-special-tokens"});
+  CliArgs cli(args, {"--tokenizer", "--model", "--model-vocab-size", "--max-input-bytes"}, {"--add-special-tokens"});
   const tokenizer::Tokenizer tokenizer = load_tokenizer(cli);
   const bool add_special_tokens = cli.has("--add-special-tokens");
   std::string line;
@@ -67,7 +69,7 @@ int run_tokenize(const Args& args) {
 }
 
 int run_detokenize(const Args& args) {
-  CliArgs cli(args, {"--tokenizer", "--model-vocab-size"}, {"--skip-special-tokens"});
+  CliArgs cli(args, {"--tokenizer", "--model", "--model-vocab-size"}, {"--skip-special-tokens"});
   const tokenizer::Tokenizer tokenizer = load_tokenizer(cli);
   const bool skip_special_tokens = cli.has("--skip-special-tokens");
   std::string line;

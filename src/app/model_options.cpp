@@ -54,6 +54,15 @@ const std::set<std::string>& model_value_flags() {
   return kFlags;
 }
 
+std::string tokenizer_dir_option(const CliArgs& args) {
+  if (auto tokenizer = args.get("--tokenizer")) return *tokenizer;
+  if (auto model = args.get("--model")) return *model;
+  std::string dir = default_model_dir();
+  std::fprintf(stderr, "fathom: no --tokenizer or --model given; using the default model's tokenizer %s\n",
+               dir.c_str());
+  return dir;
+}
+
 ModelCliOptions parse_model_options(const CliArgs& args) {
   ModelCliOptions options;
   if (auto model = args.get("--model")) {

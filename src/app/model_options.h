@@ -19,6 +19,10 @@ std::string default_model_dir();
 
 const std::set<std::string>& model_value_flags();
 
+// Tokenizer folder of the commands that need only the tokenizer (tokenize, detokenize, chat-template): --tokenizer,
+// else --model, else the default model's (said on stderr, as for the model commands).
+std::string tokenizer_dir_option(const CliArgs& args);
+
 // --threads above this is refused: each thread is an OS thread, and 100000 of them never finish starting.
 inline constexpr int kMaxThreads = 1024;
 

@@ -69,6 +69,22 @@ TEST(ChatTemplateCli, ToolsFromFileAndJoinedTextParts) {
   EXPECT_NE(result.output.find("one\ntwo"), std::string::npos) << result.output;
 }
 
+// --model DIR reads the model folder's tokenizer files; with neither flag, the default model's.
+TEST(ChatTemplateCli, TokenizerFolderFromModelOrTheDefaultModel) {
+  const std::string nano = std::string(FATHOM_SOURCE_DIR) + "/models/fathom-nano";
+  const std::string messages = R"([{"role": "user", "content": "hi"}])";
+  const CommandResult by_tokenizer = run_fathom("--add-generation-prompt --tokenizer '" + nano + "'", messages);
+  ASSERT_EQ(by_tokenizer.exit_code, 0);
+  EXPECT_NE(by_tokenizer.output.find("hi"), std::string::npos) << by_tokenizer.output;
+  const CommandResult by_model = run_fathom("--add-generation-prompt --model '" + nano + "'", messages);
+  ASSERT_EQ(by_model.exit_code, 0);
+  EXPECT_EQ(by_model.output, by_tokenizer.output);
+  const CommandResult by_default = run_fathom("--add-generation-prompt", messages);
+  ASSERT_EQ(by_default.exit_code, 0);
+  EXPECT_EQ(by_default.output, by_tokenizer.output);
+  EXPECT_NE(run_fathom("--model /nonexistent", messages).exit_code, 0);
+}
+
 TEST(ChatTemplateCli, TemplateErrorsExitNonZero) {
   CommandResult result = run_fathom("--tokenizer '" + r1_dir() + "'", R"([{"role": "user", "content": [{"type": "text", "text": "x"}]}])");
   EXPECT_EQ(result.exit_code, 1);

@@ -80,5 +80,30 @@ TEST(Cli, BadLinesNameTheLineAndFail) {
   EXPECT_NE(result.err.find("has no tokenizer.json"), std::string::npos) << result.err;
 }
 
+// --tokenizer wins over --model; with neither, the default model's tokenizer (said on stderr), as serve does.
+TEST(Cli, TokenizerFolderFromModelOrTheDefaultModel) {
+  const std::string nano = std::string(FATHOM_SOURCE_DIR) + "/models/fathom-nano";
+  const std::string text = "\"Hello World!\"\n";
+  const CliResult by_tokenizer = run_cli("tokenize --tokenizer '" + nano + "'", text);
+  ASSERT_EQ(by_tokenizer.exit_code, 0) << by_tokenizer.err;
+  ASSERT_GT(by_tokenizer.out.size(), 3u);
+  const CliResult by_model = run_cli("tokenize --model '" + nano + "'", text);
+  ASSERT_EQ(by_model.exit_code, 0) << by_model.err;
+  EXPECT_EQ(by_model.out, by_tokenizer.out);
+  const CliResult by_default = run_cli("tokenize", text);
+  ASSERT_EQ(by_default.exit_code, 0) << by_default.err;
+  EXPECT_EQ(by_default.out, by_tokenizer.out);
+  EXPECT_NE(by_default.err.find("default model's tokenizer"), std::string::npos) << by_default.err;
+  const CliResult both = run_cli("tokenize --model /nonexistent --tokenizer '" + nano + "'", text);
+  ASSERT_EQ(both.exit_code, 0) << both.err;
+  EXPECT_EQ(both.out, by_tokenizer.out);
+  const CliResult decoded = run_cli("detokenize", by_tokenizer.out);
+  ASSERT_EQ(decoded.exit_code, 0) << decoded.err;
+  EXPECT_EQ(decoded.out, text);
+  const CliResult missing = run_cli("detokenize --model /nonexistent", "[1]\n");
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("/nonexistent has no tokenizer.json"), std::string::npos) << missing.err;
+}
+
 }  // namespace
 }  // namespace fathom::tokenizer
