@@ -17,9 +17,11 @@ rm -f .carry/gpu/bench_tokenizer  # a CPU benchmark
 # The device tool carries at most 64 MiB with the working tree: drop symbol tables (line info for sanitizer
 # reports stays in .debug_line only when not stripped; rebuild unstripped for a memcheck investigation).
 strip --strip-unneeded .carry/gpu/cuda_* .carry/gpu/bench_* .carry/gpu/mla_bench .carry/gpu/fathom 2>/dev/null || true
-# Compressed (run_all.sh unpacks them): the binaries are ~140 MB stripped, ~27 MB with xz, and the device tool
-# carries 64 MiB with the working tree (~27 MB).
-xz -T0 -6 -f .carry/gpu/cuda_* .carry/gpu/bench_* .carry/gpu/mla_bench .carry/gpu/fathom
+# One solid archive (tools/gpu/unpack_staged.sh unpacks it there): the binaries are ~195 MB stripped and share most
+# of their code, ~8 MB together against ~38 MB compressed one by one; the device tool carries 64 MiB with the working
+# tree (~28 MB).
+(cd .carry/gpu && tar cf - cuda_* bench_* mla_bench fathom | xz -T1 -9e --lzma2=dict=192MiB > binaries.tar.xz &&
+  rm -f cuda_* bench_* mla_bench fathom)
 echo "$(git rev-parse HEAD)$(git diff --quiet HEAD -- src tests bench || echo -dirty)" > .carry/gpu/COMMIT
 # The official DeepSeek-V3 config (not committed; shared/ sits beside the checkout) for the model benchmarks.
 if [ -f ../shared/data/deepseek-v3/config.json ]; then

@@ -2,8 +2,8 @@
 # Stages binaries of a git revision (a branch, a commit, HEAD) for an A/B run on the GPU machine:
 #   tools/gpu/stage_variant.sh NAME REVISION TARGET...     e.g. stage_variant.sh base main bench_fp8_gemm_tiled
 # builds TARGET... of REVISION in this checkout's build/ (the tree is checked out in place, so it must be clean;
-# the original branch comes back afterwards, and only the files that differ rebuild) and stores them stripped and
-# xz-compressed in .carry/variants/NAME/. Then on the GPU machine (device tool, carry [".carry/variants"]):
+# the original branch comes back afterwards, and only the files that differ rebuild) and stores them stripped, in one
+# xz archive, in .carry/variants/NAME/. Then on the GPU machine (device tool, carry [".carry/variants"]):
 #   tools/gpu/ab_bench.sh ROUNDS BINARY [ARGS...]          (every staged variant's BINARY, alternating)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -34,6 +34,7 @@ for target in "$@"; do
   cp "$found" "$out/"
 done
 strip --strip-unneeded "$out"/*
-xz -T0 -6 -f "$out"/*
+# One solid archive, as tools/gpu/stage.sh packs (tools/gpu/unpack_staged.sh unpacks it there).
+(cd "$out" && tar cf - -- * | xz -T1 -9e --lzma2=dict=192MiB > binaries.tar.xz && rm -f -- "$@")
 git rev-parse "$revision" > "$out/COMMIT"
 du -sh "$out"
