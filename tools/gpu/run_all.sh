@@ -12,14 +12,23 @@ source tools/gpu/unpack_staged.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/device.txt"
 echo "commit $(cat .carry/gpu/COMMIT 2>/dev/null || echo unknown)" | tee -a "$out/device.txt"
 status=0
-for test in .carry/gpu/${TESTS:-cuda_*_test}; do
+# The test binaries, TEST_JOBS at a time (default 4: they share the GPU, and their checks do not depend on timing;
+# one at a time they take ~520 s on the H100, past the device tool's 600 s per call with the rest). Each prints its
+# report in one write, so parallel reports do not interleave.
+run_test() {
+  local test=$1 name report
   name=$(basename "$test")
   if "$test" > "$out/$name.log" 2>&1; then
-    echo "PASS $name ($(grep -o '[0-9]* tests\? from' "$out/$name.log" | tail -1 | cut -d' ' -f1) tests)"
+    report="PASS $name ($(grep -o '[0-9]* tests\? from' "$out/$name.log" | tail -1 | cut -d' ' -f1) tests)"
   else
-    echo "FAIL $name"; grep -E "FAILED|Failure" -A3 "$out/$name.log" | head -20; status=1
+    report="FAIL $name"$'\n'"$(grep -E "FAILED|Failure" -A3 "$out/$name.log" | head -20)"
   fi
-done
+  printf '%s\n' "$report"
+  [[ $report == PASS* ]]
+}
+export -f run_test
+export out
+printf '%s\n' .carry/gpu/${TESTS:-cuda_*_test} | xargs -P "${TEST_JOBS:-4}" -I{} bash -c 'run_test "$1"' _ {} || status=1
 # compute-sanitizer over the kernel test binaries, 4 at a time (memcheck, the gate: 26 binaries in 84 s on the
 # H100); SANITIZE_TOOLS adds synccheck / initcheck / racecheck, which report and never fail (tools/gpu/sanitize.sh).
 if [ "${SANITIZE:-1}" = 1 ]; then
