@@ -196,6 +196,20 @@ void ApiServer::dispatch(const std::shared_ptr<HttpExchange>& exchange) {
   const HttpRequest& request = exchange->request();
   Router::Match match = router_.find(request.method, request.path);
   metrics_.record_request(match.outcome == Router::Outcome::kFound ? match.route : "other");
+  // CORS as SGLang's server allows it: any origin. A browser's preflight carries no credentials, so it is answered
+  // before the API key check.
+  if (request.header("origin")) {
+    exchange->add_response_header("Access-Control-Allow-Origin", "*");
+    if (request.method == "OPTIONS" && request.header("access-control-request-method") &&
+        match.outcome == Router::Outcome::kMethodNotAllowed) {
+      HttpResponse preflight{200, {{"Access-Control-Allow-Methods", match.allowed_methods + ", OPTIONS"},
+                                   {"Access-Control-Max-Age", "600"}}, ""};
+      if (auto headers = request.header("access-control-request-headers")) {
+        preflight.headers.emplace_back("Access-Control-Allow-Headers", std::string(*headers));
+      }
+      return reply(exchange, std::move(preflight));
+    }
+  }
   if (!authorized(request)) return reply_error(exchange, unauthorized_error());
   if (match.outcome == Router::Outcome::kNotFound) {
     reply_error(exchange, ApiError(404, "Unknown request URL: " + request.method + " " + request.path + ".", "", "unknown_url"));

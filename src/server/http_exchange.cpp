@@ -13,6 +13,7 @@ void HttpExchange::respond(HttpResponse response) {
   status_ = response.status;
   close_handler_ = nullptr;
   if (connection_ == nullptr) return;
+  response.headers.insert(response.headers.end(), extra_headers_.begin(), extra_headers_.end());
   HttpConnection* connection = connection_;
   connection_ = nullptr;
   connection->write_response(response);
@@ -22,6 +23,7 @@ bool HttpExchange::start_stream(int status, HttpHeaders headers) {
   if (finished_ || streaming_ || connection_ == nullptr) return false;
   streaming_ = true;
   status_ = status;
+  headers.insert(headers.end(), extra_headers_.begin(), extra_headers_.end());
   return connection_->write_stream_head(status, headers);
 }
 

@@ -41,6 +41,11 @@ class HttpExchange {
   bool send(std::string_view data);
   void end_stream();
 
+  // A header for whichever response this exchange sends, complete or streamed (the server's policy, e.g. CORS).
+  void add_response_header(std::string name, std::string value) {
+    extra_headers_.emplace_back(std::move(name), std::move(value));
+  }
+
   // Called once, on the loop thread, when the connection closes before the response finished.
   void set_close_handler(std::function<void()> handler) { close_handler_ = std::move(handler); }
 
@@ -54,6 +59,7 @@ class HttpExchange {
   std::string peer_;
   Clock::time_point received_at_;
   std::function<void()> close_handler_;
+  HttpHeaders extra_headers_;
   bool streaming_ = false;
   bool finished_ = false;
   int status_ = 0;

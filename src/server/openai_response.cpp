@@ -78,6 +78,7 @@ class CompletionProtocol : public OpenAiProtocolBase {
       token_logprobs.push_back(entry.logprob);
       Json alternatives = Json::object();
       for (const auto& [id, logprob] : entry.top) alternatives[token_label(piece(id))] = logprob;
+      alternatives[tokens.back().get<std::string>()] = entry.logprob;  // OpenAI: the sampled token is always listed
       top.push_back(std::move(alternatives));
       const bool starts_inside_a_character = !token.bytes.empty() && is_continuation_byte(token.bytes.front());
       offsets.push_back(echo_chars + token_chars - (starts_inside_a_character && token_chars > 0 ? 1 : 0));

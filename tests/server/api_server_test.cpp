@@ -155,6 +155,14 @@ TEST(ApiServer, CompletionsChoicesSeedsAndStops) {
   json with_logprobs = completion(R"({"prompt": "x", "max_tokens": 3, "logprobs": 2})");
   EXPECT_EQ(with_logprobs["choices"][0]["logprobs"]["tokens"].size(), 3u);
   EXPECT_EQ(with_logprobs["choices"][0]["logprobs"]["top_logprobs"][0].size(), 2u);
+  // OpenAI: "the API will always return the logprob of the sampled token" among top_logprobs (up to logprobs + 1).
+  json sampled_only = completion(R"({"prompt": "x", "max_tokens": 2, "logprobs": 0})");
+  const json& sampled_logprobs = sampled_only["choices"][0]["logprobs"];
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_EQ(sampled_logprobs["top_logprobs"][i].size(), 1u) << sampled_logprobs.dump();
+    EXPECT_EQ(sampled_logprobs["top_logprobs"][i][sampled_logprobs["tokens"][i].get<std::string>()],
+              sampled_logprobs["token_logprobs"][i]);
+  }
 
   TestResponse streamed = http_call(harness.port(), "POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 6, "stream": true, "n": 2, "temperature": 0})");
   std::vector<json> events = sse_events(streamed.body);
@@ -381,6 +389,43 @@ TEST(ApiServer, ApiKey) {
   EXPECT_EQ(http_call(harness.port(), "GET", "/v1/models", "", {"authorization: bearer sk-secret"}).status, 200);
   EXPECT_EQ(http_call(harness.port(), "GET", "/health").status, 200);
   EXPECT_EQ(harness.engine.submitted_count(), 0u);
+}
+
+// CORS as SGLang allows it: any origin. A browser's preflight (OPTIONS with Origin and Access-Control-Request-Method)
+// is answered without the API key; responses to requests from an origin, complete or streamed, allow it.
+TEST(ApiServer, CorsAllowsAnyOrigin) {
+  ServerHarness harness({}, [](server::ApiServerConfig& config) { config.api_key = "sk-secret"; });
+  const std::vector<std::string> preflight_headers = {"Origin: http://app.example", "Access-Control-Request-Method: POST",
+                                                      "Access-Control-Request-Headers: authorization, content-type"};
+  TestResponse preflight = http_call(harness.port(), "OPTIONS", "/v1/chat/completions", "", preflight_headers);
+  EXPECT_EQ(preflight.status, 200) << preflight.body;
+  EXPECT_EQ(preflight.headers["access-control-allow-origin"], "*");
+  EXPECT_EQ(preflight.headers["access-control-allow-methods"], "POST, OPTIONS");
+  EXPECT_EQ(preflight.headers["access-control-allow-headers"], "authorization, content-type");
+  std::vector<std::string> unknown_path = preflight_headers;
+  unknown_path.push_back("Authorization: Bearer sk-secret");
+  EXPECT_EQ(http_call(harness.port(), "OPTIONS", "/nowhere", "", unknown_path).status, 404);
+  // Not a preflight (no Access-Control-Request-Method): the usual 405, with the origin allowed so the page can read it.
+  TestResponse options_only = http_call(harness.port(), "OPTIONS", "/v1/models", "",
+                                        {"Origin: http://app.example", "Authorization: Bearer sk-secret"});
+  EXPECT_EQ(options_only.status, 405);
+  EXPECT_EQ(options_only.headers["access-control-allow-origin"], "*");
+
+  const std::vector<std::string> authorized = {"Origin: http://app.example", "Authorization: Bearer sk-secret",
+                                               "Content-Type: application/json"};
+  TestResponse models = http_call(harness.port(), "GET", "/v1/models", "", authorized);
+  EXPECT_EQ(models.status, 200);
+  EXPECT_EQ(models.headers["access-control-allow-origin"], "*");
+  TestResponse streamed = http_call(harness.port(), "POST", "/v1/completions",
+                                    R"({"prompt": "x", "max_tokens": 2, "stream": true})", authorized);
+  EXPECT_EQ(streamed.status, 200);
+  EXPECT_TRUE(streamed.chunked);
+  EXPECT_EQ(streamed.headers["access-control-allow-origin"], "*");
+  TestResponse refused = http_call(harness.port(), "GET", "/v1/models", "", {"Origin: http://app.example"});
+  EXPECT_EQ(refused.status, 401);
+  EXPECT_EQ(refused.headers["access-control-allow-origin"], "*");
+  // Without an Origin (not a browser), no CORS headers.
+  EXPECT_EQ(http_call(harness.port(), "GET", "/health").headers.count("access-control-allow-origin"), 0u);
 }
 
 TEST(ApiServer, AbortRequestByRidAndAll) {

@@ -200,8 +200,10 @@ TEST(ResponseBuilding, CompletionLogprobsOfPartialUtf8Tokens) {
   const Json logprobs = protocol->final_response({choice})["choices"][0]["logprobs"];
   EXPECT_EQ(logprobs["tokens"], Json::array({"\u00b0", "C", "bytes:\\xc2", "bytes:\\xb0", "C"}));
   EXPECT_EQ(logprobs["text_offset"], Json::array({2, 3, 4, 4, 5}));  // "é °C°C": ° at 2, C at 3, ° at 4, C at 5
-  ASSERT_EQ(logprobs["top_logprobs"][0].size(), 3u);
+  ASSERT_EQ(logprobs["top_logprobs"][0].size(), 4u);  // the three alternatives and the sampled token (OpenAI)
   EXPECT_EQ(logprobs["top_logprobs"][0]["bytes:\\xe6\\x97"], -3.0f);
+  EXPECT_EQ(logprobs["top_logprobs"][0]["\u00b0"], 0.0f);
+  ASSERT_EQ(logprobs["top_logprobs"][2].size(), 3u);  // token 22 was sampled and is an alternative
 
   // Streamed in three events on a fresh protocol: the same offsets.
   auto streaming_protocol = make_completion_protocol(utf8_context, {"\u00e9 "}, true);
