@@ -307,31 +307,36 @@ void ApiServer::start_job(const std::shared_ptr<HttpExchange>& exchange, Prepare
   for (const std::string& rid : job->client_rids()) active_rids_.insert(rid);
 }
 
+// SGLang's health check: a one-token generation, but a busy engine is healthy as soon as it makes progress (tokens
+// generated for any request since the probe arrived), so a probe queued behind a full batch does not report a loaded
+// server as down. (Submissions alone are no progress: a wedged engine thread may still count them.)
+struct ApiServer::HealthProbe {
+  std::shared_ptr<HttpExchange> exchange;
+  std::string request_id;
+  int64_t progress_at_arrival = 0;
+  EventLoop::TimerId deadline_timer = 0, poll_timer = 0;
+  bool done = false;
+};
+
+namespace {
+int64_t engine_progress(const scheduler::EngineStats& stats) { return stats.generated_tokens_total; }
+}  // namespace
+
 void ApiServer::handle_health_generate(const std::shared_ptr<HttpExchange>& exchange) {
   if (draining_) return reply_error(exchange, shutting_down_error());
-  struct Probe {
-    std::shared_ptr<HttpExchange> exchange;
-    std::string request_id;
-    EventLoop::TimerId timer = 0;
-    bool done = false;
-  };
-  auto probe = std::make_shared<Probe>();
+  auto probe = std::make_shared<HealthProbe>();
   probe->exchange = exchange;
   probe->request_id = ids_.next("health");
-  probe->timer = loop_.run_after(config_.health_generate_timeout, [this, probe] {
-    if (probe->done) return;
-    probe->done = true;
-    engine_.abort(probe->request_id);
-    reply_error(probe->exchange, ApiError(503, "health generation did not finish within " +
-                                                   std::to_string(config_.health_generate_timeout.count()) + " ms"));
-    probe->exchange.reset();
+  probe->progress_at_arrival = engine_progress(engine_.stats());
+  probe->deadline_timer = loop_.run_after(config_.health_generate_timeout, [this, probe] {
+    const ApiError error(503, "health generation made no progress within " +
+                                  std::to_string(config_.health_generate_timeout.count()) + " ms");
+    finish_health_probe(probe, &error);
   });
+  probe->poll_timer = loop_.run_after(config_.health_progress_poll, [this, probe] { poll_health_probe(probe); });
   exchange->set_close_handler([this, probe] {
-    if (probe->done) return;
-    probe->done = true;
-    loop_.cancel_timer(probe->timer);
-    engine_.abort(probe->request_id);
     probe->exchange.reset();
+    finish_health_probe(probe, nullptr);
   });
   scheduler::GenerateRequest request;
   request.request_id = probe->request_id;
@@ -343,18 +348,38 @@ void ApiServer::handle_health_generate(const std::shared_ptr<HttpExchange>& exch
   engine_.submit(std::move(request), [this, poster, probe](const scheduler::GenerationEvent& event) {
     if (!event.finished) return;
     poster->post([this, probe, event] {
-      if (probe->done) return;
-      probe->done = true;
-      loop_.cancel_timer(probe->timer);
       if (event.finish_reason == scheduler::FinishReason::kError || event.finish_reason == scheduler::FinishReason::kAbort) {
-        reply_error(probe->exchange, ApiError(503, "health generation failed: " +
-                                                       (event.error_message.empty() ? std::string("aborted") : event.error_message)));
+        const ApiError error(503, "health generation failed: " +
+                                      (event.error_message.empty() ? std::string("aborted") : event.error_message));
+        finish_health_probe(probe, &error);
       } else {
-        reply(probe->exchange, HttpResponse::text(200, ""));
+        finish_health_probe(probe, nullptr);
       }
-      probe->exchange.reset();
     });
   });
+}
+
+void ApiServer::poll_health_probe(const std::shared_ptr<HealthProbe>& probe) {
+  if (probe->done) return;
+  if (engine_progress(engine_.stats()) > probe->progress_at_arrival) return finish_health_probe(probe, nullptr);
+  probe->poll_timer = loop_.run_after(config_.health_progress_poll, [this, probe] { poll_health_probe(probe); });
+}
+
+// Loop thread; once per probe: answers 200 (error null) or the error, stops its timers and drops its generation.
+void ApiServer::finish_health_probe(const std::shared_ptr<HealthProbe>& probe, const ApiError* error) {
+  if (probe->done) return;
+  probe->done = true;
+  loop_.cancel_timer(probe->deadline_timer);
+  loop_.cancel_timer(probe->poll_timer);
+  engine_.abort(probe->request_id);  // a no-op once it finished
+  if (probe->exchange) {
+    if (error != nullptr) {
+      reply_error(probe->exchange, *error);
+    } else {
+      reply(probe->exchange, HttpResponse::text(200, ""));
+    }
+  }
+  probe->exchange.reset();
 }
 
 void ApiServer::handle_models(const std::shared_ptr<HttpExchange>& exchange, const std::string& model_id) {

@@ -42,7 +42,9 @@ struct ApiServerConfig {
   std::string api_key;                 // empty: no authentication
   RequestLimits request_limits;
   int preparation_threads = 2;         // JSON parsing, chat templates, tokenization
+  // /health_generate answers 503 only when the engine made no progress at all (its probe included) in this long.
   std::chrono::milliseconds health_generate_timeout{20'000};
+  std::chrono::milliseconds health_progress_poll{200};  // how often a waiting probe looks at the engine's counters
   std::chrono::milliseconds shutdown_flush_timeout{30'000};  // after the engine drained, for slow clients
   nlohmann::ordered_json server_args = nlohmann::ordered_json::object();  // shown by /get_server_info
   OutputParsers output_parsers;        // --tool-call-parser / --reasoning-parser for chat completions
@@ -79,7 +81,10 @@ class ApiServer {
 
   void handle_generation(const std::shared_ptr<HttpExchange>& exchange, GenerationKind kind);
   void start_job(const std::shared_ptr<HttpExchange>& exchange, PreparedGeneration prepared);
+  struct HealthProbe;
   void handle_health_generate(const std::shared_ptr<HttpExchange>& exchange);
+  void poll_health_probe(const std::shared_ptr<HealthProbe>& probe);
+  void finish_health_probe(const std::shared_ptr<HealthProbe>& probe, const ApiError* error);
   void handle_models(const std::shared_ptr<HttpExchange>& exchange, const std::string& model_id);
   void handle_model_info(const std::shared_ptr<HttpExchange>& exchange);
   void handle_server_info(const std::shared_ptr<HttpExchange>& exchange);

@@ -391,6 +391,31 @@ TEST(ApiServer, ApiKey) {
   EXPECT_EQ(harness.engine.submitted_count(), 0u);
 }
 
+// /health_generate: a probe queued behind a full batch answers 200 once the engine makes progress (SGLang: any output
+// since the probe arrived), not after its own generation; an engine that makes none at all gets 503.
+TEST(ApiServer, HealthGenerateIsHealthyWhileTheEngineProgresses) {
+  FakeEngineOptions busy;
+  busy.token_delay = 10ms;
+  busy.max_running = 1;  // the probe waits behind the long request
+  ServerHarness harness(busy, [](server::ApiServerConfig& config) { config.health_generate_timeout = 1500ms; });
+  TestConnection long_request(harness.port());
+  long_request.send(build_request("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 250, "stream": true})"));
+  while (harness.engine.stats().generated_tokens_total == 0) std::this_thread::sleep_for(1ms);
+  const auto started = std::chrono::steady_clock::now();
+  TestResponse probe = http_call(harness.port(), "GET", "/health_generate");
+  EXPECT_EQ(probe.status, 200) << probe.body;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 1200ms);  // answered by progress, not by its own token
+  EXPECT_GT(harness.engine.stats().running_requests, 0);          // the long request is still generating
+
+  FakeEngineOptions stalled;
+  stalled.hold_until_requests = 100;  // generates nothing
+  ServerHarness stuck(stalled, [](server::ApiServerConfig& config) { config.health_generate_timeout = 300ms; });
+  TestResponse down = http_call(stuck.port(), "GET", "/health_generate");
+  EXPECT_EQ(down.status, 503) << down.body;
+  EXPECT_NE(down.body.find("no progress"), std::string::npos) << down.body;
+  EXPECT_EQ(http_call(stuck.port(), "GET", "/health").status, 200);
+}
+
 // CORS as SGLang allows it: any origin. A browser's preflight (OPTIONS with Origin and Access-Control-Request-Method)
 // is answered without the API key; responses to requests from an origin, complete or streamed, allow it.
 TEST(ApiServer, CorsAllowsAnyOrigin) {

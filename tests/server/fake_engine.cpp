@@ -156,16 +156,20 @@ void FakeEngine::run() {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [this] { return stopping_ || !incoming_.empty() || !active_.empty(); });
       if (stopping_ && incoming_.empty() && active_.empty()) return;
-      while (!incoming_.empty()) {
+      while (!incoming_.empty() && (options_.max_running == 0 || active_.size() < options_.max_running)) {
         active_.push_back(std::move(incoming_.front()));
         incoming_.pop_front();
       }
-      for (Active& active : active_) {
-        if (pending_aborts_.erase(active.request.request_id)) {
-          active.abort_requested = true;
-          aborted_.push_back(active.request.request_id);
+      auto mark_aborts = [this](auto& requests) {
+        for (Active& active : requests) {
+          if (pending_aborts_.erase(active.request.request_id)) {
+            active.abort_requested = true;
+            aborted_.push_back(active.request.request_id);
+          }
         }
-      }
+      };
+      mark_aborts(active_);
+      mark_aborts(incoming_);  // waiting ones (max_running) end when they run
       pending_aborts_.clear();  // unknown ids are ignored
     }
     std::vector<GenerationEvent> events(active_.size());

@@ -28,6 +28,7 @@ struct FakeEngineOptions {
   // Generate nothing until this many requests arrived (or hold_timeout passed): makes every stream overlap.
   size_t hold_until_requests = 0;
   std::chrono::milliseconds hold_timeout{20'000};
+  size_t max_running = 0;  // requests generating at once, first come first served (0: all)
 };
 
 class FakeEngine : public scheduler::Engine {
