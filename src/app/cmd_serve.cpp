@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -204,7 +205,31 @@ int run_serve(const Args& raw_args) {
   signal(SIGPIPE, SIG_IGN);
   raise_open_file_limit();
 
-  std::unique_ptr<scheduler::Engine> engine = scheduler::make_local_engine(engine_config);
+  // Loading takes minutes for a real checkpoint (weights, CUDA graphs): a stop signal then ends the process at once,
+  // as SGLang's does (nothing is in flight yet); from start() on, the signal drains the server below.
+  std::atomic<bool> loading{true};
+  std::thread load_watcher([&] {
+    const timespec poll_interval{0, 100'000'000};
+    while (loading) {
+      const int signal_number = sigtimedwait(&stop_signals, nullptr, &poll_interval);
+      if (signal_number > 0) {
+        std::fprintf(stderr, "fathom serve: %s received while loading: exiting\n",
+                     signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+        std::fflush(stderr);
+        std::_Exit(128 + signal_number);
+      }
+    }
+  });
+  std::unique_ptr<scheduler::Engine> engine;
+  try {
+    engine = scheduler::make_local_engine(engine_config);
+  } catch (...) {
+    loading = false;
+    load_watcher.join();
+    throw;
+  }
+  loading = false;
+  load_watcher.join();
   server::ApiServer api_server(server_config, *engine, codec);
   api_server.start();
   std::printf("fathom serve: listening on %s (model '%s', context %lld tokens, KV pool %lld tokens)\n", api_server.url().c_str(),

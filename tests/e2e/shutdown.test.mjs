@@ -1,11 +1,15 @@
 // End-to-end: SIGTERM while a stream is in flight: the stream still completes, new connections are refused,
-// and `fathom serve` exits 0.
+// and `fathom serve` exits 0; a signal during the model load ends the process at once.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { test } from 'node:test';
 
 import OpenAI from 'openai';
 
-import { startServer, tokenizerDir } from './server_process.mjs';
+import { fathomBinary, startServer, tinyConfig, tokenizerDir } from './server_process.mjs';
 
 const skip = tokenizerDir() ? false : 'the DeepSeek tokenizer directory is not available';
 
@@ -34,4 +38,26 @@ test('SIGTERM drains the requests in flight, then exits 0', { skip }, async () =
   const { code } = await server.stop();
   assert.equal(code, 0, server.output());
   assert.match(server.output(), /SIGTERM received/);
+});
+
+test('SIGINT while the model loads ends the process at once, before it listens', async () => {
+  // Dummy weights of a config that takes seconds to generate: the signal lands during the load.
+  const modelDir = mkdtempSync(path.join(tmpdir(), 'fathom-e2e-load-'));
+  const slowConfig = { ...tinyConfig, num_hidden_layers: 32, hidden_size: 1024, n_routed_experts: 64,
+                       moe_intermediate_size: 512, intermediate_size: 2048 };
+  writeFileSync(path.join(modelDir, 'config.json'), JSON.stringify(slowConfig));
+  const child = spawn(fathomBinary(), ['serve', '--model', modelDir, '--load-format', 'dummy', '--skip-tokenizer-init',
+                                       '--port', '0', '--threads', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (data) => { output += data.toString(); });
+  child.stderr.on('data', (data) => { output += data.toString(); });
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const signalledAt = Date.now();
+  child.kill('SIGINT');
+  const { code, signal } = await exited;
+  rmSync(modelDir, { recursive: true, force: true });
+  assert.ok(Date.now() - signalledAt < 3000, `took ${Date.now() - signalledAt} ms:\n${output}`);
+  assert.ok(code === 130 || signal === 'SIGINT', `code ${code}, signal ${signal}:\n${output}`);
+  assert.doesNotMatch(output, /listening on/);
 });
