@@ -57,6 +57,10 @@ CliArgs::CliArgs(const std::vector<std::string>& args, const std::set<std::strin
         values_[name] = *inline_value;
       } else {
         FATHOM_CHECK(i + 1 < args.size(), "flag " << name << " needs a value");
+        // `--api-key $UNSET --enable-metrics` must not take the next flag as the key (argparse refuses it too).
+        FATHOM_CHECK(args[i + 1].rfind("--", 0) != 0 || args[i + 1] == "--",
+                     "flag " << name << " needs a value, got the flag " << args[i + 1] << " (write " << name
+                             << "=VALUE for a value that starts with --)");
         values_[name] = args[++i];
       }
     } else if (bool_flags.count(name)) {

@@ -52,6 +52,19 @@ std::string error_of(const std::function<void()>& body) {
   return "";
 }
 
+// A value flag followed by another flag is an error (an unset shell variable), not a value; `=` passes such a value.
+TEST(CliArgs, AValueFlagDoesNotTakeTheNextFlag) {
+  const std::string error =
+      error_of([] { CliArgs({"--api-key", "--enable-metrics"}, {"--api-key"}, {"--enable-metrics"}); });
+  EXPECT_NE(error.find("flag --api-key needs a value, got the flag --enable-metrics"), std::string::npos) << error;
+  EXPECT_NE(error_of([] { CliArgs({"--api-key", "--other=1"}, {"--api-key", "--other"}, {}); }), "");
+  CliArgs with_equals({"--api-key=--secret", "--enable-metrics"}, {"--api-key"}, {"--enable-metrics"});
+  EXPECT_EQ(with_equals.require("--api-key"), "--secret");
+  EXPECT_TRUE(with_equals.has("--enable-metrics"));
+  CliArgs negative({"--seed", "-1"}, {"--seed"}, {});
+  EXPECT_EQ(negative.get_int_or("--seed", 0), -1);
+}
+
 // --help / -h anywhere asks for the command's flags instead of running it.
 TEST(CliArgs, HelpListsTheFlags) {
   for (const char* help : {"--help", "-h"}) {
