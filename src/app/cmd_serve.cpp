@@ -82,7 +82,7 @@ int run_serve(const Args& raw_args) {
                       "--max-total-tokens", "--mem-fraction-static", "--page-size", "--chunked-prefill-size",
                       "--max-running-requests", "--schedule-policy", "--random-seed", "--max-request-body-bytes",
                       "--keep-alive-timeout-s", "--preparation-threads", "--tool-call-parser", "--reasoning-parser",
-                      "--cuda-graph-bs", "--cuda-graph-max-bs"});
+                      "--cuda-graph-bs", "--cuda-graph-max-bs", "--context-length"});
   CliArgs args(canonical_flag_names(raw_args), value_flags,
                {"--disable-radix-cache", "--disable-overlap-schedule", "--skip-tokenizer-init", "--enable-metrics",
                 "--disable-cuda-graph", "--enable-cuda-graph", "--enable-deterministic-inference"});
@@ -119,6 +119,24 @@ int run_serve(const Args& raw_args) {
   engine_config.disable_overlap = args.has("--disable-overlap-schedule");
   engine_config.random_seed = static_cast<uint64_t>(args.get_int_or("--random-seed", 0));
   FATHOM_CHECK(engine_config.max_running_requests >= 1, "--max-running-requests must be >= 1");
+  // SGLang's --context-length: the longest prompt + output accepted, at most the model's max_position_embeddings.
+  engine_config.context_length = args.get_int_or("--context-length", 0);
+  const bool context_length_fits = model_config.max_position_embeddings <= 0 ||
+                                   engine_config.context_length <= model_config.max_position_embeddings;
+  FATHOM_CHECK(!args.has("--context-length") || (engine_config.context_length >= 1 && context_length_fits),
+               "--context-length must be in [1, " << model_config.max_position_embeddings
+                                                  << "] (the model's max_position_embeddings), got "
+                                                  << engine_config.context_length);
+  const int64_t keep_alive_s = args.get_int_or("--keep-alive-timeout-s", 30);
+  FATHOM_CHECK(keep_alive_s >= 1, "--keep-alive-timeout-s must be >= 1, got " << keep_alive_s);
+  const int64_t max_body_bytes =
+      args.get_int_or("--max-request-body-bytes", static_cast<int64_t>(server::HttpLimits{}.max_body_bytes));
+  FATHOM_CHECK(max_body_bytes >= 1, "--max-request-body-bytes must be >= 1, got " << max_body_bytes);
+  const int64_t random_seed = args.get_int_or("--random-seed", 0);
+  FATHOM_CHECK(random_seed >= 0, "--random-seed must be >= 0, got " << random_seed);
+  const int64_t preparation_threads = args.get_int_or("--preparation-threads", 2);
+  FATHOM_CHECK(preparation_threads >= 1 && preparation_threads <= 256,
+               "--preparation-threads must be in [1, 256], got " << preparation_threads);
   // Decode batches up to --cuda-graph-max-bs (default: --max-running-requests, at most 256) run padded to the next
   // listed size and replay CUDA graphs; --disable-cuda-graph runs the same padded shapes eagerly (same results).
   // --enable-cuda-graph is accepted for older scripts (graphs are the default).
@@ -145,10 +163,9 @@ int run_serve(const Args& raw_args) {
   FATHOM_CHECK(server_config.http.port >= 0 && server_config.http.port <= 65535, "--port must be in [0, 65535]");
   // Before the tokenizer and model load (minutes for a real checkpoint): a taken port or unknown host fails now.
   server::check_listen_address_free(server_config.http.host, server_config.http.port);
-  server_config.http.connection.limits.max_body_bytes =
-      static_cast<size_t>(args.get_int_or("--max-request-body-bytes", static_cast<int64_t>(server_config.http.connection.limits.max_body_bytes)));
-  server_config.http.connection.keep_alive_timeout = std::chrono::seconds(args.get_int_or("--keep-alive-timeout-s", 30));
-  server_config.preparation_threads = static_cast<int>(args.get_int_or("--preparation-threads", 2));
+  server_config.http.connection.limits.max_body_bytes = static_cast<size_t>(max_body_bytes);
+  server_config.http.connection.keep_alive_timeout = std::chrono::seconds(keep_alive_s);
+  server_config.preparation_threads = static_cast<int>(preparation_threads);
   server_config.api_key = args.get_or("--api-key", "");
   server_config.enable_metrics = args.has("--enable-metrics");
   server_config.served_model_name = args.get_or("--served-model-name", model_dir);
@@ -173,6 +190,8 @@ int run_serve(const Args& raw_args) {
                                {"prefill_chunk_tokens", scheduler::scheduler_chunked_prefill_size(engine_config)},
                                {"max_prefill_keys", scheduler::scheduler_max_prefill_keys(engine_config, model_config)},
                                {"max_running_requests", engine_config.max_running_requests},
+                               {"context_length", engine_config.context_length > 0 ? engine_config.context_length
+                                                                                   : model_config.max_position_embeddings},
                                {"schedule_policy", args.get_or("--schedule-policy", "fcfs")},
                                {"disable_radix_cache", engine_config.disable_radix_cache},
                                {"disable_overlap_schedule", engine_config.disable_overlap},

@@ -19,6 +19,7 @@ struct EngineStats {
   int64_t prompt_tokens_total = 0;
   int64_t cached_prompt_tokens_total = 0;
   int64_t generated_tokens_total = 0;
+  std::string internal_error;  // non-empty: the engine refuses every request (its idle invariant check failed)
 };
 
 class Engine {

@@ -131,7 +131,12 @@ LocalEngine::LocalEngine(const EngineConfig& config) {
   scheduler_config.schedule_policy = config.schedule_policy;
   scheduler_config.disable_radix_cache = config.disable_radix_cache;
   scheduler_config.deterministic = config.deterministic;
-  scheduler_config.max_position_embeddings = model_config.max_position_embeddings;
+  FATHOM_CHECK(config.context_length >= 0 && (model_config.max_position_embeddings <= 0 ||
+                                               config.context_length <= model_config.max_position_embeddings),
+               "context length " << config.context_length << " is outside [1, max_position_embeddings "
+                                 << model_config.max_position_embeddings << "]");
+  scheduler_config.max_position_embeddings =
+      config.context_length > 0 ? config.context_length : model_config.max_position_embeddings;
   scheduler_config.vocab_size = model_config.vocab_size;
   for (int64_t id : model_config.eos_token_ids) scheduler_config.eos_token_ids.push_back(static_cast<int32_t>(id));
   scheduler_config.random_seed = config.random_seed;
@@ -210,6 +215,7 @@ void LocalEngine::apply(Command& command) {
 void LocalEngine::publish_stats() {
   EngineStats stats = scheduler_->stats();
   std::lock_guard<std::mutex> lock(mutex_);
+  stats.internal_error = internal_error_;
   stats_ = stats;
 }
 
@@ -231,6 +237,9 @@ void LocalEngine::run() {
     try {
       busy = loop_->step();
     } catch (const std::exception& error) {
+      // Logged as well as sent to the clients: an operator sees a failing device in the server's log.
+      std::fprintf(stderr, "fathom: engine step failed: %s; the requests in flight end with this error\n", error.what());
+      std::fflush(stderr);
       loop_->abandon_in_flight();
       scheduler_->fail_all(std::string("engine step failed: ") + error.what());
       busy = false;
@@ -240,6 +249,8 @@ void LocalEngine::run() {
       try {
         scheduler_->check_invariants();
       } catch (const std::exception& error) {
+        std::fprintf(stderr, "fathom: engine internal error: %s\n", error.what());
+        std::fflush(stderr);
         std::lock_guard<std::mutex> lock(mutex_);
         internal_error_ = std::string("engine internal error: ") + error.what();
       }

@@ -168,6 +168,9 @@ void ApiServer::register_routes() {
   });
   router_.add("GET", "/health", [this](const std::shared_ptr<HttpExchange>& exchange) {
     if (draining_) return reply_error(exchange, shutting_down_error());
+    // An engine that refuses every request is down for load balancers too (SGLang answers 503 when unhealthy).
+    const std::string internal_error = engine_.stats().internal_error;
+    if (!internal_error.empty()) return reply_error(exchange, ApiError(503, internal_error, "", "engine_error"));
     reply(exchange, HttpResponse::text(200, ""));
   });
   router_.add("GET", "/health_generate", [this](const std::shared_ptr<HttpExchange>& exchange) { handle_health_generate(exchange); });

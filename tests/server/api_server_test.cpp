@@ -416,6 +416,16 @@ TEST(ApiServer, HealthGenerateIsHealthyWhileTheEngineProgresses) {
   EXPECT_EQ(http_call(stuck.port(), "GET", "/health").status, 200);
 }
 
+// An engine that refuses every request (its idle invariant check failed) makes /health answer 503 with the reason.
+TEST(ApiServer, HealthIsDownWhenTheEngineRefusesEverything) {
+  ServerHarness harness;
+  EXPECT_EQ(http_call(harness.port(), "GET", "/health").status, 200);
+  harness.engine.set_internal_error("engine internal error: KV accounting");
+  TestResponse down = http_call(harness.port(), "GET", "/health");
+  EXPECT_EQ(down.status, 503);
+  EXPECT_NE(down.body.find("KV accounting"), std::string::npos) << down.body;
+}
+
 // CORS as SGLang allows it: any origin. A browser's preflight (OPTIONS with Origin and Access-Control-Request-Method)
 // is answered without the API key; responses to requests from an origin, complete or streamed, allow it.
 TEST(ApiServer, CorsAllowsAnyOrigin) {

@@ -58,6 +58,10 @@ class FakeEngine : public scheduler::Engine {
   int64_t running() const;
   bool shutdown_called() const { return shutdown_called_; }
   void set_flush_result(bool result) { flush_result_ = result; }
+  void set_internal_error(const std::string& error) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.internal_error = error;
+  }
 
  private:
   struct Active {

@@ -49,6 +49,37 @@ TEST_F(ServeCli, FlagErrors) {
   EXPECT_EQ(bad_reasoning_parser.exit_code, 1);
   EXPECT_NE(bad_reasoning_parser.output.find("--reasoning-parser 'qwen3' is not one of deepseek-r1"), std::string::npos)
       << bad_reasoning_parser.output;
+  // Numeric flags out of range fail before the model loads, naming the flag.
+  for (const std::string& flag : {"--context-length 0", "--context-length 100000", "--keep-alive-timeout-s 0",
+                                  "--max-request-body-bytes -1", "--random-seed -1", "--preparation-threads 0"}) {
+    RunResult bad = run("serve " + model_flags() + " --skip-tokenizer-init " + flag);
+    EXPECT_EQ(bad.exit_code, 1) << flag;
+    EXPECT_NE(bad.output.find(flag.substr(0, flag.find(' ')) + " must be"), std::string::npos) << bad.output;
+  }
+  RunResult swallowed = run("serve " + model_flags() + " --skip-tokenizer-init --api-key --enable-metrics");
+  EXPECT_EQ(swallowed.exit_code, 1);
+  EXPECT_NE(swallowed.output.find("--api-key needs a value, got the flag --enable-metrics"), std::string::npos)
+      << swallowed.output;
+}
+
+// SGLang's --context-length caps prompt + output below the model's max_position_embeddings.
+TEST_F(ServeCli, ContextLengthCapsRequests) {
+  ServeProcess serve({"serve", "--model", dir_.path(), "--load-format", "dummy", "--threads", "1", "--skip-tokenizer-init",
+                      "--port", "0", "--context-length", "64"});
+  const std::string url = serve.wait_for(std::regex("listening on (http://[0-9.:]+)"));
+  const int port = std::stoi(url.substr(url.rfind(':') + 1));
+  EXPECT_NE(serve.output().find("context 64 tokens"), std::string::npos) << serve.output();
+  std::string ids = "5";
+  for (int i = 0; i < 59; ++i) ids += ",5";
+  TestResponse fits = http_call(port, "POST", "/generate",
+                                R"({"input_ids": [)" + ids + R"(], "sampling_params": {"max_new_tokens": 4}})");
+  EXPECT_EQ(fits.status, 200) << fits.body;
+  TestResponse over = http_call(port, "POST", "/generate",
+                                R"({"input_ids": [)" + ids + R"(], "sampling_params": {"max_new_tokens": 5}})");
+  EXPECT_EQ(over.status, 400) << over.body;
+  EXPECT_EQ(over.json()["error"]["code"], "context_length_exceeded");
+  EXPECT_EQ(http_call(port, "GET", "/get_server_info").json()["context_length"], 64);
+  EXPECT_EQ(serve.terminate_and_wait(), 0) << serve.output();
 }
 
 TEST_F(ServeCli, TakenPortIsReported) {
