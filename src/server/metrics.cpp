@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -10,14 +11,26 @@ namespace {
 
 constexpr const char* kPrefix = "fathom:";
 
-// The shortest text that reads back as the same double ("0.06", not "0.059999999999999998").
+// Integers as integers ("6680", not "7e+03"); other values as the shortest text that reads back as the same double
+// ("0.06", not "0.059999999999999998").
 std::string format_value(double value) {
   char buffer[64];
+  if (std::isfinite(value) && value == std::floor(value) && std::fabs(value) < 1e15) {
+    std::snprintf(buffer, sizeof(buffer), "%.0f", value);
+    return buffer;
+  }
   for (int precision = 1; precision <= 17; ++precision) {
     std::snprintf(buffer, sizeof(buffer), "%.*g", precision, value);
     if (std::strtod(buffer, nullptr) == value) break;
   }
   return buffer;
+}
+
+// A bucket bound as Prometheus' Python client writes it (SGLang's dashboards match these labels): "10.0", "0.06".
+std::string format_bucket_bound(double bound) {
+  std::string text = format_value(bound);
+  if (text.find_first_of(".e") == std::string::npos) text += ".0";
+  return text;
 }
 
 void render_scalar(std::string& out, const std::string& name, const char* type, const std::string& help, double value) {
@@ -50,7 +63,7 @@ void Histogram::render(const std::string& name, const std::string& help, std::st
   uint64_t cumulative = 0;
   for (size_t i = 0; i < upper_bounds_.size(); ++i) {
     cumulative += bucket_counts_[i];
-    out += full + "_bucket{le=\"" + format_value(upper_bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
+    out += full + "_bucket{le=\"" + format_bucket_bound(upper_bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
   }
   cumulative += bucket_counts_.back();
   out += full + "_bucket{le=\"+Inf\"} " + std::to_string(cumulative) + "\n";

@@ -57,6 +57,7 @@ Router::Match Router::find(std::string_view method, std::string_view path) const
   for (const auto& [allowed, handler] : route->by_method) {
     if (!match.allowed_methods.empty()) match.allowed_methods += ", ";
     match.allowed_methods += allowed;
+    if (allowed == "GET" && !route->by_method.count("HEAD")) match.allowed_methods += ", HEAD";  // served by GET
   }
   return match;
 }

@@ -215,7 +215,7 @@ TEST(Router, ExactPrefixMethodAndTrailingSlash) {
   EXPECT_EQ(prefix.route, "/v1/models/*");
   Router::Match wrong_method = router.find("DELETE", "/generate");
   EXPECT_EQ(wrong_method.outcome, Router::Outcome::kMethodNotAllowed);
-  EXPECT_EQ(wrong_method.allowed_methods, "GET, POST");
+  EXPECT_EQ(wrong_method.allowed_methods, "GET, HEAD, POST");  // HEAD is served by GET
   EXPECT_EQ(router.find("GET", "/nope").outcome, Router::Outcome::kNotFound);
   EXPECT_THROW(router.add("POST", "/generate", [](const std::shared_ptr<HttpExchange>&) {}), std::exception);
 }

@@ -312,6 +312,16 @@ TEST(Metrics, PrometheusText) {
                            "# TYPE fathom:time_to_first_token_seconds histogram\n"}) {
     EXPECT_NE(text.find(line), std::string::npos) << "missing: " << line << "\n" << text;
   }
+  // Integers stay integers past 9 ("10", not "1e+01"); whole bucket bounds read as Prometheus' Python client
+  // writes them ("10.0").
+  stats.prompt_tokens_total = 123456;
+  text = metrics.render(stats, ConnectionGauges{7, 1}, ServerMetrics::Clock::now());
+  for (const char* line : {"fathom:engine_prompt_tokens_total 123456\n",
+                           "fathom:e2e_request_latency_seconds_bucket{le=\"10.0\"} 1\n",
+                           "fathom:e2e_request_latency_seconds_bucket{le=\"0.3\"} 1\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << "missing: " << line << "\n" << text;
+  }
+  EXPECT_EQ(text.find("e+"), std::string::npos) << text;
 }
 
 TEST(Metrics, ThroughputWindowCountsWholeSeconds) {
