@@ -40,6 +40,13 @@ ApiError shutting_down_error() { return ApiError(503, "The server is shutting do
 // JSON bodies need a JSON media type when one is named (as FastAPI servers require): a browser page cannot send
 // those cross-origin without a preflight, so a "simple" text/plain or form POST cannot start generations.
 void check_json_content_type(const HttpRequest& request) {
+  if (const std::optional<std::string_view> encoding = request.header("content-encoding")) {
+    if (!equals_ignore_case(*encoding, "identity")) {
+      throw ApiError(415, "Unsupported Content-Encoding '" + std::string(encoding->substr(0, 64)) +
+                              "': send the JSON body uncompressed.",
+                     "", "unsupported_media_type");
+    }
+  }
   const std::optional<std::string_view> header = request.header("content-type");
   if (!header) return;
   std::string_view type = header->substr(0, header->find(';'));

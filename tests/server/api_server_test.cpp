@@ -273,6 +273,14 @@ TEST(ApiServer, JsonBodiesNeedAJsonContentTypeWhenOneIsNamed) {
   for (const char* accepted : {"", "application/json", "Application/JSON; charset=utf-8", "application/vnd.api+json"}) {
     EXPECT_EQ(post(accepted).status, 200) << accepted;
   }
+  // A compressed body is an unsupported media type (RFC 9110 15.5.16), not malformed JSON.
+  for (const char* encoding : {"gzip", "br"}) {
+    TestResponse compressed = http_call(harness.port(), "POST", "/v1/completions", body,
+                                        {"Content-Type: application/json", std::string("Content-Encoding: ") + encoding});
+    EXPECT_EQ(compressed.status, 415) << encoding;
+    EXPECT_NE(compressed.body.find("Content-Encoding"), std::string::npos) << compressed.body;
+  }
+  EXPECT_EQ(http_call(harness.port(), "POST", "/v1/completions", body, {"Content-Encoding: identity"}).status, 200);
 }
 
 TEST(ApiServer, ExpectContinueWithoutTheKeyGets401BeforeTheBody) {
