@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "fathom_version.h"
 #include "core/cli_args.h"
 #include "core/error.h"
 
@@ -30,13 +31,22 @@ constexpr Command kCommands[] = {
 };
 
 void print_usage() {
-  std::fprintf(stderr, "usage: fathom <command> [flags]\n\ncommands:\n");
+  std::fprintf(stderr, "usage: fathom <command> [flags]   (fathom --version: the build's commit)\n\ncommands:\n");
   for (const Command& command : kCommands) std::fprintf(stderr, "  %-16s %s\n", command.name, command.summary);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && (!std::strcmp(argv[1], "--version") || !std::strcmp(argv[1], "version"))) {
+#ifdef FATHOM_BUILT_WITH_CUDA
+    const char* backends = "cpu, cuda (sm_90a)";
+#else
+    const char* backends = "cpu";
+#endif
+    std::printf("fathom %s (backends: %s)\n", FATHOM_GIT_DESCRIBE, backends);
+    return 0;
+  }
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
       (!std::strcmp(argv[1], "help") && argc == 2)) {
     print_usage();

@@ -239,6 +239,17 @@ TEST_F(Cli, EveryCommandListsItsFlagsOnHelp) {
   EXPECT_NE(run("help no-such-command").exit_code, 0);
 }
 
+// `fathom --version` names the build's commit (git describe of the sources) and its backends.
+TEST_F(Cli, VersionNamesTheCommit) {
+  for (const char* flag : {"--version", "version"}) {
+    RunResult version = run(flag);
+    EXPECT_EQ(version.exit_code, 0) << version.output;
+    EXPECT_EQ(version.output.rfind("fathom ", 0), 0u) << version.output;
+    EXPECT_NE(version.output.find(" (backends: cpu"), std::string::npos) << version.output;
+    EXPECT_EQ(version.output.find("fathom  ("), std::string::npos) << version.output;  // a commit, not empty
+  }
+}
+
 TEST_F(Cli, BadInputGivesAClearErrorAndExitCode) {
   struct Case { std::string args; const char* expected; };
   const Case cases[] = {
