@@ -73,7 +73,10 @@ ApiServer::ApiServer(ApiServerConfig config, scheduler::Engine& engine, std::sha
       codec_(std::move(codec)),
       poster_(std::make_shared<LoopPoster>(&loop_)),
       http_(loop_, config_.http, [this](std::shared_ptr<HttpExchange> exchange) { dispatch(exchange); },
-            [](int status, const std::string& message) { return error_response(protocol_error(status, message)); }) {
+            [this](int status, const std::string& message) {
+              metrics_.record_response_status(status);  // 400 / 408 / 413 / 431 / 505 from the HTTP layer
+              return error_response(protocol_error(status, message));
+            }) {
   FATHOM_CHECK(codec_ != nullptr, "ApiServer needs a prompt codec");
   FATHOM_CHECK(config_.preparation_threads >= 1, "preparation_threads must be >= 1, got " << config_.preparation_threads);
   preparation_.codec = codec_;
@@ -88,6 +91,7 @@ ApiServer::ApiServer(ApiServerConfig config, scheduler::Engine& engine, std::sha
   // A client waiting for 100-continue without a valid key gets the 401 before it uploads the body.
   http_.set_refuse_before_body([this](const HttpRequest& request) -> std::optional<HttpResponse> {
     if (authorized(request)) return std::nullopt;
+    metrics_.record_response_status(401);
     return error_response(unauthorized_error());
   });
 }

@@ -340,6 +340,12 @@ TEST(ApiServer, ProtocolErrorsAnswerThenClose) {
     EXPECT_EQ(connection.read_response().status, 400);
   }
   EXPECT_EQ(http_call(harness.port(), "GET", "/health").status, 200);
+  // The HTTP layer's own answers count in the response metrics too.
+  const std::string metrics = http_call(harness.port(), "GET", "/metrics").body;
+  for (const char* code : {"400", "413", "431", "505"}) {
+    EXPECT_NE(metrics.find(std::string("fathom:http_responses_total{code=\"") + code + "\"} 1\n"), std::string::npos)
+        << code << "\n" << metrics;
+  }
 }
 
 TEST(ApiServer, KeepAlivePipeliningChunkedBodiesAndContinue) {
