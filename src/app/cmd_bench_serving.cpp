@@ -183,7 +183,6 @@ struct Prompt {
 struct RequestResult {
   bool success = false;
   std::string error;
-  int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;
   double latency_s = 0;
   double ttft_s = 0;
@@ -221,7 +220,6 @@ std::string request_body(const Options& options, const Prompt& prompt) {
 // Sends one request and measures it; never throws.
 RequestResult send_request(const Options& options, const Prompt& prompt) {
   RequestResult result;
-  result.prompt_tokens = prompt.input_len;
   result.start = Clock::now();
   try {
     HttpCall call(options.endpoint, "POST", options.backend == "fathom" ? "/generate" : "/v1/completions",
@@ -233,9 +231,15 @@ RequestResult send_request(const Options& options, const Prompt& prompt) {
     int64_t seen_tokens = 0;  // fathom backend: completion_tokens of the previous event
     Clock::time_point last = result.start;
     bool done = false;
-    auto on_token_event = [&](Clock::time_point now) {
-      if (chunks == 0) result.ttft_s = seconds_between(result.start, now);
-      else result.itl_s.push_back(seconds_between(last, now));
+    // An event carrying k > 1 tokens (speculative decoding, stream intervals) adds k inter-token latencies of
+    // gap / k, as SGLang's bench_serving counts them; the first event's tokens give the TTFT only.
+    auto on_token_event = [&](Clock::time_point now, int64_t tokens) {
+      if (chunks == 0) {
+        result.ttft_s = seconds_between(result.start, now);
+      } else {
+        const double gap_s = seconds_between(last, now) / static_cast<double>(tokens);
+        result.itl_s.insert(result.itl_s.end(), static_cast<size_t>(tokens), gap_s);
+      }
       last = now;
       ++chunks;
     };
@@ -249,20 +253,18 @@ RequestResult send_request(const Options& options, const Prompt& prompt) {
       if (options.backend == "fathom") {
         const Json& meta = event.at("meta_info");
         const int64_t completion = meta.value("completion_tokens", seen_tokens);
-        if (meta.contains("prompt_tokens")) result.prompt_tokens = meta["prompt_tokens"].get<int64_t>();
-        if (completion > seen_tokens) on_token_event(now);
+        if (completion > seen_tokens) on_token_event(now, completion - seen_tokens);
         seen_tokens = completion;
         reported_tokens = completion;
       } else {
         if (event.contains("usage") && event["usage"].is_object()) {
           reported_tokens = event["usage"].value("completion_tokens", reported_tokens);
-          result.prompt_tokens = event["usage"].value("prompt_tokens", result.prompt_tokens);
         }
         if (event.contains("choices") && !event["choices"].empty()) {
           const Json& choice = event["choices"][0];
           const bool has_text =
               choice.contains("text") && choice["text"].is_string() && !choice["text"].get<std::string>().empty();
-          if (has_text || chunks == 0 || choice.value("finish_reason", Json()).is_null()) on_token_event(now);
+          if (has_text || chunks == 0 || choice.value("finish_reason", Json()).is_null()) on_token_event(now, 1);
         }
       }
     };
@@ -288,10 +290,8 @@ RequestResult send_request(const Options& options, const Prompt& prompt) {
       result.ttft_s = seconds_between(result.start, end);
       if (options.backend == "fathom") {
         reported_tokens = response.at("meta_info").value("completion_tokens", int64_t{0});
-        result.prompt_tokens = response["meta_info"].value("prompt_tokens", result.prompt_tokens);
       } else {
         reported_tokens = response.at("usage").value("completion_tokens", int64_t{0});
-        result.prompt_tokens = response["usage"].value("prompt_tokens", result.prompt_tokens);
       }
       chunks = 1;
     } else {
@@ -442,6 +442,19 @@ double mean(const std::vector<double>& values) {
   return sum / static_cast<double>(values.size());
 }
 
+// Population standard deviation (numpy's np.std default, ddof 0).
+double standard_deviation(const std::vector<double>& values) {
+  if (values.empty()) return 0;
+  const double average = mean(values);
+  double squares = 0;
+  for (double v : values) squares += (v - average) * (v - average);
+  return std::sqrt(squares / static_cast<double>(values.size()));
+}
+
+double maximum(const std::vector<double>& values) {
+  return values.empty() ? 0 : *std::max_element(values.begin(), values.end());
+}
+
 // Linear interpolation between closest ranks (numpy's default).
 double percentile(std::vector<double> values, double p) {
   if (values.empty()) return 0;
@@ -502,7 +515,10 @@ void print_rule(const char* title) {
 }  // namespace
 
 int run_bench_serving(const Args& raw_args) {
-  CliArgs args(raw_args,
+  // SGLang's bench_serving spells the lengths --random-input-len / --random-output-len.
+  const Args renamed =
+      rename_flags(raw_args, {{"--random-input-len", "--random-input"}, {"--random-output-len", "--random-output"}});
+  CliArgs args(renamed,
                {"--backend", "--host", "--port", "--base-url", "--model", "--dataset-name", "--random-input",
                 "--random-output", "--random-range-ratio", "--num-prompts", "--request-rate", "--max-concurrency",
                 "--seed", "--prompts-file", "--output-file", "--tokenizer"},
@@ -635,14 +651,15 @@ int run_bench_serving(const Args& raw_args) {
   int64_t completed = 0, failed = 0, total_input = 0, total_output = 0;
   std::vector<double> e2e, ttft, tpot, itl;
   std::string first_error;
-  for (const RequestResult& r : results) {
+  for (size_t i = 0; i < results.size(); ++i) {
+    const RequestResult& r = results[i];
     if (!r.success) {
       ++failed;
       if (first_error.empty()) first_error = r.error;
       continue;
     }
     ++completed;
-    total_input += r.prompt_tokens;
+    total_input += prompts[i].input_len;  // the planned lengths, as SGLang's bench_serving sums them
     total_output += r.output_tokens;
     e2e.push_back(r.latency_s);
     ttft.push_back(r.ttft_s);
@@ -679,16 +696,22 @@ int run_bench_serving(const Args& raw_args) {
       {"concurrency", latency_sum_s / safe_duration},
       {"mean_e2e_latency_ms", mean(e2e)},
       {"median_e2e_latency_ms", percentile(e2e, 50)},
+      {"std_e2e_latency_ms", standard_deviation(e2e)},
+      {"p99_e2e_latency_ms", percentile(e2e, 99)},
       {"mean_ttft_ms", mean(ttft)},
       {"median_ttft_ms", percentile(ttft, 50)},
+      {"std_ttft_ms", standard_deviation(ttft)},
       {"p99_ttft_ms", percentile(ttft, 99)},
       {"mean_tpot_ms", mean(tpot)},
       {"median_tpot_ms", percentile(tpot, 50)},
+      {"std_tpot_ms", standard_deviation(tpot)},
       {"p99_tpot_ms", percentile(tpot, 99)},
       {"mean_itl_ms", mean(itl)},
       {"median_itl_ms", percentile(itl, 50)},
+      {"std_itl_ms", standard_deviation(itl)},
       {"p95_itl_ms", percentile(itl, 95)},
       {"p99_itl_ms", percentile(itl, 99)},
+      {"max_itl_ms", maximum(itl)},
   };
 
   std::printf("\n%s\n", "============ Serving Benchmark Result ============");
@@ -722,6 +745,7 @@ int run_bench_serving(const Args& raw_args) {
   print_row("Median ITL (ms):", metrics["median_itl_ms"].get<double>());
   print_row("P95 ITL (ms):", metrics["p95_itl_ms"].get<double>());
   print_row("P99 ITL (ms):", metrics["p99_itl_ms"].get<double>());
+  print_row("Max ITL (ms):", metrics["max_itl_ms"].get<double>());
   std::printf("%s\n", "==================================================");
   if (failed > 0) std::printf("First failure: %s\n", first_error.c_str());
   std::fflush(stdout);

@@ -27,19 +27,6 @@ namespace fathom::app {
 
 namespace {
 
-// SGLang spellings of our flags.
-Args canonical_flag_names(const Args& args) {
-  Args renamed;
-  for (const std::string& arg : args) {
-    std::string name = arg.substr(0, arg.find('='));
-    std::string rest = arg.size() > name.size() ? arg.substr(name.size()) : "";
-    if (name == "--model-path") name = "--model";
-    else if (name == "--tokenizer-path") name = "--tokenizer";
-    renamed.push_back(arg.rfind("--", 0) == 0 ? name + rest : arg);
-  }
-  return renamed;
-}
-
 int64_t physical_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page_bytes > 0 ? static_cast<int64_t>(pages) * page_bytes : 0;
@@ -83,7 +70,8 @@ int run_serve(const Args& raw_args) {
                       "--max-running-requests", "--schedule-policy", "--random-seed", "--max-request-body-bytes",
                       "--keep-alive-timeout-s", "--preparation-threads", "--tool-call-parser", "--reasoning-parser",
                       "--cuda-graph-bs", "--cuda-graph-max-bs", "--context-length"});
-  CliArgs args(canonical_flag_names(raw_args), value_flags,
+  // SGLang's spellings of our flags.
+  CliArgs args(rename_flags(raw_args, {{"--model-path", "--model"}, {"--tokenizer-path", "--tokenizer"}}), value_flags,
                {"--disable-radix-cache", "--disable-overlap-schedule", "--skip-tokenizer-init", "--enable-metrics",
                 "--disable-cuda-graph", "--enable-cuda-graph", "--enable-deterministic-inference"});
   FATHOM_CHECK(args.positional().empty(), "serve takes no positional arguments, got '" << args.positional()[0] << "'");

@@ -147,4 +147,16 @@ void flush_stdout() {
                "failed writing to stdout" << (errno ? std::string(": ") + std::strerror(errno) : std::string()));
 }
 
+std::vector<std::string> rename_flags(const std::vector<std::string>& args,
+                                      const std::map<std::string, std::string>& aliases) {
+  std::vector<std::string> renamed;
+  for (const std::string& arg : args) {
+    const std::string name = arg.substr(0, arg.find('='));
+    const auto alias = aliases.find(name);
+    if (arg.rfind("--", 0) == 0 && alias != aliases.end()) renamed.push_back(alias->second + arg.substr(name.size()));
+    else renamed.push_back(arg);
+  }
+  return renamed;
+}
+
 }  // namespace fathom

@@ -45,6 +45,10 @@ class CliArgs {
 // "1,2,3" -> {1,2,3}; throws on a non-integer or out-of-int64-range element, naming the flag.
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag_name);
 
+// Other spellings of flags (SGLang's, e.g. --model-path -> --model), in both "--name value" and "--name=value" form.
+std::vector<std::string> rename_flags(const std::vector<std::string>& args,
+                                      const std::map<std::string, std::string>& aliases);
+
 // Opens `path` for writing (appending when `append`); throws naming `flag`, the path and errno when it can't.
 std::ofstream open_output_file(const std::string& path, const std::string& flag, bool append = false);
 // Flushes `out`; throws when any write to it failed (full disk), so lost output never exits 0.

@@ -170,6 +170,8 @@ class FakeServer {
     int status;
     std::string content_type;
     std::string body;
+    std::vector<std::string> paced_pieces = {};  // sent after body, `pace` apart, the body ending at the close
+    std::chrono::milliseconds pace{0};
   };
   using Handler = std::function<Reply(const std::string& method, const std::string& path, const std::string& body)>;
 
@@ -237,14 +239,24 @@ class FakeServer {
       requests_.emplace_back(path, body);
     }
     const Reply reply = handler_(method, path, body);
-    const std::string response = "HTTP/1.1 " + std::to_string(reply.status) + " X\r\nContent-Type: " +
-                                 reply.content_type + "\r\nContent-Length: " + std::to_string(reply.body.size()) +
-                                 "\r\nConnection: close\r\n\r\n" + reply.body;
-    for (size_t sent = 0; sent < response.size();) {
-      const ssize_t n = send(fd, response.data() + sent, response.size() - sent, MSG_NOSIGNAL);
-      if (n <= 0) return;
+    const std::string length_header =
+        reply.paced_pieces.empty() ? "\r\nContent-Length: " + std::to_string(reply.body.size()) : std::string();
+    if (!send_all(fd, "HTTP/1.1 " + std::to_string(reply.status) + " X\r\nContent-Type: " + reply.content_type +
+                          length_header + "\r\nConnection: close\r\n\r\n" + reply.body)) {
+      return;
+    }
+    for (const std::string& piece : reply.paced_pieces) {
+      std::this_thread::sleep_for(reply.pace);
+      if (!send_all(fd, piece)) return;
+    }
+  }
+  static bool send_all(int fd, const std::string& data) {
+    for (size_t sent = 0; sent < data.size();) {
+      const ssize_t n = send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return false;
       sent += static_cast<size_t>(n);
     }
+    return true;
   }
 
   Handler handler_;
@@ -295,6 +307,38 @@ TEST(BenchServing, TokenIdsComeFromTheServersVocabulary) {
   }
   EXPECT_GE(max_id, 0);
   EXPECT_LT(max_id, 50);
+}
+
+// As SGLang's bench_serving: an event carrying k tokens adds k inter-token latencies of gap / k (speculative
+// decoding sends several per event), and the input tokens are the prompts' planned lengths, not the server's count.
+TEST(BenchServing, MultiTokenEventsSplitTheirGapAndInputTokensArePlanned) {
+  FakeServer server([](const std::string&, const std::string& path, const std::string&) {
+    if (path == "/get_model_info") return model_info(50);
+    auto event = [](int tokens) {
+      return "data: {\"text\":\"a\",\"meta_info\":{\"completion_tokens\":" + std::to_string(tokens) +
+             ",\"prompt_tokens\":3}}\n\n";
+    };
+    return FakeServer::Reply{200, "text/event-stream", event(1), {event(4), event(5) + "data: [DONE]\n\n"}, 60ms};
+  });
+  TempDir dir("bench-itl");
+  const std::string output = dir.file("result.jsonl");
+  RunResult result = run("bench-serving --port " + std::to_string(server.port()) +
+                         " --random-input-len 40 --random-output-len 5 --random-range-ratio 1 --num-prompts 1" +
+                         " --output-file " + output);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  std::ifstream result_file(output);
+  std::string line;
+  ASSERT_TRUE(std::getline(result_file, line));
+  const nlohmann::json metrics = nlohmann::json::parse(line);
+  EXPECT_EQ(metrics["total_input_tokens"], 40) << metrics.dump();  // planned, though the server reports 3
+  EXPECT_EQ(metrics["total_output_tokens"], 5);
+  // ITLs: three of ~20 ms (60 / 3), then one of ~60 ms; counted per event it would be 60, 60.
+  EXPECT_LT(metrics["median_itl_ms"].get<double>(), 0.6 * metrics["max_itl_ms"].get<double>()) << metrics.dump();
+  EXPECT_GT(metrics["max_itl_ms"].get<double>(), 40.0) << metrics.dump();
+  for (const char* field : {"std_itl_ms", "std_ttft_ms", "std_tpot_ms", "std_e2e_latency_ms", "p99_e2e_latency_ms"}) {
+    EXPECT_TRUE(metrics.contains(field)) << field;
+  }
+  EXPECT_NE(result.output.find("Max ITL (ms):"), std::string::npos) << result.output;
 }
 
 TEST(BenchServing, ServerWithoutVocabSizeAsksForTokenizer) {

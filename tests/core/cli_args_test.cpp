@@ -65,6 +65,14 @@ TEST(CliArgs, AValueFlagDoesNotTakeTheNextFlag) {
   EXPECT_EQ(negative.get_int_or("--seed", 0), -1);
 }
 
+TEST(CliArgs, RenameFlagsMapsOtherSpellingsInBothForms) {
+  const std::vector<std::string> renamed =
+      rename_flags({"--model-path", "dir", "--tokenizer-path=tok", "--model-pathx", "value", "--port", "1"},
+                   {{"--model-path", "--model"}, {"--tokenizer-path", "--tokenizer"}});
+  EXPECT_EQ(renamed, (std::vector<std::string>{"--model", "dir", "--tokenizer=tok", "--model-pathx", "value", "--port",
+                                               "1"}));
+}
+
 // --help / -h anywhere asks for the command's flags instead of running it.
 TEST(CliArgs, HelpListsTheFlags) {
   for (const char* help : {"--help", "-h"}) {
