@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "app/commands.h"
@@ -69,7 +70,7 @@ int run_serve(const Args& raw_args) {
                       "--max-total-tokens", "--mem-fraction-static", "--page-size", "--chunked-prefill-size",
                       "--max-running-requests", "--schedule-policy", "--random-seed", "--max-request-body-bytes",
                       "--keep-alive-timeout-s", "--preparation-threads", "--tool-call-parser", "--reasoning-parser",
-                      "--cuda-graph-bs", "--cuda-graph-max-bs", "--context-length"});
+                      "--cuda-graph-bs", "--cuda-graph-max-bs", "--context-length", "--allowed-origins"});
   // SGLang's spellings of our flags.
   CliArgs args(rename_flags(raw_args, {{"--model-path", "--model"}, {"--tokenizer-path", "--tokenizer"}}), value_flags,
                {"--disable-radix-cache", "--disable-overlap-schedule", "--skip-tokenizer-init", "--enable-metrics",
@@ -111,12 +112,13 @@ int run_serve(const Args& raw_args) {
   engine_config.context_length = args.get_int_or("--context-length", 0);
   const bool context_length_fits = model_config.max_position_embeddings <= 0 ||
                                    engine_config.context_length <= model_config.max_position_embeddings;
-  FATHOM_CHECK(!args.has("--context-length") || (engine_config.context_length >= 1 && context_length_fits),
-               "--context-length must be in [1, " << model_config.max_position_embeddings
-                                                  << "] (the model's max_position_embeddings), got "
-                                                  << engine_config.context_length);
+  // At least 2: a prompt token and one generated.
+  FATHOM_CHECK(!args.has("--context-length") || (engine_config.context_length >= 2 && context_length_fits),
+               "--context-length must be >= 2 and at most the model's max_position_embeddings ("
+                   << model_config.max_position_embeddings << "), got " << engine_config.context_length);
   const int64_t keep_alive_s = args.get_int_or("--keep-alive-timeout-s", 30);
-  FATHOM_CHECK(keep_alive_s >= 1, "--keep-alive-timeout-s must be >= 1, got " << keep_alive_s);
+  FATHOM_CHECK(keep_alive_s >= 1 && keep_alive_s <= 86400,
+               "--keep-alive-timeout-s must be in [1, 86400], got " << keep_alive_s);
   const int64_t max_body_bytes =
       args.get_int_or("--max-request-body-bytes", static_cast<int64_t>(server::HttpLimits{}.max_body_bytes));
   FATHOM_CHECK(max_body_bytes >= 1, "--max-request-body-bytes must be >= 1, got " << max_body_bytes);
@@ -156,6 +158,13 @@ int run_serve(const Args& raw_args) {
   server_config.preparation_threads = static_cast<int>(preparation_threads);
   server_config.api_key = args.get_or("--api-key", "");
   server_config.enable_metrics = args.has("--enable-metrics");
+  if (auto origins = args.get("--allowed-origins")) {  // vLLM's flag: comma-separated origins, or *
+    std::stringstream list(*origins);
+    for (std::string origin; std::getline(list, origin, ',');) {
+      FATHOM_CHECK(!origin.empty(), "--allowed-origins: an empty origin in '" << *origins << "'");
+      server_config.allowed_origins.push_back(origin);
+    }
+  }
   server_config.served_model_name = args.get_or("--served-model-name", model_dir);
   server_config.output_parsers = server::parse_output_parser_flags(args.get("--tool-call-parser"), args.get("--reasoning-parser"));
   server_config.model_path = model_dir;
@@ -187,6 +196,7 @@ int run_serve(const Args& raw_args) {
                                {"mode", args.get_or("--mode", "exact")},
                                {"api_key_set", !server_config.api_key.empty()},
                                {"enable_metrics", server_config.enable_metrics},
+                               {"allowed_origins", server_config.allowed_origins},
                                {"tool_call_parser", args.get_or("--tool-call-parser", "")},
                                {"reasoning_parser", args.get_or("--reasoning-parser", "")}};
 
@@ -223,6 +233,14 @@ int run_serve(const Args& raw_args) {
         std::fprintf(stderr, "fathom serve: %s received while loading: exiting\n",
                      signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
         std::fflush(stderr);
+        // Die by the signal itself (its default action), so that systemd counts a clean stop and a calling shell
+        // sees the interrupt; the exit status is only the fallback.
+        signal(signal_number, SIG_DFL);
+        sigset_t this_signal;
+        sigemptyset(&this_signal);
+        sigaddset(&this_signal, signal_number);
+        pthread_sigmask(SIG_UNBLOCK, &this_signal, nullptr);
+        raise(signal_number);
         std::_Exit(128 + signal_number);
       }
     }

@@ -57,10 +57,12 @@ CliArgs::CliArgs(const std::vector<std::string>& args, const std::set<std::strin
         values_[name] = *inline_value;
       } else {
         FATHOM_CHECK(i + 1 < args.size(), "flag " << name << " needs a value");
-        // `--api-key $UNSET --enable-metrics` must not take the next flag as the key (argparse refuses it too).
-        FATHOM_CHECK(args[i + 1].rfind("--", 0) != 0 || args[i + 1] == "--",
+        // `--api-key $UNSET --enable-metrics` must not take the next flag as the key; a value that merely starts
+        // with -- ("--- title") is still a value.
+        const std::string next_name = args[i + 1].substr(0, args[i + 1].find('='));
+        FATHOM_CHECK(!value_flags.count(next_name) && !bool_flags.count(next_name),
                      "flag " << name << " needs a value, got the flag " << args[i + 1] << " (write " << name
-                             << "=VALUE for a value that starts with --)");
+                             << "=VALUE for a value that is a flag's name)");
         values_[name] = args[++i];
       }
     } else if (bool_flags.count(name)) {

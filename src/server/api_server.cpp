@@ -195,6 +195,18 @@ void ApiServer::register_routes() {
   }
 }
 
+// The Access-Control-Allow-Origin value for this request: "*" when any origin is allowed, the request's Origin when
+// it is listed, nothing otherwise (no Origin, or one not allowed).
+std::optional<std::string> ApiServer::allowed_origin(const HttpRequest& request) const {
+  const std::optional<std::string_view> origin = request.header("origin");
+  if (!origin) return std::nullopt;
+  for (const std::string& allowed : config_.allowed_origins) {
+    if (allowed == "*") return allowed;
+    if (allowed == *origin) return allowed;
+  }
+  return std::nullopt;
+}
+
 bool ApiServer::authorized(const HttpRequest& request) const {
   if (config_.api_key.empty()) return true;
   const std::string& path = request.path;
@@ -210,10 +222,11 @@ void ApiServer::dispatch(const std::shared_ptr<HttpExchange>& exchange) {
   const HttpRequest& request = exchange->request();
   Router::Match match = router_.find(request.method, request.path);
   metrics_.record_request(match.outcome == Router::Outcome::kFound ? match.route : "other");
-  // CORS as SGLang's server allows it: any origin. A browser's preflight carries no credentials, so it is answered
-  // before the API key check.
-  if (request.header("origin")) {
-    exchange->add_response_header("Access-Control-Allow-Origin", "*");
+  // CORS for the --allowed-origins only. A browser's preflight carries no credentials, so it is answered before the
+  // API key check.
+  if (const std::optional<std::string> allowed = allowed_origin(request)) {
+    exchange->add_response_header("Access-Control-Allow-Origin", *allowed);
+    if (*allowed != "*") exchange->add_response_header("Vary", "Origin");
     if (request.method == "OPTIONS" && request.header("access-control-request-method") &&
         match.outcome == Router::Outcome::kMethodNotAllowed) {
       HttpResponse preflight{200, {{"Access-Control-Allow-Methods", match.allowed_methods + ", OPTIONS"},

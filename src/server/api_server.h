@@ -11,10 +11,12 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -49,6 +51,9 @@ struct ApiServerConfig {
   nlohmann::ordered_json server_args = nlohmann::ordered_json::object();  // shown by /get_server_info
   OutputParsers output_parsers;        // --tool-call-parser / --reasoning-parser for chat completions
   bool enable_metrics = false;         // --enable-metrics: serve GET /metrics (Prometheus text), as SGLang does
+  // --allowed-origins: browser origins allowed by CORS ("*": any). Empty: no CORS, so a web page the operator visits
+  // cannot drive a server that has no API key (SGLang and vLLM allow any origin by default).
+  std::vector<std::string> allowed_origins;
 };
 
 class ApiServer {
@@ -75,6 +80,7 @@ class ApiServer {
   void register_routes();
   void dispatch(const std::shared_ptr<HttpExchange>& exchange);
   bool authorized(const HttpRequest& request) const;
+  std::optional<std::string> allowed_origin(const HttpRequest& request) const;
   void reply(const std::shared_ptr<HttpExchange>& exchange, HttpResponse response);
   void reply_error(const std::shared_ptr<HttpExchange>& exchange, const class ApiError& error);
   void reply_json(const std::shared_ptr<HttpExchange>& exchange, int status, const nlohmann::ordered_json& body);

@@ -52,7 +52,8 @@ std::string error_of(const std::function<void()>& body) {
   return "";
 }
 
-// A value flag followed by another flag is an error (an unset shell variable), not a value; `=` passes such a value.
+// A value flag followed by another of the command's flags is an error (an unset shell variable), not a value; `=`
+// passes such a value, and text that only starts with -- is a value.
 TEST(CliArgs, AValueFlagDoesNotTakeTheNextFlag) {
   const std::string error =
       error_of([] { CliArgs({"--api-key", "--enable-metrics"}, {"--api-key"}, {"--enable-metrics"}); });
@@ -63,6 +64,9 @@ TEST(CliArgs, AValueFlagDoesNotTakeTheNextFlag) {
   EXPECT_TRUE(with_equals.has("--enable-metrics"));
   CliArgs negative({"--seed", "-1"}, {"--seed"}, {});
   EXPECT_EQ(negative.get_int_or("--seed", 0), -1);
+  CliArgs dashes({"--prompt", "--- title", "--api-key", "--xyz"}, {"--prompt", "--api-key"}, {});
+  EXPECT_EQ(dashes.require("--prompt"), "--- title");
+  EXPECT_EQ(dashes.require("--api-key"), "--xyz");
 }
 
 TEST(CliArgs, RenameFlagsMapsOtherSpellingsInBothForms) {

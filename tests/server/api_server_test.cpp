@@ -440,10 +440,13 @@ TEST(ApiServer, HealthIsDownWhenTheEngineRefusesEverything) {
   EXPECT_NE(down.body.find("KV accounting"), std::string::npos) << down.body;
 }
 
-// CORS as SGLang allows it: any origin. A browser's preflight (OPTIONS with Origin and Access-Control-Request-Method)
-// is answered without the API key; responses to requests from an origin, complete or streamed, allow it.
+// CORS with --allowed-origins '*': a browser's preflight (OPTIONS with Origin and Access-Control-Request-Method) is
+// answered without the API key; responses to requests from an origin, complete or streamed, allow it.
 TEST(ApiServer, CorsAllowsAnyOrigin) {
-  ServerHarness harness({}, [](server::ApiServerConfig& config) { config.api_key = "sk-secret"; });
+  ServerHarness harness({}, [](server::ApiServerConfig& config) {
+    config.api_key = "sk-secret";
+    config.allowed_origins = {"*"};
+  });
   const std::vector<std::string> preflight_headers = {"Origin: http://app.example", "Access-Control-Request-Method: POST",
                                                       "Access-Control-Request-Headers: authorization, content-type"};
   TestResponse preflight = http_call(harness.port(), "OPTIONS", "/v1/chat/completions", "", preflight_headers);
@@ -475,6 +478,28 @@ TEST(ApiServer, CorsAllowsAnyOrigin) {
   EXPECT_EQ(refused.headers["access-control-allow-origin"], "*");
   // Without an Origin (not a browser), no CORS headers.
   EXPECT_EQ(http_call(harness.port(), "GET", "/health").headers.count("access-control-allow-origin"), 0u);
+}
+
+// Without --allowed-origins no origin is allowed (a page the operator visits cannot drive a keyless server); a listed
+// origin is echoed with Vary: Origin, others get nothing.
+TEST(ApiServer, CorsOnlyForTheAllowedOrigins) {
+  const std::vector<std::string> preflight = {"Origin: http://app.example", "Access-Control-Request-Method: POST"};
+  ServerHarness closed;
+  TestResponse refused = http_call(closed.port(), "OPTIONS", "/v1/chat/completions", "", preflight);
+  EXPECT_EQ(refused.status, 405);
+  EXPECT_EQ(refused.headers.count("access-control-allow-origin"), 0u);
+  EXPECT_EQ(http_call(closed.port(), "GET", "/v1/models", "", {"Origin: http://app.example"})
+                .headers.count("access-control-allow-origin"),
+            0u);
+
+  ServerHarness listed({}, [](server::ApiServerConfig& config) { config.allowed_origins = {"http://app.example"}; });
+  TestResponse allowed = http_call(listed.port(), "OPTIONS", "/v1/chat/completions", "", preflight);
+  EXPECT_EQ(allowed.status, 200);
+  EXPECT_EQ(allowed.headers["access-control-allow-origin"], "http://app.example");
+  EXPECT_EQ(allowed.headers["vary"], "Origin");
+  TestResponse other = http_call(listed.port(), "GET", "/v1/models", "", {"Origin: http://evil.example"});
+  EXPECT_EQ(other.status, 200);
+  EXPECT_EQ(other.headers.count("access-control-allow-origin"), 0u);
 }
 
 TEST(ApiServer, AbortRequestByRidAndAll) {

@@ -50,7 +50,8 @@ TEST_F(ServeCli, FlagErrors) {
   EXPECT_NE(bad_reasoning_parser.output.find("--reasoning-parser 'qwen3' is not one of deepseek-r1"), std::string::npos)
       << bad_reasoning_parser.output;
   // Numeric flags out of range fail before the model loads, naming the flag.
-  for (const std::string& flag : {"--context-length 0", "--context-length 100000", "--keep-alive-timeout-s 0",
+  for (const std::string& flag : {"--context-length 1", "--context-length 100000", "--keep-alive-timeout-s 0",
+                                  "--keep-alive-timeout-s 10000000000",
                                   "--max-request-body-bytes -1", "--random-seed -1", "--preparation-threads 0"}) {
     RunResult bad = run("serve " + model_flags() + " --skip-tokenizer-init " + flag);
     EXPECT_EQ(bad.exit_code, 1) << flag;

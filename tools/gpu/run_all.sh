@@ -8,18 +8,20 @@ out=${OUT:-gpu-logs}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$PWD/.carry/gpu:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
 export FATHOM_FIXTURES_DIR=$PWD/tests/fixtures  # cuda_model_test reads the golden fixtures of the working tree
-source tools/gpu/unpack_staged.sh
+source tools/gpu/unpack_staged.sh || exit 1  # a broken archive must not pass as "no tests failed"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/device.txt"
 echo "commit $(cat .carry/gpu/COMMIT 2>/dev/null || echo unknown)" | tee -a "$out/device.txt"
 status=0
 # The test binaries, TEST_JOBS at a time (default 4: they share the GPU, and their checks do not depend on timing;
 # one at a time they take ~520 s on the H100, past the device tool's 600 s per call with the rest). Each prints its
-# report in one write, so parallel reports do not interleave.
+# report in one write, so short parallel reports do not interleave.
 run_test() {
   local test=$1 name report
-  [ -x "$test" ] || return 0  # TESTS matched nothing (e.g. TESTS=none: benchmarks only)
+  [ -e "$test" ] || return 0  # TESTS matched nothing (e.g. TESTS=none: benchmarks only)
   name=$(basename "$test")
-  if "$test" > "$out/$name.log" 2>&1; then
+  if [ ! -x "$test" ]; then
+    report="FAIL $name (not executable)"
+  elif "$test" > "$out/$name.log" 2>&1; then
     report="PASS $name ($(grep -o '[0-9]* tests\? from' "$out/$name.log" | tail -1 | cut -d' ' -f1) tests)"
   else
     report="FAIL $name"$'\n'"$(grep -E "FAILED|Failure" -A3 "$out/$name.log" | head -20)"
@@ -29,6 +31,9 @@ run_test() {
 }
 export -f run_test
 export out
+if [ -z "${TESTS:-}" ] && ! compgen -G ".carry/gpu/cuda_*_test" > /dev/null; then
+  echo "FAIL: no CUDA test binaries in .carry/gpu (run tools/gpu/stage.sh here and carry .carry/gpu)"; status=1
+fi
 printf '%s\n' .carry/gpu/${TESTS:-cuda_*_test} | xargs -P "${TEST_JOBS:-4}" -I{} bash -c 'run_test "$1"' _ {} || status=1
 # compute-sanitizer over the kernel test binaries, 4 at a time (memcheck, the gate: 26 binaries in 84 s on the
 # H100); SANITIZE_TOOLS adds synccheck / initcheck / racecheck, which report and never fail (tools/gpu/sanitize.sh).
