@@ -64,6 +64,49 @@ void raise_open_file_limit() {
 
 }  // namespace
 
+// serve --help, one line per flag (README.md has the details).
+const FlagDescriptions& serve_flag_descriptions() {
+  static const FlagDescriptions kDescriptions = {
+      {"--model", "DIR: a Hugging Face DeepSeek-V3 checkpoint folder (default: the embedded fathom-nano)"},
+      {"--load-format", "auto | safetensors | dummy (random weights at the config's dimensions) (auto)"},
+      {"--override-config", "JSON merged into config.json, e.g. '{\"num_hidden_layers\": 4}'"},
+      {"--mode", "exact | w8a8: the CPU path's numerics (exact)"},
+      {"--threads", "N: CPU compute threads (0: all cores)"},
+      {"--seed", "N: the seed of --load-format dummy weights (0)"},
+      {"--device", "cpu | cuda (cpu)"},
+      {"--mem-fraction-static", "F: memory share for weights + KV cache (0.88)"},
+      {"--tokenizer", "DIR: tokenizer.json and its config (the model folder); alias --tokenizer-path"},
+      {"--host", "ADDRESS to listen on (127.0.0.1)"},
+      {"--port", "N to listen on (30000; 0: any free port)"},
+      {"--api-key", "KEY: Bearer key for every route but /health* and /metrics"},
+      {"--served-model-name", "NAME that requests and /v1/models use (the model path)"},
+      {"--chat-template", "FILE: a Jinja chat template instead of the tokenizer's"},
+      {"--context-length", "N: longest prompt + output accepted (the model's max_position_embeddings)"},
+      {"--max-total-tokens", "N: KV cache size in tokens (CPU 8192; CUDA: from --mem-fraction-static)"},
+      {"--page-size", "N: KV page size in tokens (64 on the GPU for models of more than 32 heads, else 1)"},
+      {"--chunked-prefill-size", "N: prefill tokens per step (2048; <= 0: unlimited)"},
+      {"--max-running-requests", "N: requests decoded together (64)"},
+      {"--schedule-policy", "fcfs | lpm (longest cached prefix first) (fcfs)"},
+      {"--random-seed", "N: seed of requests that name none (0)"},
+      {"--max-request-body-bytes", "N: larger bodies get 413 (33554432)"},
+      {"--keep-alive-timeout-s", "N: idle keep-alive connections close after this (30)"},
+      {"--preparation-threads", "N: threads parsing requests, rendering templates, tokenizing (2)"},
+      {"--tool-call-parser", "deepseekv3 | deepseekv31: tool calls into message.tool_calls"},
+      {"--reasoning-parser", "deepseek-r1: <think> text into reasoning_content"},
+      {"--cuda-graph-bs", "N,N,...: decode batch sizes captured as CUDA graphs"},
+      {"--cuda-graph-max-bs", "N: largest captured decode batch (min(--max-running-requests, 256))"},
+      {"--allowed-origins", "ORIGIN,ORIGIN | *: browser origins allowed by CORS (none)"},
+      {"--disable-radix-cache", "no prefix cache"},
+      {"--disable-overlap-schedule", "schedule each step after the previous one finished"},
+      {"--skip-tokenizer-init", "token-id prompts only (no tokenizer)"},
+      {"--enable-metrics", "serve GET /metrics (Prometheus text)"},
+      {"--disable-cuda-graph", "run the padded decode batches eagerly (same results)"},
+      {"--enable-cuda-graph", "accepted for older scripts (graphs are the default)"},
+      {"--enable-deterministic-inference", "batch-invariant GPU kernels: greedy output independent of batching"},
+  };
+  return kDescriptions;
+}
+
 int run_serve(const Args& raw_args) {
   std::set<std::string> value_flags = model_value_flags();
   value_flags.insert({"--tokenizer", "--host", "--port", "--api-key", "--served-model-name", "--chat-template",
@@ -74,7 +117,8 @@ int run_serve(const Args& raw_args) {
   // SGLang's spellings of our flags.
   CliArgs args(rename_flags(raw_args, {{"--model-path", "--model"}, {"--tokenizer-path", "--tokenizer"}}), value_flags,
                {"--disable-radix-cache", "--disable-overlap-schedule", "--skip-tokenizer-init", "--enable-metrics",
-                "--disable-cuda-graph", "--enable-cuda-graph", "--enable-deterministic-inference"});
+                "--disable-cuda-graph", "--enable-cuda-graph", "--enable-deterministic-inference"},
+               serve_flag_descriptions());
   FATHOM_CHECK(args.positional().empty(), "serve takes no positional arguments, got '" << args.positional()[0] << "'");
   ModelCliOptions model_options = parse_model_options(args);
   const std::string model_dir = model_options.load.model_dir;

@@ -1,5 +1,6 @@
 #include "core/cli_args.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -35,13 +36,39 @@ std::string describe_flags(const std::set<std::string>& value_flags, const std::
   return text.empty() ? "no flags" : text;
 }
 
+// "flags taking a value:" then "  --name  description" lines, then "switches:" and theirs.
+std::string describe_flags_in_lines(const std::set<std::string>& value_flags, const std::set<std::string>& bool_flags,
+                                    const FlagDescriptions& descriptions) {
+  size_t width = 0;
+  for (const auto* flags : {&value_flags, &bool_flags}) {
+    for (const std::string& flag : *flags) width = std::max(width, flag.size());
+  }
+  std::string text;
+  auto section = [&](const char* title, const std::set<std::string>& flags) {
+    if (flags.empty()) return;
+    text += std::string(text.empty() ? "" : "\n") + title + "\n";
+    for (const std::string& flag : flags) {
+      const auto description = descriptions.find(flag);
+      text += "  " + flag;
+      if (description != descriptions.end()) text += std::string(width + 2 - flag.size(), ' ') + description->second;
+      text += "\n";
+    }
+  };
+  section("flags taking a value:", value_flags);
+  section("switches:", bool_flags);
+  return text;
+}
+
 }  // namespace
 
 CliArgs::CliArgs(const std::vector<std::string>& args, const std::set<std::string>& value_flags,
-                 const std::set<std::string>& bool_flags) {
+                 const std::set<std::string>& bool_flags, const FlagDescriptions& descriptions) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
-    if (arg == "--help" || arg == "-h") throw HelpRequested(describe_flags(value_flags, bool_flags));
+    if (arg == "--help" || arg == "-h") {
+      throw HelpRequested(descriptions.empty() ? describe_flags(value_flags, bool_flags)
+                                               : describe_flags_in_lines(value_flags, bool_flags, descriptions));
+    }
     if (arg.rfind("--", 0) != 0 || arg == "--") {
       positional_.push_back(arg);
       continue;

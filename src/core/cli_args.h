@@ -20,13 +20,16 @@ class HelpRequested : public std::exception {
   std::string flags_text_;
 };
 
+// One line per flag for --help: "--port" -> "N: the port to listen on (30000)".
+using FlagDescriptions = std::map<std::string, std::string>;
+
 class CliArgs {
  public:
   // value_flags take a value (`--model DIR` or `--model=DIR`); bool_flags take none.
   // Unknown flags or a missing value throw fathom::Error naming the flag (and listing the valid ones);
-  // `--help` / `-h` throws HelpRequested.
+  // `--help` / `-h` throws HelpRequested: the flags' names, or with `descriptions` one described flag per line.
   CliArgs(const std::vector<std::string>& args, const std::set<std::string>& value_flags,
-          const std::set<std::string>& bool_flags);
+          const std::set<std::string>& bool_flags, const FlagDescriptions& descriptions = {});
 
   bool has(const std::string& flag) const;
   std::optional<std::string> get(const std::string& flag) const;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -231,8 +232,20 @@ TEST_F(Cli, EveryCommandListsItsFlagsOnHelp) {
     RunResult help = run(std::string(command) + " --help");
     EXPECT_EQ(help.exit_code, 0) << command << ": " << help.output;
     EXPECT_NE(help.output.find(std::string("usage: fathom ") + command), std::string::npos) << help.output;
-    EXPECT_NE(help.output.find("flags taking a value: "), std::string::npos) << help.output;
+    EXPECT_NE(help.output.find("flags taking a value:"), std::string::npos) << help.output;
   }
+  // serve describes each flag on its own line: none is listed bare.
+  RunResult serve = run("serve --help");
+  std::istringstream lines(serve.output);
+  int described = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("  --", 0) != 0) continue;
+    EXPECT_NE(line.find_first_not_of(' ', line.find(' ', 2)), std::string::npos) << "no description: " << line;
+    ++described;
+  }
+  EXPECT_GE(described, 30) << serve.output;
+  EXPECT_NE(serve.output.find("--context-length                  N: longest prompt + output"), std::string::npos)
+      << serve.output;
   RunResult generate = run("help generate");
   EXPECT_EQ(generate.exit_code, 0) << generate.output;
   EXPECT_NE(generate.output.find("--max-new-tokens"), std::string::npos) << generate.output;
