@@ -183,6 +183,9 @@ struct Prompt {
 struct RequestResult {
   bool success = false;
   std::string error;
+  // The planned prompt length, as SGLang's bench_serving counts input tokens; the server's count only where the
+  // length is not known here (--prompts-file text without --tokenizer).
+  int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;
   double latency_s = 0;
   double ttft_s = 0;
@@ -220,6 +223,8 @@ std::string request_body(const Options& options, const Prompt& prompt) {
 // Sends one request and measures it; never throws.
 RequestResult send_request(const Options& options, const Prompt& prompt) {
   RequestResult result;
+  result.prompt_tokens = prompt.input_len;
+  const bool count_prompt_from_server = prompt.input_len == 0;
   result.start = Clock::now();
   try {
     HttpCall call(options.endpoint, "POST", options.backend == "fathom" ? "/generate" : "/v1/completions",
@@ -253,12 +258,15 @@ RequestResult send_request(const Options& options, const Prompt& prompt) {
       if (options.backend == "fathom") {
         const Json& meta = event.at("meta_info");
         const int64_t completion = meta.value("completion_tokens", seen_tokens);
+        if (count_prompt_from_server) result.prompt_tokens = meta.value("prompt_tokens", result.prompt_tokens);
         if (completion > seen_tokens) on_token_event(now, completion - seen_tokens);
         seen_tokens = completion;
         reported_tokens = completion;
       } else {
         if (event.contains("usage") && event["usage"].is_object()) {
-          reported_tokens = event["usage"].value("completion_tokens", reported_tokens);
+          const Json& usage = event["usage"];
+          reported_tokens = usage.value("completion_tokens", reported_tokens);
+          if (count_prompt_from_server) result.prompt_tokens = usage.value("prompt_tokens", result.prompt_tokens);
         }
         if (event.contains("choices") && !event["choices"].empty()) {
           const Json& choice = event["choices"][0];
@@ -290,8 +298,10 @@ RequestResult send_request(const Options& options, const Prompt& prompt) {
       result.ttft_s = seconds_between(result.start, end);
       if (options.backend == "fathom") {
         reported_tokens = response.at("meta_info").value("completion_tokens", int64_t{0});
+        if (count_prompt_from_server) result.prompt_tokens = response["meta_info"].value("prompt_tokens", int64_t{0});
       } else {
         reported_tokens = response.at("usage").value("completion_tokens", int64_t{0});
+        if (count_prompt_from_server) result.prompt_tokens = response["usage"].value("prompt_tokens", int64_t{0});
       }
       chunks = 1;
     } else {
@@ -651,15 +661,14 @@ int run_bench_serving(const Args& raw_args) {
   int64_t completed = 0, failed = 0, total_input = 0, total_output = 0;
   std::vector<double> e2e, ttft, tpot, itl;
   std::string first_error;
-  for (size_t i = 0; i < results.size(); ++i) {
-    const RequestResult& r = results[i];
+  for (const RequestResult& r : results) {
     if (!r.success) {
       ++failed;
       if (first_error.empty()) first_error = r.error;
       continue;
     }
     ++completed;
-    total_input += prompts[i].input_len;  // the planned lengths, as SGLang's bench_serving sums them
+    total_input += r.prompt_tokens;
     total_output += r.output_tokens;
     e2e.push_back(r.latency_s);
     ttft.push_back(r.ttft_s);

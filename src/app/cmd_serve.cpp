@@ -62,8 +62,6 @@ void raise_open_file_limit() {
   }
 }
 
-}  // namespace
-
 // serve --help, one line per flag (README.md has the details).
 const FlagDescriptions& serve_flag_descriptions() {
   static const FlagDescriptions kDescriptions = {
@@ -106,6 +104,8 @@ const FlagDescriptions& serve_flag_descriptions() {
   };
   return kDescriptions;
 }
+
+}  // namespace
 
 int run_serve(const Args& raw_args) {
   std::set<std::string> value_flags = model_value_flags();
@@ -150,7 +150,6 @@ int run_serve(const Args& raw_args) {
   engine_config.schedule_policy = scheduler::parse_schedule_policy(args.get_or("--schedule-policy", "fcfs"));
   engine_config.disable_radix_cache = args.has("--disable-radix-cache");
   engine_config.disable_overlap = args.has("--disable-overlap-schedule");
-  engine_config.random_seed = static_cast<uint64_t>(args.get_int_or("--random-seed", 0));
   FATHOM_CHECK(engine_config.max_running_requests >= 1, "--max-running-requests must be >= 1");
   // SGLang's --context-length: the longest prompt + output accepted, at most the model's max_position_embeddings.
   engine_config.context_length = args.get_int_or("--context-length", 0);
@@ -168,6 +167,7 @@ int run_serve(const Args& raw_args) {
   FATHOM_CHECK(max_body_bytes >= 1, "--max-request-body-bytes must be >= 1, got " << max_body_bytes);
   const int64_t random_seed = args.get_int_or("--random-seed", 0);
   FATHOM_CHECK(random_seed >= 0, "--random-seed must be >= 0, got " << random_seed);
+  engine_config.random_seed = static_cast<uint64_t>(random_seed);
   const int64_t preparation_threads = args.get_int_or("--preparation-threads", 2);
   FATHOM_CHECK(preparation_threads >= 1 && preparation_threads <= 256,
                "--preparation-threads must be in [1, 256], got " << preparation_threads);

@@ -133,7 +133,7 @@ LocalEngine::LocalEngine(const EngineConfig& config) {
   scheduler_config.deterministic = config.deterministic;
   FATHOM_CHECK(config.context_length >= 0 && (model_config.max_position_embeddings <= 0 ||
                                                config.context_length <= model_config.max_position_embeddings),
-               "context length " << config.context_length << " is outside [1, max_position_embeddings "
+               "context length " << config.context_length << " is outside [0 (the model's), max_position_embeddings "
                                  << model_config.max_position_embeddings << "]");
   scheduler_config.max_position_embeddings =
       config.context_length > 0 ? config.context_length : model_config.max_position_embeddings;

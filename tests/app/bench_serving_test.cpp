@@ -341,6 +341,24 @@ TEST(BenchServing, MultiTokenEventsSplitTheirGapAndInputTokensArePlanned) {
   EXPECT_NE(result.output.find("Max ITL (ms):"), std::string::npos) << result.output;
 }
 
+// Input tokens of --prompts-file lines: an id array counts its ids (the planned length); a text line without
+// --tokenizer has no length here, so the server's prompt_tokens count it.
+TEST(BenchServing, FilePromptsCountPlannedIdsAndTheServersCountForText) {
+  FakeServer server([](const std::string&, const std::string& path, const std::string&) {
+    return path == "/get_model_info" ? model_info(50) : one_token_stream();  // reports prompt_tokens 3
+  });
+  TempDir dir("bench-file");
+  const std::string prompts = dir.file("prompts.jsonl"), output = dir.file("result.jsonl");
+  std::ofstream(prompts) << "\"some text\"\n[5, 6, 7, 8]\n";
+  RunResult result = run("bench-serving --port " + std::to_string(server.port()) + " --prompts-file " + prompts +
+                         " --random-output 1 --output-file " + output);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  std::ifstream result_file(output);
+  std::string line;
+  ASSERT_TRUE(std::getline(result_file, line));
+  EXPECT_EQ(nlohmann::json::parse(line)["total_input_tokens"], 3 + 4) << line;
+}
+
 TEST(BenchServing, ServerWithoutVocabSizeAsksForTokenizer) {
   FakeServer sglang_like([](const std::string&, const std::string& path, const std::string&) {
     return path == "/get_model_info" ? FakeServer::Reply{200, "application/json", R"({"model_path":"x"})"}
