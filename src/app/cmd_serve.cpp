@@ -11,17 +11,20 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "app/commands.h"
 #include "app/model_options.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "model/config.h"
 #include "scheduler/local_engine.h"
 #include "server/api_server.h"
 #include "server/http_server.h"
 #include "server/output_parsing.h"
+#include "server/stats_log.h"
 #include "server/tokenizer_codec.h"
 
 namespace fathom::app {
@@ -101,6 +104,8 @@ const FlagDescriptions& serve_flag_descriptions() {
       {"--disable-cuda-graph", "run the padded decode batches eagerly (same results)"},
       {"--enable-cuda-graph", "accepted for older scripts (graphs are the default)"},
       {"--enable-deterministic-inference", "batch-invariant GPU kernels: greedy output independent of batching"},
+      {"--log-level", "debug | info | warning | error: stderr lines shown; info adds the access log (info)"},
+      {"--stats-interval-s", "N: seconds between the engine's stats lines at --log-level info (10; 0: none)"},
   };
   return kDescriptions;
 }
@@ -113,7 +118,8 @@ int run_serve(const Args& raw_args) {
                       "--max-total-tokens", "--mem-fraction-static", "--page-size", "--chunked-prefill-size",
                       "--max-running-requests", "--schedule-policy", "--random-seed", "--max-request-body-bytes",
                       "--keep-alive-timeout-s", "--preparation-threads", "--tool-call-parser", "--reasoning-parser",
-                      "--cuda-graph-bs", "--cuda-graph-max-bs", "--context-length", "--allowed-origins"});
+                      "--cuda-graph-bs", "--cuda-graph-max-bs", "--context-length", "--allowed-origins",
+                      "--log-level", "--stats-interval-s"});
   // SGLang's spellings of our flags.
   CliArgs args(rename_flags(raw_args, {{"--model-path", "--model"}, {"--tokenizer-path", "--tokenizer"}}), value_flags,
                {"--disable-radix-cache", "--disable-overlap-schedule", "--skip-tokenizer-init", "--enable-metrics",
@@ -168,6 +174,10 @@ int run_serve(const Args& raw_args) {
   const int64_t random_seed = args.get_int_or("--random-seed", 0);
   FATHOM_CHECK(random_seed >= 0, "--random-seed must be >= 0, got " << random_seed);
   engine_config.random_seed = static_cast<uint64_t>(random_seed);
+  const auto logger = std::make_shared<const Logger>(parse_log_level(args.get_or("--log-level", "info")));
+  const int64_t stats_interval_s = args.get_int_or("--stats-interval-s", 10);
+  FATHOM_CHECK(stats_interval_s >= 0 && stats_interval_s <= 86400,
+               "--stats-interval-s must be in [0, 86400], got " << stats_interval_s);
   const int64_t preparation_threads = args.get_int_or("--preparation-threads", 2);
   FATHOM_CHECK(preparation_threads >= 1 && preparation_threads <= 256,
                "--preparation-threads must be in [1, 256], got " << preparation_threads);
@@ -202,6 +212,7 @@ int run_serve(const Args& raw_args) {
   server_config.preparation_threads = static_cast<int>(preparation_threads);
   server_config.api_key = args.get_or("--api-key", "");
   server_config.enable_metrics = args.has("--enable-metrics");
+  server_config.logger = logger;
   if (auto origins = args.get("--allowed-origins")) {  // vLLM's flag: comma-separated origins, or *
     std::stringstream list(*origins);
     for (std::string origin; std::getline(list, origin, ',');) {
@@ -242,7 +253,9 @@ int run_serve(const Args& raw_args) {
                                {"enable_metrics", server_config.enable_metrics},
                                {"allowed_origins", server_config.allowed_origins},
                                {"tool_call_parser", args.get_or("--tool-call-parser", "")},
-                               {"reasoning_parser", args.get_or("--reasoning-parser", "")}};
+                               {"reasoning_parser", args.get_or("--reasoning-parser", "")},
+                               {"log_level", args.get_or("--log-level", "info")},
+                               {"stats_interval_s", stats_interval_s}};
 
   std::shared_ptr<const server::PromptCodec> codec;
   if (skip_tokenizer) {
@@ -252,7 +265,7 @@ int run_serve(const Args& raw_args) {
                  "no tokenizer.json in " << tokenizer_dir << "; pass --tokenizer DIR (or --skip-tokenizer-init for token-id prompts)");
     auto tokenizer_codec = std::make_shared<server::TokenizerPromptCodec>(tokenizer_dir, args.get("--chat-template"), model_config.vocab_size);
     for (const std::string& warning : server::output_parser_warnings(server_config.output_parsers, *tokenizer_codec)) {
-      std::fprintf(stderr, "fathom serve: warning: %s\n", warning.c_str());
+      logger->warning("fathom serve: " + warning);
     }
     codec = std::move(tokenizer_codec);
   }
@@ -305,19 +318,23 @@ int run_serve(const Args& raw_args) {
               server_config.served_model_name.c_str(), static_cast<long long>(engine->max_context_tokens()),
               static_cast<long long>(engine->stats().kv_total_tokens));
   std::fflush(stdout);
+  std::optional<server::EngineStatsLog> stats_log;
+  if (stats_interval_s > 0 && logger->enabled(LogLevel::kInfo)) {
+    stats_log.emplace(*engine, *logger, std::chrono::seconds(stats_interval_s));
+  }
 
   int received = 0;
   while (sigwait(&stop_signals, &received) != 0) {
   }
-  std::fprintf(stderr, "fathom serve: %s received: no new connections; finishing the requests in flight\n",
-               received == SIGTERM ? "SIGTERM" : "SIGINT");
+  logger->info(std::string("fathom serve: ") + (received == SIGTERM ? "SIGTERM" : "SIGINT") +
+                  " received: no new connections; finishing the requests in flight");
   // A second signal while draining aborts what is still running (the responses still complete, as "abort").
   std::atomic<bool> drained{false};
   std::thread second_signal([&] {
     const timespec poll_interval{0, 200'000'000};
     while (!drained) {
       if (sigtimedwait(&stop_signals, nullptr, &poll_interval) > 0) {
-        std::fprintf(stderr, "fathom serve: second signal: aborting the requests in flight\n");
+        logger->warning("fathom serve: second signal: aborting the requests in flight");
         api_server.abort_all();
       }
     }
@@ -325,8 +342,9 @@ int run_serve(const Args& raw_args) {
   api_server.shutdown();
   drained = true;
   second_signal.join();
+  stats_log.reset();
   engine->shutdown();
-  std::fprintf(stderr, "fathom serve: drained, exiting\n");
+  logger->info("fathom serve: drained, exiting");
   return 0;
 }
 

@@ -94,6 +94,11 @@ ApiServer::ApiServer(ApiServerConfig config, scheduler::Engine& engine, std::sha
     metrics_.record_response_status(401);
     return error_response(unauthorized_error());
   });
+  if (config_.logger && config_.logger->enabled(LogLevel::kInfo)) {
+    http_.set_exchange_observer([logger = config_.logger](const ExchangeRecord& record) {
+      logger->info(format_access_line(record));
+    });
+  }
 }
 
 ApiServer::~ApiServer() {

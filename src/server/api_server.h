@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/log.h"
 #include "scheduler/engine.h"
 #include "server/event_loop.h"
 #include "server/http_server.h"
@@ -54,6 +55,8 @@ struct ApiServerConfig {
   // --allowed-origins: browser origins allowed by CORS ("*": any). Empty: no CORS, so a web page the operator visits
   // cannot drive a server that has no API key (SGLang and vLLM allow any origin by default).
   std::vector<std::string> allowed_origins;
+  // Where the access log goes (one line per exchange at LogLevel::kInfo, server/access_log.h); null: no access log.
+  std::shared_ptr<const Logger> logger;
 };
 
 class ApiServer {

@@ -143,6 +143,7 @@ void HttpConnection::process_input() {
     exchange_version_minor_ = request.version_minor;
     exchange_done_ = false;
     exchange_ = std::make_shared<HttpExchange>(this, loop_, std::move(request), peer_);
+    if (hooks_.on_exchange_done) exchange_->set_done_observer(hooks_.on_exchange_done);
     std::shared_ptr<HttpExchange> exchange = exchange_;
     hooks_.on_request(exchange);  // may answer synchronously (finish_exchange clears exchange_)
   }
@@ -268,6 +269,17 @@ void HttpConnection::reply_protocol_error(int status, const std::string& message
 }
 
 void HttpConnection::reply_and_close(const HttpResponse& response) {
+  if (hooks_.on_exchange_done) {
+    ExchangeRecord record;
+    record.peer = peer_;
+    const bool have_line = !parser_.request().method.empty();  // its request line was parsed
+    record.method = have_line ? parser_.request().method : "-";
+    record.target = have_line ? parser_.request().target : "-";
+    record.version_minor = have_line ? parser_.request().version_minor : 1;
+    record.status = response.status;
+    record.duration_ms = std::chrono::duration<double, std::milli>(Clock::now() - request_started_).count();
+    hooks_.on_exchange_done(record);
+  }
   out_ += serialize_response(response, 1, /*keep_alive=*/false, /*head_only=*/false);
   close_after_flush_ = true;
   in_.clear();

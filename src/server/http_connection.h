@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "server/access_log.h"
 #include "server/http_message.h"
 #include "server/http_request_parser.h"
 
@@ -38,6 +39,9 @@ class HttpConnection {
     // Optional: asked once a request's headers are in and it expects 100-continue; a response refuses it before the
     // client sends its body (the connection then closes), nullopt lets it continue.
     std::function<std::optional<HttpResponse>(const HttpRequest& headers)> refuse_before_body;
+    // Optional: each exchange's record when it finished or its client left, and each request answered by the
+    // connection itself (a protocol error, a timeout, a refused body), for the access log.
+    std::function<void(const ExchangeRecord&)> on_exchange_done;
   };
 
   HttpConnection(EventLoop& loop, int fd, uint64_t id, std::string peer, const HttpConnectionConfig& config, const Hooks& hooks);

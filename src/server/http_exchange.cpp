@@ -17,6 +17,7 @@ void HttpExchange::respond(HttpResponse response) {
   HttpConnection* connection = connection_;
   connection_ = nullptr;
   connection->write_response(response);
+  report_done(false);
 }
 
 bool HttpExchange::start_stream(int status, HttpHeaders headers) {
@@ -40,14 +41,31 @@ void HttpExchange::end_stream() {
   HttpConnection* connection = connection_;
   connection_ = nullptr;
   connection->write_stream_end();
+  report_done(false);
 }
 
 void HttpExchange::detach() {
   connection_ = nullptr;
   if (finished_) return;
+  report_done(true);
   std::function<void()> handler = std::move(close_handler_);
   close_handler_ = nullptr;
   if (handler) handler();
+}
+
+void HttpExchange::report_done(bool client_gone) {
+  std::function<void(const ExchangeRecord&)> observer = std::move(done_observer_);
+  done_observer_ = nullptr;
+  if (!observer) return;
+  ExchangeRecord record;
+  record.peer = peer_;
+  record.method = request_.method;
+  record.target = request_.target;
+  record.version_minor = request_.version_minor;
+  record.status = status_;
+  record.client_gone = client_gone;
+  record.duration_ms = std::chrono::duration<double, std::milli>(Clock::now() - received_at_).count();
+  observer(record);
 }
 
 }  // namespace fathom::server

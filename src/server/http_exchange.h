@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "server/access_log.h"
 #include "server/http_message.h"
 
 namespace fathom::server {
@@ -48,10 +49,13 @@ class HttpExchange {
 
   // Called once, on the loop thread, when the connection closes before the response finished.
   void set_close_handler(std::function<void()> handler) { close_handler_ = std::move(handler); }
+  // Told once, on the loop thread, when the response finished or the client left before it did (the access log).
+  void set_done_observer(std::function<void(const ExchangeRecord&)> observer) { done_observer_ = std::move(observer); }
 
  private:
   friend class HttpConnection;
   void detach();  // by the connection when it closes
+  void report_done(bool client_gone);
 
   HttpConnection* connection_;
   EventLoop& loop_;
@@ -59,6 +63,7 @@ class HttpExchange {
   std::string peer_;
   Clock::time_point received_at_;
   std::function<void()> close_handler_;
+  std::function<void(const ExchangeRecord&)> done_observer_;
   HttpHeaders extra_headers_;
   bool streaming_ = false;
   bool finished_ = false;

@@ -47,6 +47,10 @@ class HttpServer {
   void set_refuse_before_body(std::function<std::optional<HttpResponse>(const HttpRequest&)> refuse) {
     hooks_.refuse_before_body = std::move(refuse);
   }
+  // See HttpConnection::Hooks::on_exchange_done; set before listen().
+  void set_exchange_observer(std::function<void(const ExchangeRecord&)> observer) {
+    hooks_.on_exchange_done = std::move(observer);
+  }
   const std::string& host() const { return config_.host; }
 
   // Loop thread only.

@@ -1,0 +1,187 @@
+// The access log (one line per exchange, answered by the server or by the HTTP layer, or left by its client) and
+// serve's periodic engine stats line.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <sstream>
+#include <thread>
+
+#include "server/access_log.h"
+#include "server/stats_log.h"
+#include "server_harness.h"
+#include "test_http_client.h"
+
+namespace fathom::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(AccessLog, FormatsTheRequestLineStatusAndDuration) {
+  server::ExchangeRecord record;
+  record.peer = "127.0.0.1:53422";
+  record.method = "POST";
+  record.target = "/v1/chat/completions";
+  record.status = 200;
+  record.duration_ms = 35.21;
+  EXPECT_EQ(server::format_access_line(record), "127.0.0.1:53422 \"POST /v1/chat/completions HTTP/1.1\" 200 35.2 ms");
+  record.version_minor = 0;
+  record.client_gone = true;
+  record.duration_ms = 5012.0;
+  EXPECT_EQ(server::format_access_line(record),
+            "127.0.0.1:53422 \"POST /v1/chat/completions HTTP/1.0\" 200 client disconnected after 5012.0 ms");
+  record.status = 0;  // nothing sent before the client left
+  EXPECT_EQ(server::format_access_line(record),
+            "127.0.0.1:53422 \"POST /v1/chat/completions HTTP/1.0\" - client disconnected after 5012.0 ms");
+  record.method = "-";  // no valid request line
+  record.status = 400;
+  record.client_gone = false;
+  record.duration_ms = 1.0;
+  EXPECT_EQ(server::format_access_line(record), "127.0.0.1:53422 \"-\" 400 1.0 ms");
+}
+
+TEST(AccessLog, EscapesAndCutsWhatTheClientControls) {
+  server::ExchangeRecord record;
+  record.peer = "[::1]:80";
+  record.method = "GET";
+  record.target = "/a\"b\\c\n\xc3\xa9";
+  record.status = 404;
+  EXPECT_EQ(server::format_access_line(record), "[::1]:80 \"GET /a\\x22b\\x5cc\\x0a\\xc3\\xa9 HTTP/1.1\" 404 0.0 ms");
+  record.target = "/" + std::string(400, 'a');
+  const std::string line = server::format_access_line(record);
+  EXPECT_NE(line.find("/" + std::string(255, 'a') + "... HTTP/1.1"), std::string::npos) << line;
+}
+
+std::vector<std::string> lines_of(std::FILE* file) {
+  std::fflush(file);
+  std::rewind(file);
+  std::string text;
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), file)) > 0;) text.append(buffer, n);
+  std::vector<std::string> lines;
+  std::stringstream stream(text);
+  for (std::string line; std::getline(stream, line);) lines.push_back(line);
+  return lines;
+}
+
+// Waits until the log holds `count` lines (the loop thread writes each just after its response left).
+std::vector<std::string> wait_for_lines(std::FILE* file, size_t count) {
+  std::vector<std::string> lines;
+  for (int attempt = 0; attempt < 500; ++attempt) {
+    lines = lines_of(file);
+    if (lines.size() >= count) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  return lines;
+}
+
+TEST(AccessLog, ServerLogsEveryExchangeOnceAtInfo) {
+  std::FILE* file = std::tmpfile();
+  ASSERT_NE(file, nullptr);
+  FakeEngineOptions options;
+  options.token_delay = 5ms;
+  {
+    ServerHarness harness(options, [&](server::ApiServerConfig& config) {
+      config.logger = std::make_shared<const Logger>(LogLevel::kInfo, file);
+    });
+    EXPECT_EQ(http_call(harness.port(), "GET", "/health").status, 200);
+    EXPECT_EQ(http_call(harness.port(), "GET", "/nope?x=1").status, 404);
+    EXPECT_EQ(http_call(harness.port(), "POST", "/v1/completions", R"({"prompt": "hi", "max_tokens": 3, "stream": true})")
+                  .status,
+              200);
+    {  // a protocol error, answered by the HTTP layer
+      TestConnection connection(harness.port());
+      connection.send("GET /health HTTP/2.0\r\n\r\n");
+      EXPECT_EQ(connection.read_response().status, 505);
+    }
+    {  // a client that leaves mid-stream
+      TestConnection connection(harness.port());
+      connection.send(build_request("POST", "/v1/completions", R"({"prompt": "long", "max_tokens": 250, "stream": true})"));
+      connection.read_until("\"text\":\"t");
+    }
+    const std::vector<std::string> lines = wait_for_lines(file, 5);
+    ASSERT_EQ(lines.size(), 5u);
+    auto expect_line = [&](size_t i, const std::string& request, const std::string& outcome) {
+      EXPECT_NE(lines[i].find("] INFO 127.0.0.1:"), std::string::npos) << lines[i];
+      EXPECT_NE(lines[i].find(" \"" + request + "\" " + outcome), std::string::npos) << lines[i];
+      EXPECT_EQ(lines[i].substr(lines[i].size() - 3), " ms") << lines[i];
+    };
+    expect_line(0, "GET /health HTTP/1.1", "200 ");
+    expect_line(1, "GET /nope?x=1 HTTP/1.1", "404 ");
+    expect_line(2, "POST /v1/completions HTTP/1.1", "200 ");
+    EXPECT_NE(lines[3].find(" \"-\" 505 "), std::string::npos) << lines[3];  // an invalid request line
+    expect_line(4, "POST /v1/completions HTTP/1.1", "200 client disconnected after ");
+  }
+  EXPECT_EQ(lines_of(file).size(), 5u);  // nothing more at shutdown
+  std::fclose(file);
+}
+
+TEST(AccessLog, NoLinesAboveInfo) {
+  std::FILE* file = std::tmpfile();
+  ASSERT_NE(file, nullptr);
+  {
+    ServerHarness harness({}, [&](server::ApiServerConfig& config) {
+      config.logger = std::make_shared<const Logger>(LogLevel::kWarning, file);
+    });
+    EXPECT_EQ(http_call(harness.port(), "GET", "/health").status, 200);
+  }
+  EXPECT_TRUE(lines_of(file).empty());
+  std::fclose(file);
+}
+
+TEST(StatsLog, IdleIntervalsLogNothing) {
+  scheduler::EngineStats idle;
+  idle.kv_total_tokens = 1000;
+  idle.prompt_tokens_total = 50;
+  idle.generated_tokens_total = 70;
+  EXPECT_FALSE(server::format_stats_line(idle, idle, 10.0).has_value());
+}
+
+TEST(StatsLog, BusyIntervalsLogRatesAndUse) {
+  scheduler::EngineStats before, after;
+  before.kv_total_tokens = after.kv_total_tokens = 8192;
+  before.prompt_tokens_total = 100;
+  before.cached_prompt_tokens_total = 10;
+  before.generated_tokens_total = 1000;
+  after = before;
+  after.running_requests = 3;
+  after.waiting_requests = 1;
+  after.kv_used_tokens = 2048;
+  after.prompt_tokens_total = 100 + 400;
+  after.cached_prompt_tokens_total = 10 + 100;
+  after.generated_tokens_total = 1000 + 250;
+  const std::optional<std::string> line = server::format_stats_line(before, after, 2.0);
+  ASSERT_TRUE(line.has_value());
+  EXPECT_EQ(*line, "engine: 3 running, 1 queued, KV 2048 / 8192 tokens (25.0%), prompt 200.0 tok/s (25.0% cached), "
+                   "generated 125.0 tok/s");
+  // Tokens counted in an interval that ends idle still make a line (the last requests finished inside it).
+  scheduler::EngineStats finished = before;
+  finished.generated_tokens_total += 5;
+  EXPECT_TRUE(server::format_stats_line(before, finished, 1.0).has_value());
+}
+
+TEST(StatsLog, ThreadLogsWhileTheEngineWorks) {
+  std::FILE* file = std::tmpfile();
+  ASSERT_NE(file, nullptr);
+  FakeEngineOptions options;
+  options.token_delay = 5ms;
+  FakeEngine engine(options);
+  const Logger logger(LogLevel::kInfo, file);
+  {
+    server::EngineStatsLog stats_log(engine, logger, 50ms);
+    std::this_thread::sleep_for(200ms);  // idle: no line
+    EXPECT_TRUE(lines_of(file).empty());
+    scheduler::GenerateRequest request;
+    request.request_id = "r1";
+    request.input_ids = {1, 2, 3};
+    request.sampling.max_new_tokens = 100;
+    engine.submit(request, [](const scheduler::GenerationEvent&) {});
+    const std::vector<std::string> lines = wait_for_lines(file, 1);
+    ASSERT_FALSE(lines.empty());
+    EXPECT_NE(lines[0].find("] INFO engine: "), std::string::npos) << lines[0];
+    engine.abort("r1");
+  }
+  std::fclose(file);
+}
+
+}  // namespace
+}  // namespace fathom::testing
