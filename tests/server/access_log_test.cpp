@@ -85,9 +85,8 @@ TEST(AccessLog, ServerLogsEveryExchangeOnceAtInfo) {
     });
     EXPECT_EQ(http_call(harness.port(), "GET", "/health").status, 200);
     EXPECT_EQ(http_call(harness.port(), "GET", "/nope?x=1").status, 404);
-    EXPECT_EQ(http_call(harness.port(), "POST", "/v1/completions", R"({"prompt": "hi", "max_tokens": 3, "stream": true})")
-                  .status,
-              200);
+    const std::string short_stream = R"({"prompt": "hi", "max_tokens": 3, "stream": true})";
+    EXPECT_EQ(http_call(harness.port(), "POST", "/v1/completions", short_stream).status, 200);
     {  // a protocol error, answered by the HTTP layer
       TestConnection connection(harness.port());
       connection.send("GET /health HTTP/2.0\r\n\r\n");
@@ -95,7 +94,8 @@ TEST(AccessLog, ServerLogsEveryExchangeOnceAtInfo) {
     }
     {  // a client that leaves mid-stream
       TestConnection connection(harness.port());
-      connection.send(build_request("POST", "/v1/completions", R"({"prompt": "long", "max_tokens": 250, "stream": true})"));
+      const std::string long_stream = R"({"prompt": "long", "max_tokens": 250, "stream": true})";
+      connection.send(build_request("POST", "/v1/completions", long_stream));
       connection.read_until("\"text\":\"t");
     }
     const std::vector<std::string> lines = wait_for_lines(file, 5);
