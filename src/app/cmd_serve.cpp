@@ -105,6 +105,7 @@ const FlagDescriptions& serve_flag_descriptions() {
       {"--enable-cuda-graph", "accepted for older scripts (graphs are the default)"},
       {"--enable-deterministic-inference", "batch-invariant GPU kernels: greedy output independent of batching"},
       {"--log-level", "debug | info | warning | error: stderr lines shown; info adds the access log (info)"},
+      {"--log-requests", "a line per finished request at --log-level info: tokens, finish reason, timings"},
       {"--stats-interval-s", "N: seconds between the engine's stats lines at --log-level info (10; 0: none)"},
   };
   return kDescriptions;
@@ -123,7 +124,7 @@ int run_serve(const Args& raw_args) {
   // SGLang's spellings of our flags.
   CliArgs args(rename_flags(raw_args, {{"--model-path", "--model"}, {"--tokenizer-path", "--tokenizer"}}), value_flags,
                {"--disable-radix-cache", "--disable-overlap-schedule", "--skip-tokenizer-init", "--enable-metrics",
-                "--disable-cuda-graph", "--enable-cuda-graph", "--enable-deterministic-inference"},
+                "--disable-cuda-graph", "--enable-cuda-graph", "--enable-deterministic-inference", "--log-requests"},
                serve_flag_descriptions());
   FATHOM_CHECK(args.positional().empty(), "serve takes no positional arguments, got '" << args.positional()[0] << "'");
   ModelCliOptions model_options = parse_model_options(args);
@@ -213,6 +214,7 @@ int run_serve(const Args& raw_args) {
   server_config.api_key = args.get_or("--api-key", "");
   server_config.enable_metrics = args.has("--enable-metrics");
   server_config.logger = logger;
+  server_config.log_requests = args.has("--log-requests");
   if (auto origins = args.get("--allowed-origins")) {  // vLLM's flag: comma-separated origins, or *
     std::stringstream list(*origins);
     for (std::string origin; std::getline(list, origin, ',');) {
@@ -255,6 +257,7 @@ int run_serve(const Args& raw_args) {
                                {"tool_call_parser", args.get_or("--tool-call-parser", "")},
                                {"reasoning_parser", args.get_or("--reasoning-parser", "")},
                                {"log_level", args.get_or("--log-level", "info")},
+                               {"log_requests", server_config.log_requests},
                                {"stats_interval_s", stats_interval_s}};
 
   std::shared_ptr<const server::PromptCodec> codec;

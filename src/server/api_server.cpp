@@ -321,6 +321,9 @@ void ApiServer::start_job(const std::shared_ptr<HttpExchange>& exchange, Prepare
   context.engine = &engine_;
   context.metrics = &metrics_;
   context.poster = poster_;
+  if (config_.log_requests && config_.logger && config_.logger->enabled(LogLevel::kInfo)) {
+    context.request_log = config_.logger.get();
+  }
   for (const JobChoice& choice : prepared.choices) {
     if (!choice.client_rid.empty() && active_rids_.count(choice.client_rid)) {
       return reply_error(exchange, ApiError::invalid_value("rid", "Invalid 'rid': '" + choice.client_rid.substr(0, 64) +

@@ -57,6 +57,7 @@ struct ApiServerConfig {
   std::vector<std::string> allowed_origins;
   // Where the access log goes (one line per exchange at LogLevel::kInfo, server/access_log.h); null: no access log.
   std::shared_ptr<const Logger> logger;
+  bool log_requests = false;  // --log-requests: also a line per finished engine request (tokens, timings) at info
 };
 
 class ApiServer {

@@ -1,6 +1,7 @@
 #include "server/generation_job.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "server/api_error.h"
 #include "server/event_loop.h"
@@ -24,6 +25,23 @@ const char* reason_label(scheduler::FinishReason reason) {
   }
   return "none";
 }
+// --log-requests' line for a finished engine request; first_token_s < 0: none came.
+std::string request_log_line(const ChoiceResult& choice, double first_token_s) {
+  char line[256];
+  std::snprintf(line, sizeof(line), ": %s, %lld prompt tokens (%lld cached), %lld generated, first token ",
+                reason_label(choice.finish_reason), static_cast<long long>(choice.prompt_length),
+                static_cast<long long>(choice.cached_prompt_tokens), static_cast<long long>(choice.completion_tokens));
+  std::string text = "request " + choice.request_id + line;
+  char timing[96];
+  if (first_token_s >= 0.0) {
+    std::snprintf(timing, sizeof(timing), "%.1f ms, total %.1f ms", first_token_s * 1e3, choice.latency_s * 1e3);
+  } else {
+    std::snprintf(timing, sizeof(timing), "-, total %.1f ms", choice.latency_s * 1e3);
+  }
+  text += timing;
+  if (!choice.error_message.empty()) text += ", error: " + choice.error_message;
+  return text;
+}
 }  // namespace
 
 GenerationJob::GenerationJob(std::shared_ptr<HttpExchange> exchange, std::unique_ptr<GenerationProtocol> protocol, bool stream,
@@ -37,6 +55,7 @@ void GenerationJob::start(std::vector<JobChoice> choices) {
   choices_.resize(count);
   last_token_at_.assign(count, Clock::now());
   first_token_seen_.assign(count, false);
+  first_token_s_.assign(count, -1.0);
   abort_sent_.assign(count, false);
   unfinished_ = count;
   for (size_t slot = 0; slot < count; ++slot) {
@@ -97,7 +116,8 @@ void GenerationJob::merge(ChoiceResult& choice, size_t slot, const scheduler::Ge
   if (new_tokens > 0) {
     if (!first_token_seen_[slot]) {
       first_token_seen_[slot] = true;
-      context_.metrics->record_first_token(seconds_between(started_at_, now));
+      first_token_s_[slot] = seconds_between(started_at_, now);
+      context_.metrics->record_first_token(first_token_s_[slot]);
       if (new_tokens > 1) context_.metrics->record_inter_token(0.0, new_tokens - 1);
     } else {
       context_.metrics->record_inter_token(seconds_between(last_token_at_[slot], now) / static_cast<double>(new_tokens), new_tokens);
@@ -120,6 +140,7 @@ void GenerationJob::merge(ChoiceResult& choice, size_t slot, const scheduler::Ge
     --unfinished_;
     context_.metrics->record_finished(reason_label(choice.finish_reason), choice.prompt_length, choice.cached_prompt_tokens,
                                       choice.latency_s);
+    if (context_.request_log) context_.request_log->info(request_log_line(choice, first_token_s_[slot]));
   }
 }
 

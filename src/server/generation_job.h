@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/log.h"
 #include "scheduler/engine.h"
 #include "server/generation_protocol.h"
 
@@ -36,6 +37,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     ServerMetrics* metrics = nullptr;
     std::shared_ptr<LoopPoster> poster;
     std::function<void(GenerationJob*)> on_done;  // every engine request has finished (called on the loop thread)
+    const Logger* request_log = nullptr;  // --log-requests: a line per finished engine request at info (null: none)
   };
 
   GenerationJob(std::shared_ptr<HttpExchange> exchange, std::unique_ptr<GenerationProtocol> protocol, bool stream, Context context);
@@ -65,6 +67,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   std::vector<ChoiceResult> choices_;
   std::vector<Clock::time_point> last_token_at_;
   std::vector<bool> first_token_seen_;
+  std::vector<double> first_token_s_;      // [slots]: submit to first token, for --log-requests
   std::vector<bool> abort_sent_;
   std::vector<std::string> response_ids_;  // [slots]: JobChoice::response_id
   std::vector<std::string> client_rids_;   // [slots]: JobChoice::client_rid

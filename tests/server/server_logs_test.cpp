@@ -1,8 +1,9 @@
-// The access log (one line per exchange, answered by the server or by the HTTP layer, or left by its client) and
-// serve's periodic engine stats line.
+// serve's logs: the access log (one line per exchange, answered by the server or by the HTTP layer, or left by its
+// client), --log-requests' line per finished engine request, and the periodic engine stats line.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -125,6 +126,53 @@ TEST(AccessLog, NoLinesAboveInfo) {
     EXPECT_EQ(http_call(harness.port(), "GET", "/health").status, 200);
   }
   EXPECT_TRUE(lines_of(file).empty());
+  std::fclose(file);
+}
+
+TEST(RequestLog, OneLinePerFinishedEngineRequestWithLogRequests) {
+  std::FILE* file = std::tmpfile();
+  ASSERT_NE(file, nullptr);
+  FakeEngineOptions options;
+  options.refuse_prompt_tokens = 6;
+  {
+    ServerHarness harness(options, [&](server::ApiServerConfig& config) {
+      config.logger = std::make_shared<const Logger>(LogLevel::kInfo, file);
+      config.log_requests = true;
+    });
+    const std::string two_choices = R"({"prompt": "hi", "max_tokens": 3, "n": 2})";
+    EXPECT_EQ(http_call(harness.port(), "POST", "/v1/completions", two_choices).status, 200);
+    const std::string refused = R"({"prompt": "a b c d e f g h", "max_tokens": 3})";
+    EXPECT_EQ(http_call(harness.port(), "POST", "/v1/completions", refused).status, 400);
+    const std::vector<std::string> lines = wait_for_lines(file, 5);  // 3 engine requests, 2 exchanges
+    ASSERT_EQ(lines.size(), 5u);
+    std::vector<std::string> requests;
+    for (const std::string& line : lines) {
+      if (line.find("] INFO request ") != std::string::npos) requests.push_back(line);
+    }
+    ASSERT_EQ(requests.size(), 3u);
+    const std::regex finished(R"(\] INFO request \S+: length, \d+ prompt tokens \(\d+ cached\), 3 generated, )"
+                              R"(first token \d+\.\d ms, total \d+\.\d ms$)");
+    EXPECT_TRUE(std::regex_search(requests[0], finished)) << requests[0];
+    EXPECT_TRUE(std::regex_search(requests[1], finished)) << requests[1];
+    const std::regex failed(R"(\] INFO request \S+: error, \d+ prompt tokens \(\d+ cached\), 0 generated, )"
+                            R"(first token -, total \d+\.\d ms, error: .+$)");
+    EXPECT_TRUE(std::regex_search(requests[2], failed)) << requests[2];
+  }
+  std::fclose(file);
+}
+
+TEST(RequestLog, NoRequestLinesWithoutTheFlag) {
+  std::FILE* file = std::tmpfile();
+  ASSERT_NE(file, nullptr);
+  {
+    ServerHarness harness({}, [&](server::ApiServerConfig& config) {
+      config.logger = std::make_shared<const Logger>(LogLevel::kInfo, file);
+    });
+    EXPECT_EQ(http_call(harness.port(), "POST", "/v1/completions", R"({"prompt": "hi", "max_tokens": 3})").status, 200);
+    const std::vector<std::string> lines = wait_for_lines(file, 1);
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_NE(lines[0].find("\"POST /v1/completions HTTP/1.1\" 200"), std::string::npos) << lines[0];
+  }
   std::fclose(file);
 }
 
