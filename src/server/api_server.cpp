@@ -39,9 +39,11 @@ ApiError shutting_down_error() { return ApiError(503, "The server is shutting do
 
 // JSON bodies need a JSON media type when one is named (as FastAPI servers require): a browser page cannot send
 // those cross-origin without a preflight, so a "simple" text/plain or form POST cannot start generations.
-void check_json_content_type(const HttpRequest& request) {
+void check_json_content_type(HttpExchange& exchange) {
+  const HttpRequest& request = exchange.request();
   if (const std::optional<std::string_view> encoding = request.header("content-encoding")) {
     if (!equals_ignore_case(*encoding, "identity")) {
+      exchange.add_response_header("Accept-Encoding", "identity");  // the codings accepted (RFC 7694)
       throw ApiError(415, "Unsupported Content-Encoding '" + std::string(encoding->substr(0, 64)) +
                               "': send the JSON body uncompressed.",
                      "", "unsupported_media_type");
@@ -73,9 +75,9 @@ ApiServer::ApiServer(ApiServerConfig config, scheduler::Engine& engine, std::sha
       codec_(std::move(codec)),
       poster_(std::make_shared<LoopPoster>(&loop_)),
       http_(loop_, config_.http, [this](std::shared_ptr<HttpExchange> exchange) { dispatch(exchange); },
-            [this](int status, const std::string& message) {
+            [this](int status, const std::string& message, const HttpRequest& partial) {
               metrics_.record_response_status(status);  // 400 / 408 / 413 / 431 / 505 from the HTTP layer
-              return error_response(protocol_error(status, message));
+              return with_cors(error_response(protocol_error(status, message)), partial);
             }) {
   FATHOM_CHECK(codec_ != nullptr, "ApiServer needs a prompt codec");
   FATHOM_CHECK(config_.preparation_threads >= 1, "preparation_threads must be >= 1, got " << config_.preparation_threads);
@@ -92,7 +94,7 @@ ApiServer::ApiServer(ApiServerConfig config, scheduler::Engine& engine, std::sha
   http_.set_refuse_before_body([this](const HttpRequest& request) -> std::optional<HttpResponse> {
     if (authorized(request)) return std::nullopt;
     metrics_.record_response_status(401);
-    return error_response(unauthorized_error());
+    return with_cors(error_response(unauthorized_error()), request);
   });
   if (config_.logger && config_.logger->enabled(LogLevel::kInfo)) {
     http_.set_exchange_observer([logger = config_.logger](const ExchangeRecord& record) {
@@ -212,6 +214,16 @@ std::optional<std::string> ApiServer::allowed_origin(const HttpRequest& request)
   return std::nullopt;
 }
 
+// `response` with the CORS headers dispatch() gives the responses of exchanges, for the answers the HTTP layer
+// sends itself (a browser would otherwise see a CORS failure instead of, e.g., a 413).
+HttpResponse ApiServer::with_cors(HttpResponse response, const HttpRequest& request) const {
+  if (const std::optional<std::string> allowed = allowed_origin(request)) {
+    response.headers.emplace_back("Access-Control-Allow-Origin", *allowed);
+    if (*allowed != "*") response.headers.emplace_back("Vary", "Origin");
+  }
+  return response;
+}
+
 bool ApiServer::authorized(const HttpRequest& request) const {
   if (config_.api_key.empty()) return true;
   const std::string& path = request.path;
@@ -285,7 +297,7 @@ void ApiServer::finish_preparation() {
 
 void ApiServer::handle_generation(const std::shared_ptr<HttpExchange>& exchange, GenerationKind kind) {
   if (draining_) return reply_error(exchange, shutting_down_error());
-  check_json_content_type(exchange->request());
+  check_json_content_type(*exchange);
   {
     std::lock_guard<std::mutex> lock(preparing_mutex_);
     ++preparing_;
@@ -480,7 +492,7 @@ void ApiServer::handle_flush_cache(const std::shared_ptr<HttpExchange>& exchange
 }
 
 void ApiServer::handle_abort_request(const std::shared_ptr<HttpExchange>& exchange) {
-  check_json_content_type(exchange->request());
+  check_json_content_type(*exchange);
   // Parsed on the loop thread (it walks active_jobs_): a body of ids only, so a large one is refused unparsed.
   constexpr size_t kMaxAbortBodyBytes = 1 << 20;
   if (exchange->request().body.size() > kMaxAbortBodyBytes) {

@@ -265,7 +265,7 @@ void HttpConnection::write_stream_end() {
 }
 
 void HttpConnection::reply_protocol_error(int status, const std::string& message) {
-  reply_and_close(hooks_.make_error_response(status, message));
+  reply_and_close(hooks_.make_error_response(status, message, parser_.request()));
 }
 
 void HttpConnection::reply_and_close(const HttpResponse& response) {

@@ -34,7 +34,9 @@ class HttpConnection {
   using Clock = std::chrono::steady_clock;
   struct Hooks {
     std::function<void(std::shared_ptr<HttpExchange>)> on_request;
-    std::function<HttpResponse(int status, const std::string& message)> make_error_response;
+    // The connection's own error answers (protocol errors, timeouts); `partial`: the request as far as it parsed
+    // (its headers are there once complete, e.g. for a 413).
+    std::function<HttpResponse(int status, const std::string& message, const HttpRequest& partial)> make_error_response;
     std::function<void(uint64_t connection_id)> on_closed;  // the owner destroys the connection later (not inside this call)
     // Optional: asked once a request's headers are in and it expects 100-continue; a response refuses it before the
     // client sends its body (the connection then closes), nullopt lets it continue.

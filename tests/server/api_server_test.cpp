@@ -279,6 +279,7 @@ TEST(ApiServer, JsonBodiesNeedAJsonContentTypeWhenOneIsNamed) {
                                         {"Content-Type: application/json", std::string("Content-Encoding: ") + encoding});
     EXPECT_EQ(compressed.status, 415) << encoding;
     EXPECT_NE(compressed.body.find("Content-Encoding"), std::string::npos) << compressed.body;
+    EXPECT_EQ(compressed.headers["accept-encoding"], "identity");  // RFC 7694: the codings the server takes
   }
   EXPECT_EQ(http_call(harness.port(), "POST", "/v1/completions", body, {"Content-Encoding: identity"}).status, 200);
 }
@@ -500,6 +501,41 @@ TEST(ApiServer, CorsOnlyForTheAllowedOrigins) {
   TestResponse other = http_call(listed.port(), "GET", "/v1/models", "", {"Origin: http://evil.example"});
   EXPECT_EQ(other.status, 200);
   EXPECT_EQ(other.headers.count("access-control-allow-origin"), 0u);
+}
+
+// The answers the HTTP layer sends itself (a 413 for a body over the limit, a 401 before a 100-continue upload) carry
+// the CORS headers too, so a page reads the error instead of a CORS failure.
+TEST(ApiServer, CorsOnTheHttpLayersOwnAnswers) {
+  ServerHarness harness({}, [](server::ApiServerConfig& config) {
+    config.allowed_origins = {"http://app.example"};
+    config.api_key = "sk-secret";
+    config.http.connection.limits.max_body_bytes = 100;
+  });
+  {
+    TestConnection connection(harness.port());
+    connection.send(build_request("POST", "/v1/completions", std::string(200, 'x'),
+                                  {"Origin: http://app.example", "Authorization: Bearer sk-secret"}));
+    TestResponse too_large = connection.read_response();
+    EXPECT_EQ(too_large.status, 413);
+    EXPECT_EQ(too_large.headers["access-control-allow-origin"], "http://app.example");
+    EXPECT_EQ(too_large.headers["vary"], "Origin");
+  }
+  {
+    TestConnection connection(harness.port());
+    connection.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nOrigin: http://app.example\r\n"
+                    "Content-Length: 10\r\nExpect: 100-continue\r\n\r\n");
+    TestResponse refused = connection.read_response();
+    EXPECT_EQ(refused.status, 401);
+    EXPECT_EQ(refused.headers["access-control-allow-origin"], "http://app.example");
+  }
+  {
+    TestConnection connection(harness.port());
+    connection.send(build_request("POST", "/v1/completions", std::string(200, 'x'),
+                                  {"Origin: http://evil.example", "Authorization: Bearer sk-secret"}));
+    TestResponse other = connection.read_response();
+    EXPECT_EQ(other.status, 413);
+    EXPECT_EQ(other.headers.count("access-control-allow-origin"), 0u);
+  }
 }
 
 TEST(ApiServer, AbortRequestByRidAndAll) {
