@@ -1,30 +1,19 @@
 // Logger: level names, the threshold, the line format, and whole lines under concurrent writers.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "log_capture.h"
 
 namespace fathom {
 namespace {
 
-std::vector<std::string> read_lines(std::FILE* file) {
-  std::fflush(file);
-  std::rewind(file);
-  std::string text;
-  char buffer[4096];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), file)) > 0;) text.append(buffer, n);
-  std::vector<std::string> lines;
-  std::stringstream stream(text);
-  for (std::string line; std::getline(stream, line);) lines.push_back(line);
-  return lines;
-}
+using testing::LogCapture;
 
 TEST(LogLevel, ParsesNamesInAnyCaseAndRejectsOthers) {
   EXPECT_EQ(parse_log_level("debug"), LogLevel::kDebug);
@@ -43,17 +32,15 @@ TEST(LogLevel, ParsesNamesInAnyCaseAndRejectsOthers) {
 }
 
 TEST(Logger, WritesStampedLinesAtOrAboveItsThreshold) {
-  std::FILE* file = std::tmpfile();
-  ASSERT_NE(file, nullptr);
-  const Logger logger(LogLevel::kInfo, file);
+  LogCapture capture;
+  const Logger logger(LogLevel::kInfo, capture.file());
   EXPECT_FALSE(logger.enabled(LogLevel::kDebug));
   EXPECT_TRUE(logger.enabled(LogLevel::kInfo));
   logger.log(LogLevel::kDebug, "hidden");
   logger.info("shown \"as is\"");
   logger.warning("careful");
   logger.error("broken");
-  const std::vector<std::string> lines = read_lines(file);
-  std::fclose(file);
+  const std::vector<std::string> lines = capture.lines();
   ASSERT_EQ(lines.size(), 3u);
   const std::regex stamp(R"(^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] )");
   for (const std::string& line : lines) EXPECT_TRUE(std::regex_search(line, stamp)) << line;
@@ -63,22 +50,19 @@ TEST(Logger, WritesStampedLinesAtOrAboveItsThreshold) {
 }
 
 TEST(Logger, ErrorThresholdHidesEverythingElse) {
-  std::FILE* file = std::tmpfile();
-  ASSERT_NE(file, nullptr);
-  const Logger logger(LogLevel::kError, file);
+  LogCapture capture;
+  const Logger logger(LogLevel::kError, capture.file());
   logger.info("a");
   logger.warning("b");
   logger.error("c");
-  const std::vector<std::string> lines = read_lines(file);
-  std::fclose(file);
+  const std::vector<std::string> lines = capture.lines();
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0].substr(22), "ERROR c");
 }
 
 TEST(Logger, ConcurrentWritersKeepLinesWhole) {
-  std::FILE* file = std::tmpfile();
-  ASSERT_NE(file, nullptr);
-  const Logger logger(LogLevel::kInfo, file);
+  LogCapture capture;
+  const Logger logger(LogLevel::kInfo, capture.file());
   constexpr int kThreads = 8, kLinesPerThread = 300;
   const std::string payload(200, 'x');  // long enough that a split write would show
   std::vector<std::thread> threads;
@@ -88,8 +72,7 @@ TEST(Logger, ConcurrentWritersKeepLinesWhole) {
     });
   }
   for (std::thread& thread : threads) thread.join();
-  const std::vector<std::string> lines = read_lines(file);
-  std::fclose(file);
+  const std::vector<std::string> lines = capture.lines();
   ASSERT_EQ(lines.size(), static_cast<size_t>(kThreads * kLinesPerThread));
   const std::regex whole(R"(^\[[^\]]+\] INFO thread [0-7] x{200} end$)");
   for (const std::string& line : lines) ASSERT_TRUE(std::regex_match(line, whole)) << line;

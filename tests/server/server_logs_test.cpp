@@ -4,9 +4,9 @@
 
 #include <cstdio>
 #include <regex>
-#include <sstream>
 #include <thread>
 
+#include "log_capture.h"
 #include "server/access_log.h"
 #include "server/stats_log.h"
 #include "server_harness.h"
@@ -52,23 +52,11 @@ TEST(AccessLog, EscapesAndCutsWhatTheClientControls) {
   EXPECT_NE(line.find("/" + std::string(255, 'a') + "... HTTP/1.1"), std::string::npos) << line;
 }
 
-std::vector<std::string> lines_of(std::FILE* file) {
-  std::fflush(file);
-  std::rewind(file);
-  std::string text;
-  char buffer[4096];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), file)) > 0;) text.append(buffer, n);
-  std::vector<std::string> lines;
-  std::stringstream stream(text);
-  for (std::string line; std::getline(stream, line);) lines.push_back(line);
-  return lines;
-}
-
 // Waits until the log holds `count` lines (the loop thread writes each just after its response left).
-std::vector<std::string> wait_for_lines(std::FILE* file, size_t count) {
+std::vector<std::string> wait_for_lines(const LogCapture& capture, size_t count) {
   std::vector<std::string> lines;
   for (int attempt = 0; attempt < 500; ++attempt) {
-    lines = lines_of(file);
+    lines = capture.lines();
     if (lines.size() >= count) break;
     std::this_thread::sleep_for(10ms);
   }
@@ -76,13 +64,12 @@ std::vector<std::string> wait_for_lines(std::FILE* file, size_t count) {
 }
 
 TEST(AccessLog, ServerLogsEveryExchangeOnceAtInfo) {
-  std::FILE* file = std::tmpfile();
-  ASSERT_NE(file, nullptr);
+  LogCapture capture;
   FakeEngineOptions options;
   options.token_delay = 5ms;
   {
     ServerHarness harness(options, [&](server::ApiServerConfig& config) {
-      config.logger = std::make_shared<const Logger>(LogLevel::kInfo, file);
+      config.logger = std::make_shared<const Logger>(LogLevel::kInfo, capture.file());
     });
     EXPECT_EQ(http_call(harness.port(), "GET", "/health").status, 200);
     EXPECT_EQ(http_call(harness.port(), "GET", "/nope?x=1").status, 404);
@@ -99,7 +86,7 @@ TEST(AccessLog, ServerLogsEveryExchangeOnceAtInfo) {
       connection.send(build_request("POST", "/v1/completions", long_stream));
       connection.read_until("\"text\":\"t");
     }
-    const std::vector<std::string> lines = wait_for_lines(file, 5);
+    const std::vector<std::string> lines = wait_for_lines(capture, 5);
     ASSERT_EQ(lines.size(), 5u);
     auto expect_line = [&](size_t i, const std::string& request, const std::string& outcome) {
       EXPECT_NE(lines[i].find("] INFO 127.0.0.1:"), std::string::npos) << lines[i];
@@ -112,38 +99,34 @@ TEST(AccessLog, ServerLogsEveryExchangeOnceAtInfo) {
     EXPECT_NE(lines[3].find(" \"-\" 505 "), std::string::npos) << lines[3];  // an invalid request line
     expect_line(4, "POST /v1/completions HTTP/1.1", "200 client disconnected after ");
   }
-  EXPECT_EQ(lines_of(file).size(), 5u);  // nothing more at shutdown
-  std::fclose(file);
+  EXPECT_EQ(capture.lines().size(), 5u);  // nothing more at shutdown
 }
 
 TEST(AccessLog, NoLinesAboveInfo) {
-  std::FILE* file = std::tmpfile();
-  ASSERT_NE(file, nullptr);
+  LogCapture capture;
   {
     ServerHarness harness({}, [&](server::ApiServerConfig& config) {
-      config.logger = std::make_shared<const Logger>(LogLevel::kWarning, file);
+      config.logger = std::make_shared<const Logger>(LogLevel::kWarning, capture.file());
     });
     EXPECT_EQ(http_call(harness.port(), "GET", "/health").status, 200);
   }
-  EXPECT_TRUE(lines_of(file).empty());
-  std::fclose(file);
+  EXPECT_TRUE(capture.lines().empty());
 }
 
 TEST(RequestLog, OneLinePerFinishedEngineRequestWithLogRequests) {
-  std::FILE* file = std::tmpfile();
-  ASSERT_NE(file, nullptr);
+  LogCapture capture;
   FakeEngineOptions options;
   options.refuse_prompt_tokens = 6;
   {
     ServerHarness harness(options, [&](server::ApiServerConfig& config) {
-      config.logger = std::make_shared<const Logger>(LogLevel::kInfo, file);
+      config.logger = std::make_shared<const Logger>(LogLevel::kInfo, capture.file());
       config.log_requests = true;
     });
     const std::string two_choices = R"({"prompt": "hi", "max_tokens": 3, "n": 2})";
     EXPECT_EQ(http_call(harness.port(), "POST", "/v1/completions", two_choices).status, 200);
     const std::string refused = R"({"prompt": "a b c d e f g h", "max_tokens": 3})";
     EXPECT_EQ(http_call(harness.port(), "POST", "/v1/completions", refused).status, 400);
-    const std::vector<std::string> lines = wait_for_lines(file, 5);  // 3 engine requests, 2 exchanges
+    const std::vector<std::string> lines = wait_for_lines(capture, 5);  // 3 engine requests, 2 exchanges
     ASSERT_EQ(lines.size(), 5u);
     std::vector<std::string> requests;
     for (const std::string& line : lines) {
@@ -158,22 +141,19 @@ TEST(RequestLog, OneLinePerFinishedEngineRequestWithLogRequests) {
                             R"(first token -, total \d+\.\d ms, error: .+$)");
     EXPECT_TRUE(std::regex_search(requests[2], failed)) << requests[2];
   }
-  std::fclose(file);
 }
 
 TEST(RequestLog, NoRequestLinesWithoutTheFlag) {
-  std::FILE* file = std::tmpfile();
-  ASSERT_NE(file, nullptr);
+  LogCapture capture;
   {
     ServerHarness harness({}, [&](server::ApiServerConfig& config) {
-      config.logger = std::make_shared<const Logger>(LogLevel::kInfo, file);
+      config.logger = std::make_shared<const Logger>(LogLevel::kInfo, capture.file());
     });
     EXPECT_EQ(http_call(harness.port(), "POST", "/v1/completions", R"({"prompt": "hi", "max_tokens": 3})").status, 200);
-    const std::vector<std::string> lines = wait_for_lines(file, 1);
+    const std::vector<std::string> lines = wait_for_lines(capture, 1);
     ASSERT_EQ(lines.size(), 1u);
     EXPECT_NE(lines[0].find("\"POST /v1/completions HTTP/1.1\" 200"), std::string::npos) << lines[0];
   }
-  std::fclose(file);
 }
 
 TEST(StatsLog, IdleIntervalsLogNothing) {
@@ -208,27 +188,25 @@ TEST(StatsLog, BusyIntervalsLogRatesAndUse) {
 }
 
 TEST(StatsLog, ThreadLogsWhileTheEngineWorks) {
-  std::FILE* file = std::tmpfile();
-  ASSERT_NE(file, nullptr);
+  LogCapture capture;
   FakeEngineOptions options;
   options.token_delay = 5ms;
   FakeEngine engine(options);
-  const Logger logger(LogLevel::kInfo, file);
+  const Logger logger(LogLevel::kInfo, capture.file());
   {
     server::EngineStatsLog stats_log(engine, logger, 50ms);
     std::this_thread::sleep_for(200ms);  // idle: no line
-    EXPECT_TRUE(lines_of(file).empty());
+    EXPECT_TRUE(capture.lines().empty());
     scheduler::GenerateRequest request;
     request.request_id = "r1";
     request.input_ids = {1, 2, 3};
     request.sampling.max_new_tokens = 100;
     engine.submit(request, [](const scheduler::GenerationEvent&) {});
-    const std::vector<std::string> lines = wait_for_lines(file, 1);
+    const std::vector<std::string> lines = wait_for_lines(capture, 1);
     ASSERT_FALSE(lines.empty());
     EXPECT_NE(lines[0].find("] INFO engine: "), std::string::npos) << lines[0];
     engine.abort("r1");
   }
-  std::fclose(file);
 }
 
 }  // namespace
