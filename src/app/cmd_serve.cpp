@@ -214,6 +214,7 @@ int run_serve(const Args& raw_args) {
   server_config.api_key = args.get_or("--api-key", "");
   server_config.enable_metrics = args.has("--enable-metrics");
   server_config.logger = logger;
+  engine_config.logger = logger;
   server_config.log_requests = args.has("--log-requests");
   if (auto origins = args.get("--allowed-origins")) {  // vLLM's flag: comma-separated origins, or *
     std::stringstream list(*origins);

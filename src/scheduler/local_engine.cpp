@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <condition_variable>
 #include <deque>
 #include <future>
@@ -62,6 +61,7 @@ class LocalEngine final : public Engine {
   void apply(Command& command);
   void publish_stats();
 
+  std::shared_ptr<const Logger> logger_;
   std::unique_ptr<executor::ModelRunner> runner_;
   std::optional<tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -80,7 +80,8 @@ class LocalEngine final : public Engine {
   std::thread thread_;
 };
 
-LocalEngine::LocalEngine(const EngineConfig& config) {
+LocalEngine::LocalEngine(const EngineConfig& config)
+    : logger_(config.logger ? config.logger : std::make_shared<const Logger>(LogLevel::kInfo)) {
   FATHOM_CHECK(config.page_size >= 1, "engine: page_size must be >= 1, got " << config.page_size);
   FATHOM_CHECK(config.max_total_tokens >= config.page_size || (config.max_total_tokens == 0 && config.device == executor::Device::kCuda),
                "engine: max_total_tokens " << config.max_total_tokens << " is below one page of " << config.page_size);
@@ -108,7 +109,7 @@ LocalEngine::LocalEngine(const EngineConfig& config) {
   runner_ = std::make_unique<executor::ModelRunner>(runner_config);
   const int64_t num_kv_slots = runner_->num_kv_slots() / config.page_size * config.page_size;
   FATHOM_CHECK(num_kv_slots >= config.page_size, "engine: the KV cache holds " << runner_->num_kv_slots() << " tokens, less than a page");
-  std::fprintf(stderr, "fathom: %s\n", runner_->backend().describe().c_str());
+  logger_->info("fathom: " + runner_->backend().describe());
   const model::ModelConfig& model_config = runner_->model_config();
   if (!config.tokenizer_dir.empty()) {
     tokenizer::Tokenizer loaded = tokenizer::Tokenizer::load(config.tokenizer_dir);
@@ -122,9 +123,9 @@ LocalEngine::LocalEngine(const EngineConfig& config) {
   scheduler_config.page_size = config.page_size;
   scheduler_config.chunked_prefill_size = scheduler_chunked_prefill_size(config);
   if (scheduler_config.chunked_prefill_size != config.chunked_prefill_size) {
-    std::fprintf(stderr, "fathom: --chunked-prefill-size %lld (unlimited): prefill chunked to %lld tokens per step, the "
-                 "most one CUDA forward carries\n", static_cast<long long>(config.chunked_prefill_size),
-                 static_cast<long long>(scheduler_config.chunked_prefill_size));
+    logger_->warning("fathom: --chunked-prefill-size " + std::to_string(config.chunked_prefill_size) +
+                     " (unlimited): prefill chunked to " + std::to_string(scheduler_config.chunked_prefill_size) +
+                     " tokens per step, the most one CUDA forward carries");
   }
   scheduler_config.max_running_requests = config.max_running_requests;
   scheduler_config.max_prefill_keys = max_prefill_keys;
@@ -238,8 +239,8 @@ void LocalEngine::run() {
       busy = loop_->step();
     } catch (const std::exception& error) {
       // Logged as well as sent to the clients: an operator sees a failing device in the server's log.
-      std::fprintf(stderr, "fathom: engine step failed: %s; the requests in flight end with this error\n", error.what());
-      std::fflush(stderr);
+      logger_->error(std::string("fathom: engine step failed: ") + error.what() +
+                     "; the requests in flight end with this error");
       loop_->abandon_in_flight();
       scheduler_->fail_all(std::string("engine step failed: ") + error.what());
       busy = false;
@@ -249,8 +250,7 @@ void LocalEngine::run() {
       try {
         scheduler_->check_invariants();
       } catch (const std::exception& error) {
-        std::fprintf(stderr, "fathom: engine internal error: %s\n", error.what());
-        std::fflush(stderr);
+        logger_->error(std::string("fathom: engine internal error: ") + error.what());
         std::lock_guard<std::mutex> lock(mutex_);
         internal_error_ = std::string("engine internal error: ") + error.what();
       }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "core/log.h"
 #include "executor/model_backend.h"
 #include "kernels/weight_matrix.h"
 #include "model/config.h"
@@ -36,6 +37,7 @@ struct EngineConfig {
   bool disable_overlap = false;
   uint64_t random_seed = 0;
   bool check_invariants_every_step = false;  // tests; the invariant is always checked when the engine goes idle
+  std::shared_ptr<const Logger> logger;      // the engine's lines (setup, step failures); null: info on stderr
 };
 
 // The most new tokens one forward of the model runner carries (CUDA sizes its activation workspace for them): the
