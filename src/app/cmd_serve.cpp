@@ -87,6 +87,7 @@ const FlagDescriptions& serve_flag_descriptions() {
       {"--page-size", "N: KV page size in tokens (64 on the GPU for models of more than 32 heads, else 1)"},
       {"--chunked-prefill-size", "N: prefill tokens per step (2048; <= 0: unlimited)"},
       {"--max-running-requests", "N: requests decoded together (64)"},
+      {"--max-queued-requests", "N: waiting requests beyond which new ones get 503 (0: no limit) (0)"},
       {"--schedule-policy", "fcfs | lpm (longest cached prefix first) (fcfs)"},
       {"--random-seed", "N: seed of requests that name none (0)"},
       {"--max-request-body-bytes", "N: larger bodies get 413 (33554432)"},
@@ -120,7 +121,7 @@ int run_serve(const Args& raw_args) {
                       "--max-running-requests", "--schedule-policy", "--random-seed", "--max-request-body-bytes",
                       "--keep-alive-timeout-s", "--preparation-threads", "--tool-call-parser", "--reasoning-parser",
                       "--cuda-graph-bs", "--cuda-graph-max-bs", "--context-length", "--allowed-origins",
-                      "--log-level", "--stats-interval-s"});
+                      "--log-level", "--stats-interval-s", "--max-queued-requests"});
   // SGLang's spellings of our flags.
   CliArgs args(rename_flags(raw_args, {{"--model-path", "--model"}, {"--tokenizer-path", "--tokenizer"}}), value_flags,
                {"--disable-radix-cache", "--disable-overlap-schedule", "--skip-tokenizer-init", "--enable-metrics",
@@ -158,6 +159,9 @@ int run_serve(const Args& raw_args) {
   engine_config.disable_radix_cache = args.has("--disable-radix-cache");
   engine_config.disable_overlap = args.has("--disable-overlap-schedule");
   FATHOM_CHECK(engine_config.max_running_requests >= 1, "--max-running-requests must be >= 1");
+  engine_config.max_queued_requests = args.get_int_or("--max-queued-requests", 0);  // SGLang's flag
+  FATHOM_CHECK(engine_config.max_queued_requests >= 0,
+               "--max-queued-requests must be >= 0 (0: no limit), got " << engine_config.max_queued_requests);
   // SGLang's --context-length: the longest prompt + output accepted, at most the model's max_position_embeddings.
   engine_config.context_length = args.get_int_or("--context-length", 0);
   const bool context_length_fits = model_config.max_position_embeddings <= 0 ||
@@ -245,6 +249,7 @@ int run_serve(const Args& raw_args) {
                                {"prefill_chunk_tokens", scheduler::scheduler_chunked_prefill_size(engine_config)},
                                {"max_prefill_keys", scheduler::scheduler_max_prefill_keys(engine_config, model_config)},
                                {"max_running_requests", engine_config.max_running_requests},
+                               {"max_queued_requests", engine_config.max_queued_requests},
                                {"context_length", engine_config.context_length > 0 ? engine_config.context_length
                                                                                    : model_config.max_position_embeddings},
                                {"schedule_policy", args.get_or("--schedule-policy", "fcfs")},

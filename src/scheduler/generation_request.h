@@ -49,6 +49,7 @@ struct GenerationEvent {
   std::string matched_stop;               // the stop string that ended it, if any
   std::optional<int32_t> matched_stop_token;  // or the EOS / stop token id that ended it
   std::string error_message;              // when finish_reason == kError
+  bool queue_full = false;                // kError because the engine's queue was full: retry later (HTTP 503)
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;          // total so far
   int64_t cached_prompt_tokens = 0;       // prompt tokens served from the prefix cache

@@ -76,12 +76,18 @@ class LocalEngine final : public Engine {
   bool stop_requested_ = false;
   bool loop_running_ = true;
   std::string internal_error_;      // set when an idle invariant check failed; later requests are refused
+  int64_t max_queued_requests_ = 0;  // EngineConfig::max_queued_requests
+  // Submissions not yet in stats_.waiting_requests: in inbox_, or taken from it but not yet published. With it
+  // submit() bounds the queue against the last published stats.
+  int64_t submits_in_inbox_ = 0;
+  int64_t submits_unpublished_ = 0;
   EngineStats stats_;
   std::thread thread_;
 };
 
 LocalEngine::LocalEngine(const EngineConfig& config)
-    : logger_(config.logger ? config.logger : std::make_shared<const Logger>(LogLevel::kInfo)) {
+    : logger_(config.logger ? config.logger : std::make_shared<const Logger>(LogLevel::kInfo)),
+      max_queued_requests_(config.max_queued_requests) {
   FATHOM_CHECK(config.page_size >= 1, "engine: page_size must be >= 1, got " << config.page_size);
   FATHOM_CHECK(config.max_total_tokens >= config.page_size || (config.max_total_tokens == 0 && config.device == executor::Device::kCuda),
                "engine: max_total_tokens " << config.max_total_tokens << " is below one page of " << config.page_size);
@@ -153,14 +159,27 @@ LocalEngine::LocalEngine(const EngineConfig& config)
 
 void LocalEngine::submit(GenerateRequest request, EventCallback on_event) {
   std::string refusal;
+  bool queue_full = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!accepting_) refusal = "request " + request.request_id + ": the engine is shut down";
-    else if (!internal_error_.empty()) refusal = "request " + request.request_id + ": " + internal_error_;
-    else inbox_.push_back(SubmitCommand{std::move(request), std::move(on_event)});
+    if (!accepting_) {
+      refusal = "request " + request.request_id + ": the engine is shut down";
+    } else if (!internal_error_.empty()) {
+      refusal = "request " + request.request_id + ": " + internal_error_;
+    } else if (max_queued_requests_ > 0 &&
+               stats_.waiting_requests + submits_in_inbox_ + submits_unpublished_ >= max_queued_requests_) {
+      refusal = "request " + request.request_id + ": the request queue is full (" +
+                std::to_string(max_queued_requests_) + " waiting, --max-queued-requests); retry later";
+      queue_full = true;
+    } else {
+      inbox_.push_back(SubmitCommand{std::move(request), std::move(on_event)});
+      ++submits_in_inbox_;
+    }
   }
   if (!refusal.empty()) {
-    on_event(error_event(request, refusal));  // refused on the caller's thread: the engine thread may be gone
+    GenerationEvent refused = error_event(request, refusal);
+    refused.queue_full = queue_full;
+    on_event(refused);  // refused on the caller's thread: the engine thread may be gone
     return;
   }
   wake_.notify_one();
@@ -218,6 +237,7 @@ void LocalEngine::publish_stats() {
   std::lock_guard<std::mutex> lock(mutex_);
   stats.internal_error = internal_error_;
   stats_ = stats;
+  submits_unpublished_ = 0;  // applied before this step: stats.waiting_requests counts the ones still waiting
 }
 
 void LocalEngine::run() {
@@ -232,6 +252,8 @@ void LocalEngine::run() {
       if (!busy && scheduler_->has_requests()) wake_.wait_for(lock, std::chrono::milliseconds(5), has_input);
       else if (!busy) wake_.wait(lock, has_input);
       commands.swap(inbox_);
+      submits_unpublished_ += submits_in_inbox_;  // in the scheduler's queue once applied; counted until published
+      submits_in_inbox_ = 0;
       stopping = stop_requested_;
     }
     for (Command& command : commands) apply(command);

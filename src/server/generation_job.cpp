@@ -152,8 +152,12 @@ void GenerationJob::on_event(size_t slot, const scheduler::GenerationEvent& even
 
   if (!answered_ && !exchange_->disconnected()) {
     if (failed && !stream_open_) {
-      // Nothing sent yet: a proper error response; the other choices are cancelled.
-      respond_error(400, choice.error_message.empty() ? "the engine rejected the request" : choice.error_message);
+      // Nothing sent yet: a proper error response; the other choices are cancelled. A full queue is the server's
+      // condition, not the request's: 503, to be retried.
+      if (event.queue_full) exchange_->add_response_header("Retry-After", "1");
+      respond_error(event.queue_full ? 503 : 400,
+                    choice.error_message.empty() ? "the engine rejected the request" : choice.error_message,
+                    event.queue_full ? "queue_full" : "engine_error");
       abort();
     } else if (stream_) {
       std::string out;
@@ -164,7 +168,8 @@ void GenerationJob::on_event(size_t slot, const scheduler::GenerationEvent& even
         protocol_->stream_opened(choices_, out);
       }
       if (failed) {
-        append_sse_event(out, error_json(ApiError(400, choice.error_message, "", "engine_error")));
+        append_sse_event(out, error_json(event.queue_full ? ApiError(503, choice.error_message, "", "queue_full")
+                                                          : ApiError(400, choice.error_message, "", "engine_error")));
       } else {
         protocol_->stream_delta(choice, event, out);
       }
@@ -188,10 +193,10 @@ void GenerationJob::on_event(size_t slot, const scheduler::GenerationEvent& even
   }
 }
 
-void GenerationJob::respond_error(int status, const std::string& message) {
+void GenerationJob::respond_error(int status, const std::string& message, const std::string& code) {
   answered_ = true;
   context_.metrics->record_response_status(status);
-  exchange_->respond(error_response(ApiError(status, message, "", "engine_error")));
+  exchange_->respond(error_response(ApiError(status, message, "", code)));
 }
 
 void GenerationJob::respond_final() {

@@ -57,7 +57,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
  private:
   void on_event(size_t slot, const scheduler::GenerationEvent& event);
   void merge(ChoiceResult& choice, size_t slot, const scheduler::GenerationEvent& event, Clock::time_point now);
-  void respond_error(int status, const std::string& message);
+  void respond_error(int status, const std::string& message, const std::string& code);
   void respond_final();
 
   std::shared_ptr<HttpExchange> exchange_;

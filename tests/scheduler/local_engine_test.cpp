@@ -242,6 +242,46 @@ TEST_F(EngineTest, AbortFreesAllKv) {
   }
 }
 
+// --max-queued-requests: submissions past the bound are refused at once with queue_full (the server's 503); the
+// admitted ones finish normally, and once the queue drained new requests are taken again.
+TEST_F(EngineTest, FullQueueRefusesWithQueueFull) {
+  EngineConfig config = base_config();
+  config.max_running_requests = 1;
+  config.max_queued_requests = 2;
+  std::unique_ptr<Engine> engine = make_local_engine(config);
+  Collector collector;
+  SamplingParams params = greedy();
+  params.ignore_eos = true;
+  constexpr int kRequests = 8;
+  for (int r = 0; r < kRequests; ++r) {
+    engine->submit(make_request("q" + std::to_string(r), {5, 6, 7, static_cast<int32_t>(r)}, 200, params),
+                   collector.callback("q" + std::to_string(r)));
+  }
+  ASSERT_TRUE(collector.wait_finished(kRequests));
+  int refused = 0, completed = 0;
+  for (int r = 0; r < kRequests; ++r) {
+    const GenerationEvent& last = collector.log("q" + std::to_string(r)).final_event;
+    if (last.finish_reason == FinishReason::kError) {
+      EXPECT_TRUE(last.queue_full) << last.error_message;
+      EXPECT_NE(last.error_message.find("the request queue is full"), std::string::npos) << last.error_message;
+      ++refused;
+    } else {
+      EXPECT_EQ(last.finish_reason, FinishReason::kLength);
+      EXPECT_FALSE(last.queue_full);
+      ++completed;
+    }
+  }
+  // The first two always fit; the engine runs one request of 200 tokens at a time, so it cannot have drained the
+  // queue for all eight before the loop above submitted them (without the bound every request would be admitted).
+  EXPECT_GE(completed, 2);
+  EXPECT_GE(refused, 1);
+  expect_idle(*engine);
+  Collector later;
+  engine->submit(make_request("after", {1, 2, 3}, 4, params), later.callback("after"));
+  ASSERT_TRUE(later.wait_finished(1));
+  EXPECT_EQ(later.log("after").final_event.finish_reason, FinishReason::kLength);
+}
+
 TEST_F(EngineTest, SameSeedSameSampledOutput) {
   SamplingParams params;
   params.temperature = 0.9f;

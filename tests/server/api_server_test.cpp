@@ -254,6 +254,22 @@ TEST(ApiServer, EngineRefusalsAreEngineErrors) {
   EXPECT_EQ(http_call(harness.port(), "POST", "/v1/completions", R"({"prompt": "ok", "max_tokens": 2})").status, 200);
 }
 
+// A full engine queue (--max-queued-requests) is the server's condition: 503 with Retry-After, streamed or not.
+TEST(ApiServer, FullQueueIs503ToRetry) {
+  FakeEngineOptions options;
+  options.queue_full = true;
+  ServerHarness harness(options);
+  for (const char* stream : {"false", "true"}) {
+    TestResponse response = http_call(harness.port(), "POST", "/v1/chat/completions",
+                                      chat_body(std::string("\"stream\": ") + stream));
+    EXPECT_EQ(response.status, 503) << response.body;
+    EXPECT_EQ(response.headers["retry-after"], "1");
+    EXPECT_EQ(response.json()["error"]["code"], "queue_full");
+    EXPECT_NE(response.json()["error"]["message"].get<std::string>().find("queue is full"), std::string::npos);
+  }
+  EXPECT_EQ(http_call(harness.port(), "GET", "/health").status, 200);  // the server itself is fine
+}
+
 TEST(ApiServer, JsonBodiesNeedAJsonContentTypeWhenOneIsNamed) {
   ServerHarness harness;
   const std::string body = R"({"prompt": "p", "max_tokens": 2})";

@@ -27,7 +27,7 @@ void FakeEngine::submit(scheduler::GenerateRequest request, scheduler::EventCall
   {
     std::lock_guard<std::mutex> lock(mutex_);
     submitted_.push_back(request);
-    if (accepting_) {
+    if (accepting_ && !options_.queue_full) {
       Active active;
       active.request = std::move(request);
       active.on_event = std::move(on_event);
@@ -40,7 +40,8 @@ void FakeEngine::submit(scheduler::GenerateRequest request, scheduler::EventCall
   refused.request_id = request.request_id;
   refused.finished = true;
   refused.finish_reason = FinishReason::kError;
-  refused.error_message = "engine is shut down";
+  refused.error_message = options_.queue_full ? "the request queue is full" : "engine is shut down";
+  refused.queue_full = options_.queue_full;
   on_event(refused);
 }
 

@@ -29,6 +29,7 @@ struct FakeEngineOptions {
   size_t hold_until_requests = 0;
   std::chrono::milliseconds hold_timeout{20'000};
   size_t max_running = 0;  // requests generating at once, first come first served (0: all)
+  bool queue_full = false;  // refuse every request as a full queue would (GenerationEvent::queue_full)
 };
 
 class FakeEngine : public scheduler::Engine {
