@@ -262,7 +262,7 @@ int run_serve(const Args& raw_args) {
                                {"allowed_origins", server_config.allowed_origins},
                                {"tool_call_parser", args.get_or("--tool-call-parser", "")},
                                {"reasoning_parser", args.get_or("--reasoning-parser", "")},
-                               {"log_level", args.get_or("--log-level", "info")},
+                               {"log_level", log_level_name(logger->threshold())},
                                {"log_requests", server_config.log_requests},
                                {"stats_interval_s", stats_interval_s}};
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <ctime>
 
 #include "core/error.h"
@@ -39,7 +40,11 @@ void Logger::log(LogLevel level, std::string_view message) const {
   std::string line = stamp;
   line += log_level_name(level);
   line += ' ';
-  line += message;
+  for (const char c : message) {  // one line per message: a multi-line error text must not leave unstamped lines
+    if (c == '\n') line += "\\n";
+    else if (c == '\r') line += "\\r";
+    else line += c;
+  }
   line += '\n';
   // One write for the whole line (stdio may split a long line over several): lines of different threads stay whole.
   const int fd = fileno(sink_);
@@ -48,6 +53,7 @@ void Logger::log(LogLevel level, std::string_view message) const {
   size_t written = 0;
   while (written < line.size()) {
     const ssize_t n = ::write(fd, line.data() + written, line.size() - written);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;  // a closed or full log stream must not stop the server
     written += static_cast<size_t>(n);
   }

@@ -1,7 +1,7 @@
 #pragma once
 // Operator-facing log lines ("[2026-12-07 11:33:20] INFO message") on a stream, filtered by a threshold level
 // (serve's --log-level). A Logger is immutable once built and safe to share between threads: each line leaves in
-// one write, so lines from different threads do not interleave.
+// one write (newlines inside a message become \n), so lines up to PIPE_BUF bytes from different threads stay whole.
 #include <cstdio>
 #include <string>
 #include <string_view>

@@ -31,7 +31,7 @@ struct EngineConfig {
   int64_t page_size = 1;
   int64_t chunked_prefill_size = 2048;  // prefill tokens per step; <= 0: unlimited
   int64_t max_running_requests = 64;
-  int64_t max_queued_requests = 0;      // requests waiting to run beyond which submit() refuses (queue_full); 0: no limit
+  int64_t max_queued_requests = 0;      // waiting requests past which submit() refuses (queue_full); 0: no limit
   int64_t context_length = 0;           // longest prompt + output accepted; 0 = the model's max_position_embeddings
   SchedulePolicy schedule_policy = SchedulePolicy::kFcfs;
   bool disable_radix_cache = false;

@@ -6,7 +6,8 @@ namespace fathom::server {
 
 namespace {
 
-constexpr size_t kMaxLoggedTargetBytes = 256;
+constexpr size_t kMaxLoggedTargetBytes = 256;  // also the peer's bound
+constexpr size_t kMaxLoggedMethodBytes = 32;
 
 void append_escaped(std::string& line, const std::string& text, size_t max_bytes) {
   const size_t shown = text.size() < max_bytes ? text.size() : max_bytes;
@@ -32,15 +33,15 @@ std::string format_access_line(const ExchangeRecord& record) {
     line += " \"-\" ";  // no request line (nginx's form)
   } else {
     line += " \"";
-    append_escaped(line, record.method, 32);
+    append_escaped(line, record.method, kMaxLoggedMethodBytes);
     line += ' ';
     append_escaped(line, record.target, kMaxLoggedTargetBytes);
     line += " HTTP/1." + std::to_string(record.version_minor) + "\" ";
   }
   line += record.status > 0 ? std::to_string(record.status) : "-";
   char timing[64];
-  std::snprintf(timing, sizeof(timing), record.client_gone ? " client disconnected after %.1f ms" : " %.1f ms",
-                record.duration_ms);
+  const char* format = record.connection_closed ? " connection closed unfinished after %.1f ms" : " %.1f ms";
+  std::snprintf(timing, sizeof(timing), format, record.duration_ms);
   line += timing;
   return line;
 }

@@ -11,7 +11,7 @@ struct ExchangeRecord {
   std::string target;
   int version_minor = 1;     // HTTP/1.x
   int status = 0;            // the status sent; 0: none (the client left before the response started)
-  bool client_gone = false;  // the connection closed before the response finished
+  bool connection_closed = false;  // closed (client gone, or the server gave up on it) before the response finished
   double duration_ms = 0.0;  // the request in -> its response finished (or the client gone)
 };
 

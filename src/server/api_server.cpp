@@ -243,6 +243,7 @@ void ApiServer::dispatch(const std::shared_ptr<HttpExchange>& exchange) {
   // API key check.
   if (const std::optional<std::string> allowed = allowed_origin(request)) {
     exchange->add_response_header("Access-Control-Allow-Origin", *allowed);
+    exchange->add_response_header("Access-Control-Expose-Headers", "Retry-After");  // a 503's retry hint
     if (*allowed != "*") exchange->add_response_header("Vary", "Origin");
     if (request.method == "OPTIONS" && request.header("access-control-request-method") &&
         match.outcome == Router::Outcome::kMethodNotAllowed) {
@@ -395,6 +396,7 @@ void ApiServer::handle_health_generate(const std::shared_ptr<HttpExchange>& exch
   engine_.submit(std::move(request), [this, poster, probe](const scheduler::GenerationEvent& event) {
     if (!event.finished) return;
     poster->post([this, probe, event] {
+      if (event.queue_full) return;  // queued out by load, not failing: the progress poll and the deadline decide
       if (event.finish_reason == scheduler::FinishReason::kError || event.finish_reason == scheduler::FinishReason::kAbort) {
         const ApiError error(503, "health generation failed: " +
                                       (event.error_message.empty() ? std::string("aborted") : event.error_message));

@@ -16,8 +16,8 @@ void HttpExchange::respond(HttpResponse response) {
   response.headers.insert(response.headers.end(), extra_headers_.begin(), extra_headers_.end());
   HttpConnection* connection = connection_;
   connection_ = nullptr;
+  report_done(false);  // before the write, which may start (and answer) the next pipelined request
   connection->write_response(response);
-  report_done(false);
 }
 
 bool HttpExchange::start_stream(int status, HttpHeaders headers) {
@@ -40,8 +40,8 @@ void HttpExchange::end_stream() {
   if (connection_ == nullptr) return;
   HttpConnection* connection = connection_;
   connection_ = nullptr;
+  report_done(false);  // before the write, which may start (and answer) the next pipelined request
   connection->write_stream_end();
-  report_done(false);
 }
 
 void HttpExchange::detach() {
@@ -53,7 +53,7 @@ void HttpExchange::detach() {
   if (handler) handler();
 }
 
-void HttpExchange::report_done(bool client_gone) {
+void HttpExchange::report_done(bool connection_closed) {
   std::function<void(const ExchangeRecord&)> observer = std::move(done_observer_);
   done_observer_ = nullptr;
   if (!observer) return;
@@ -63,7 +63,7 @@ void HttpExchange::report_done(bool client_gone) {
   record.target = request_.target;
   record.version_minor = request_.version_minor;
   record.status = status_;
-  record.client_gone = client_gone;
+  record.connection_closed = connection_closed;
   record.duration_ms = std::chrono::duration<double, std::milli>(Clock::now() - received_at_).count();
   observer(record);
 }

@@ -55,7 +55,7 @@ class HttpExchange {
  private:
   friend class HttpConnection;
   void detach();  // by the connection when it closes
-  void report_done(bool client_gone);
+  void report_done(bool connection_closed);
 
   HttpConnection* connection_;
   EventLoop& loop_;

@@ -32,7 +32,8 @@ void check_listen_address_free(const std::string& host, int port);
 class HttpServer {
  public:
   using RequestHandler = std::function<void(std::shared_ptr<HttpExchange>)>;
-  using ErrorResponder = std::function<HttpResponse(int status, const std::string& message, const HttpRequest& partial)>;
+  using ErrorResponder =
+      std::function<HttpResponse(int status, const std::string& message, const HttpRequest& partial)>;
 
   HttpServer(EventLoop& loop, HttpServerConfig config, RequestHandler handler, ErrorResponder error_responder);
   ~HttpServer();

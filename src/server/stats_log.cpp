@@ -15,14 +15,13 @@ std::optional<std::string> format_stats_line(const scheduler::EngineStats& befor
   const double seconds = interval_s > 0.0 ? interval_s : 1.0;
   const double kv_percent =
       after.kv_total_tokens > 0 ? 100.0 * static_cast<double>(after.kv_used_tokens) / after.kv_total_tokens : 0.0;
-  const double cached_percent = prompt_tokens > 0 ? 100.0 * static_cast<double>(cached_tokens) / prompt_tokens : 0.0;
   char line[320];
   std::snprintf(line, sizeof(line),
-                "engine: %lld running, %lld queued, KV %lld / %lld tokens (%.1f%%), prompt %.1f tok/s (%.1f%% cached), "
-                "generated %.1f tok/s",
+                "engine: %lld running, %lld queued, KV %lld / %lld tokens (%.1f%%), prompts in %.1f tok/s, "
+                "prefix cache hits %.1f tok/s, generated %.1f tok/s",
                 static_cast<long long>(after.running_requests), static_cast<long long>(after.waiting_requests),
                 static_cast<long long>(after.kv_used_tokens), static_cast<long long>(after.kv_total_tokens), kv_percent,
-                static_cast<double>(prompt_tokens) / seconds, cached_percent,
+                static_cast<double>(prompt_tokens) / seconds, static_cast<double>(cached_tokens) / seconds,
                 static_cast<double>(generated_tokens) / seconds);
   return std::string(line);
 }

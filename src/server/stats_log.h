@@ -1,7 +1,7 @@
 #pragma once
 // serve's periodic engine line at --log-level info (SGLang logs one per 40 decode steps; this one per interval):
-// requests running and queued, KV cache use, prompt and generated tokens per second over the interval, and the
-// prefix cache's share of the prompt tokens.
+// requests running and queued, KV cache use, and per second over the interval: prompt tokens submitted, prompt tokens
+// the prefix cache served to admitted requests, and tokens generated.
 #include <chrono>
 #include <condition_variable>
 #include <mutex>

@@ -49,6 +49,15 @@ TEST(Logger, WritesStampedLinesAtOrAboveItsThreshold) {
   EXPECT_EQ(lines[2].substr(22), "ERROR broken");
 }
 
+TEST(Logger, AMultiLineMessageStaysOneLine) {
+  LogCapture capture;
+  const Logger logger(LogLevel::kInfo, capture.file());
+  logger.error("engine step failed: first\nsecond\r\nthird");
+  const std::vector<std::string> lines = capture.lines();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].substr(22), "ERROR engine step failed: first\\nsecond\\r\\nthird");
+}
+
 TEST(Logger, ErrorThresholdHidesEverythingElse) {
   LogCapture capture;
   const Logger logger(LogLevel::kError, capture.file());

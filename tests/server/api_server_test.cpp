@@ -270,6 +270,21 @@ TEST(ApiServer, FullQueueIs503ToRetry) {
   EXPECT_EQ(http_call(harness.port(), "GET", "/health").status, 200);  // the server itself is fine
 }
 
+// A /health_generate probe refused by a full queue reports load, not failure: healthy once the engine progresses.
+TEST(ApiServer, HealthGenerateIsHealthyWhenItsProbeFindsTheQueueFull) {
+  FakeEngineOptions options;
+  options.token_delay = 10ms;
+  options.queue_full_at = 1;
+  ServerHarness harness(options);
+  TestConnection busy(harness.port());
+  busy.send(build_request("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 250, "stream": true})"));
+  busy.read_until("\"text\":\"t");
+  TestResponse health = http_call(harness.port(), "GET", "/health_generate");
+  EXPECT_EQ(health.status, 200) << health.body;
+  TestResponse refused = http_call(harness.port(), "POST", "/v1/completions", R"({"prompt": "y", "max_tokens": 2})");
+  EXPECT_EQ(refused.status, 503);
+}
+
 TEST(ApiServer, JsonBodiesNeedAJsonContentTypeWhenOneIsNamed) {
   ServerHarness harness;
   const std::string body = R"({"prompt": "p", "max_tokens": 2})";

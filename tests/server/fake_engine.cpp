@@ -24,10 +24,12 @@ int32_t FakeEngine::token_at(const scheduler::GenerateRequest& request, int64_t 
 }
 
 void FakeEngine::submit(scheduler::GenerateRequest request, scheduler::EventCallback on_event) {
+  bool queue_full = options_.queue_full;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     submitted_.push_back(request);
-    if (accepting_ && !options_.queue_full) {
+    if (options_.queue_full_at > 0 && incoming_.size() + active_.size() >= options_.queue_full_at) queue_full = true;
+    if (accepting_ && !queue_full) {
       Active active;
       active.request = std::move(request);
       active.on_event = std::move(on_event);
@@ -40,8 +42,8 @@ void FakeEngine::submit(scheduler::GenerateRequest request, scheduler::EventCall
   refused.request_id = request.request_id;
   refused.finished = true;
   refused.finish_reason = FinishReason::kError;
-  refused.error_message = options_.queue_full ? "the request queue is full" : "engine is shut down";
-  refused.queue_full = options_.queue_full;
+  refused.error_message = queue_full ? "the request queue is full" : "engine is shut down";
+  refused.queue_full = queue_full;
   on_event(refused);
 }
 

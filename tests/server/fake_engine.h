@@ -30,6 +30,7 @@ struct FakeEngineOptions {
   std::chrono::milliseconds hold_timeout{20'000};
   size_t max_running = 0;  // requests generating at once, first come first served (0: all)
   bool queue_full = false;  // refuse every request as a full queue would (GenerationEvent::queue_full)
+  size_t queue_full_at = 0;  // refuse so while this many requests are in flight (0: never)
 };
 
 class FakeEngine : public scheduler::Engine {

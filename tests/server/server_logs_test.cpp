@@ -26,16 +26,16 @@ TEST(AccessLog, FormatsTheRequestLineStatusAndDuration) {
   record.duration_ms = 35.21;
   EXPECT_EQ(server::format_access_line(record), "127.0.0.1:53422 \"POST /v1/chat/completions HTTP/1.1\" 200 35.2 ms");
   record.version_minor = 0;
-  record.client_gone = true;
+  record.connection_closed = true;
   record.duration_ms = 5012.0;
   EXPECT_EQ(server::format_access_line(record),
-            "127.0.0.1:53422 \"POST /v1/chat/completions HTTP/1.0\" 200 client disconnected after 5012.0 ms");
+            "127.0.0.1:53422 \"POST /v1/chat/completions HTTP/1.0\" 200 connection closed unfinished after 5012.0 ms");
   record.status = 0;  // nothing sent before the client left
   EXPECT_EQ(server::format_access_line(record),
-            "127.0.0.1:53422 \"POST /v1/chat/completions HTTP/1.0\" - client disconnected after 5012.0 ms");
+            "127.0.0.1:53422 \"POST /v1/chat/completions HTTP/1.0\" - connection closed unfinished after 5012.0 ms");
   record.method = "-";  // no valid request line
   record.status = 400;
-  record.client_gone = false;
+  record.connection_closed = false;
   record.duration_ms = 1.0;
   EXPECT_EQ(server::format_access_line(record), "127.0.0.1:53422 \"-\" 400 1.0 ms");
 }
@@ -97,7 +97,7 @@ TEST(AccessLog, ServerLogsEveryExchangeOnceAtInfo) {
     expect_line(1, "GET /nope?x=1 HTTP/1.1", "404 ");
     expect_line(2, "POST /v1/completions HTTP/1.1", "200 ");
     EXPECT_NE(lines[3].find(" \"-\" 505 "), std::string::npos) << lines[3];  // an invalid request line
-    expect_line(4, "POST /v1/completions HTTP/1.1", "200 client disconnected after ");
+    expect_line(4, "POST /v1/completions HTTP/1.1", "200 connection closed unfinished after ");
   }
   EXPECT_EQ(capture.lines().size(), 5u);  // nothing more at shutdown
 }
@@ -179,8 +179,8 @@ TEST(StatsLog, BusyIntervalsLogRatesAndUse) {
   after.generated_tokens_total = 1000 + 250;
   const std::optional<std::string> line = server::format_stats_line(before, after, 2.0);
   ASSERT_TRUE(line.has_value());
-  EXPECT_EQ(*line, "engine: 3 running, 1 queued, KV 2048 / 8192 tokens (25.0%), prompt 200.0 tok/s (25.0% cached), "
-                   "generated 125.0 tok/s");
+  EXPECT_EQ(*line, "engine: 3 running, 1 queued, KV 2048 / 8192 tokens (25.0%), prompts in 200.0 tok/s, "
+                   "prefix cache hits 50.0 tok/s, generated 125.0 tok/s");
   // Tokens counted in an interval that ends idle still make a line (the last requests finished inside it).
   scheduler::EngineStats finished = before;
   finished.generated_tokens_total += 5;

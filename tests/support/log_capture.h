@@ -1,5 +1,7 @@
 #pragma once
 // A temporary file that a Logger writes to in the tests, read back as lines.
+#include <fcntl.h>
+
 #include <cstdio>
 #include <sstream>
 #include <stdexcept>
@@ -12,6 +14,9 @@ class LogCapture {
  public:
   LogCapture() : file_(std::tmpfile()) {
     if (file_ == nullptr) throw std::runtime_error("LogCapture: no temporary file");
+    // Appending: lines() moves the shared file offset, which a writer's next line must not follow.
+    const int fd = fileno(file_);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_APPEND);
   }
   ~LogCapture() { std::fclose(file_); }
   LogCapture(const LogCapture&) = delete;
