@@ -29,7 +29,7 @@ std::string describe_peer(const sockaddr_storage& address) {
   } else if (address.ss_family == AF_INET6) {
     const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&address);
     inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof(host));
-    port = ntohs(v6->sin6_port);
+    return "[" + std::string(host) + "]:" + std::to_string(ntohs(v6->sin6_port));  // RFC 3986's form
   }
   return std::string(host) + ":" + std::to_string(port);
 }
