@@ -214,13 +214,20 @@ std::optional<std::string> ApiServer::allowed_origin(const HttpRequest& request)
   return std::nullopt;
 }
 
-// `response` with the CORS headers dispatch() gives the responses of exchanges, for the answers the HTTP layer
-// sends itself (a browser would otherwise see a CORS failure instead of, e.g., a 413).
-HttpResponse ApiServer::with_cors(HttpResponse response, const HttpRequest& request) const {
+// The CORS headers of every answer to `request`, the exchanges' and the HTTP layer's own (empty: origin not allowed).
+HttpHeaders ApiServer::cors_headers(const HttpRequest& request) const {
+  HttpHeaders headers;
   if (const std::optional<std::string> allowed = allowed_origin(request)) {
-    response.headers.emplace_back("Access-Control-Allow-Origin", *allowed);
-    if (*allowed != "*") response.headers.emplace_back("Vary", "Origin");
+    headers.emplace_back("Access-Control-Allow-Origin", *allowed);
+    headers.emplace_back("Access-Control-Expose-Headers", "Retry-After");  // a 503's retry hint
+    if (*allowed != "*") headers.emplace_back("Vary", "Origin");
   }
+  return headers;
+}
+
+// The HTTP layer's own answers get the CORS headers too: a page would otherwise see a CORS failure, not e.g. a 413.
+HttpResponse ApiServer::with_cors(HttpResponse response, const HttpRequest& request) const {
+  for (auto& header : cors_headers(request)) response.headers.push_back(std::move(header));
   return response;
 }
 
@@ -241,10 +248,9 @@ void ApiServer::dispatch(const std::shared_ptr<HttpExchange>& exchange) {
   metrics_.record_request(match.outcome == Router::Outcome::kFound ? match.route : "other");
   // CORS for the --allowed-origins only. A browser's preflight carries no credentials, so it is answered before the
   // API key check.
-  if (const std::optional<std::string> allowed = allowed_origin(request)) {
-    exchange->add_response_header("Access-Control-Allow-Origin", *allowed);
-    exchange->add_response_header("Access-Control-Expose-Headers", "Retry-After");  // a 503's retry hint
-    if (*allowed != "*") exchange->add_response_header("Vary", "Origin");
+  HttpHeaders cors = cors_headers(request);
+  if (!cors.empty()) {
+    for (auto& [name, value] : cors) exchange->add_response_header(std::move(name), std::move(value));
     if (request.method == "OPTIONS" && request.header("access-control-request-method") &&
         match.outcome == Router::Outcome::kMethodNotAllowed) {
       HttpResponse preflight{200, {{"Access-Control-Allow-Methods", match.allowed_methods + ", OPTIONS"},

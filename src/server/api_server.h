@@ -85,6 +85,7 @@ class ApiServer {
   void dispatch(const std::shared_ptr<HttpExchange>& exchange);
   bool authorized(const HttpRequest& request) const;
   std::optional<std::string> allowed_origin(const HttpRequest& request) const;
+  HttpHeaders cors_headers(const HttpRequest& request) const;
   HttpResponse with_cors(HttpResponse response, const HttpRequest& request) const;
   void reply(const std::shared_ptr<HttpExchange>& exchange, HttpResponse response);
   void reply_error(const std::shared_ptr<HttpExchange>& exchange, const class ApiError& error);

@@ -258,12 +258,14 @@ TEST(ApiServer, EngineRefusalsAreEngineErrors) {
 TEST(ApiServer, FullQueueIs503ToRetry) {
   FakeEngineOptions options;
   options.queue_full = true;
-  ServerHarness harness(options);
+  ServerHarness harness(options, [](server::ApiServerConfig& config) { config.allowed_origins = {"*"}; });
   for (const char* stream : {"false", "true"}) {
     TestResponse response = http_call(harness.port(), "POST", "/v1/chat/completions",
-                                      chat_body(std::string("\"stream\": ") + stream));
+                                      chat_body(std::string("\"stream\": ") + stream),
+                                      {"Origin: http://app.example", "Content-Type: application/json"});
     EXPECT_EQ(response.status, 503) << response.body;
     EXPECT_EQ(response.headers["retry-after"], "1");
+    EXPECT_EQ(response.headers["access-control-expose-headers"], "Retry-After");  // a page can read the hint
     EXPECT_EQ(response.json()["error"]["code"], "queue_full");
     EXPECT_NE(response.json()["error"]["message"].get<std::string>().find("queue is full"), std::string::npos);
   }
