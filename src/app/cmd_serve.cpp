@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -215,6 +216,10 @@ int run_serve(const Args& raw_args) {
   server_config.http.connection.limits.max_body_bytes = static_cast<size_t>(max_body_bytes);
   server_config.http.connection.keep_alive_timeout = std::chrono::seconds(keep_alive_s);
   server_config.preparation_threads = static_cast<int>(preparation_threads);
+  if (engine_config.max_queued_requests > 0) {  // more choices than may wait would be refused (503) on every retry
+    server_config.request_limits.max_choices =
+        std::min(server_config.request_limits.max_choices, engine_config.max_queued_requests);
+  }
   server_config.api_key = args.get_or("--api-key", "");
   server_config.enable_metrics = args.has("--enable-metrics");
   server_config.logger = logger;

@@ -17,7 +17,8 @@ let client;
 
 before(async () => {
   if (skip) return;
-  server = await startServer({ servedModelName: MODEL, apiKey: API_KEY, extraArgs: ['--max-request-body-bytes', '1048576', '--enable-metrics'] });
+  const extraArgs = ['--max-request-body-bytes', '1048576', '--enable-metrics', '--max-queued-requests', '100'];
+  server = await startServer({ servedModelName: MODEL, apiKey: API_KEY, extraArgs });
   client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: API_KEY, maxRetries: 0, timeout: 120_000 });
 });
 
@@ -155,6 +156,9 @@ test('bad requests get OpenAI-style errors and the server keeps serving', { skip
   await expectError(client.chat.completions.create({ model: MODEL, messages, max_tokens: 0 }), 400,
                     (error) => { assert.ok(error instanceof OpenAI.BadRequestError); assert.equal(error.param, 'max_tokens'); });
   await expectError(client.chat.completions.create({ model: MODEL }), 400, (error) => assert.equal(error.param, 'messages'));
+  // More choices than --max-queued-requests lets wait would be refused as a full queue on every retry: a 400.
+  await expectError(client.chat.completions.create({ model: MODEL, messages, n: 101, max_tokens: 1 }), 400,
+                    (error) => { assert.equal(error.param, 'n'); assert.match(error.message, /between 1 and 100/); });
   await expectError(client.chat.completions.create({ model: MODEL, messages, temperature: 'hot' }), 400,
                     (error) => assert.equal(error.code, 'invalid_type'));
   const longPrompt = 'word '.repeat(400);
