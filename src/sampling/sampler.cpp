@@ -20,6 +20,16 @@ std::string validate(const SamplingOptions& options) {
   else if (!(options.presence_penalty >= -2.0f && options.presence_penalty <= 2.0f)) problem << "presence_penalty must be in [-2, 2], got " << options.presence_penalty;
   else if (!(options.frequency_penalty >= -2.0f && options.frequency_penalty <= 2.0f)) problem << "frequency_penalty must be in [-2, 2], got " << options.frequency_penalty;
   else if (options.top_logprobs < 0 || options.top_logprobs > 20) problem << "top_logprobs must be in [0, 20], got " << options.top_logprobs;
+  else if (!(options.repetition_penalty > 0.0f && options.repetition_penalty <= 2.0f)) problem << "repetition_penalty must be in (0, 2], got " << options.repetition_penalty;
+  else if (options.min_new_tokens < 0) problem << "min_new_tokens must be >= 0, got " << options.min_new_tokens;
+  else {
+    for (size_t i = 0; i < options.logit_bias.size() && problem.tellp() == 0; ++i) {
+      const auto& [id, bias] = options.logit_bias[i];
+      if (!(bias >= -100.0f && bias <= 100.0f)) problem << "logit_bias of token " << id << " must be in [-100, 100], got " << bias;
+      else if (id < 0) problem << "logit_bias names token id " << id << ", which is negative";
+      else if (i > 0 && options.logit_bias[i - 1].first >= id) problem << "logit_bias token ids must be ascending and unique";
+    }
+  }
   return problem.str();
 }
 
@@ -31,11 +41,32 @@ void log_softmax(const float* logits, int64_t vocab, float* out) {
   for (int64_t i = 0; i < vocab; ++i) out[i] = static_cast<float>(static_cast<double>(logits[i]) - log_sum);
 }
 
-void apply_penalties(float* logits, int64_t vocab, const SamplingState& state, const SamplingOptions& options) {
-  if (!options.has_penalties()) return;
-  for (const auto& [token, count] : state.output_counts) {
-    if (token < 0 || token >= vocab || count <= 0) continue;
-    logits[token] -= options.presence_penalty + options.frequency_penalty * static_cast<float>(count);
+void apply_logit_modifiers(float* logits, int64_t vocab, const SamplingState& state, const SamplingOptions& options) {
+  auto in_vocab = [vocab](int32_t token) { return token >= 0 && token < vocab; };
+  if (options.repetition_penalty != 1.0f) {
+    const float penalty = options.repetition_penalty;
+    auto penalize = [&](int32_t token) {
+      if (in_vocab(token)) logits[token] = logits[token] > 0.0f ? logits[token] / penalty : logits[token] * penalty;
+    };
+    for (int32_t token : state.prompt_token_ids) penalize(token);
+    for (const auto& [token, count] : state.output_counts) {
+      const bool in_prompt = std::binary_search(state.prompt_token_ids.begin(), state.prompt_token_ids.end(), token);
+      if (count > 0 && !in_prompt) penalize(token);
+    }
+  }
+  if (options.has_penalties()) {
+    for (const auto& [token, count] : state.output_counts) {
+      if (!in_vocab(token) || count <= 0) continue;
+      logits[token] -= options.presence_penalty + options.frequency_penalty * static_cast<float>(count);
+    }
+  }
+  for (const auto& [token, bias] : options.logit_bias) {
+    if (in_vocab(token)) logits[token] += bias;
+  }
+  if (state.num_sampled < options.min_new_tokens) {
+    for (int32_t token : options.ending_token_ids) {
+      if (in_vocab(token)) logits[token] = -std::numeric_limits<float>::infinity();
+    }
   }
 }
 
@@ -113,7 +144,7 @@ SampledToken sample_token(float* logits, int64_t vocab, const SamplingOptions& o
     log_softmax(logits, vocab, logprobs.data());
     for (int32_t id : top_indices(logprobs.data(), vocab, options.top_logprobs)) result.top.emplace_back(id, logprobs[id]);
   }
-  apply_penalties(logits, vocab, state, options);
+  apply_logit_modifiers(logits, vocab, state, options);
   if (options.is_greedy()) {
     result.token_id = greedy_argmax(logits, vocab);
   } else {

@@ -15,11 +15,22 @@ struct SamplingOptions {
   float min_p = 0.0f;              // [0, 1]; 0: off
   float presence_penalty = 0.0f;   // OpenAI semantics, over the tokens generated so far
   float frequency_penalty = 0.0f;
+  // (0, 2]; 1: off. HF / SGLang semantics over the prompt's and the generated tokens: a positive logit is divided
+  // by it, a negative one multiplied (SamplingState::prompt_token_ids must hold the prompt's distinct ids).
+  float repetition_penalty = 1.0f;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, added to its logit), ids ascending and unique
+  int64_t min_new_tokens = 0;           // while fewer tokens were drawn, the ids below cannot be drawn
+  std::vector<int32_t> ending_token_ids;  // the ids that would end the sequence (EOS, stop tokens)
   bool logprobs = false;           // report the chosen token's log-probability
   int32_t top_logprobs = 0;        // and this many alternatives (when logprobs)
 
   bool is_greedy() const { return temperature <= 0.0f || top_k == 1; }
   bool has_penalties() const { return presence_penalty != 0.0f || frequency_penalty != 0.0f; }
+  // Whether anything changes the logits before the draw (penalties, bias, the min_new_tokens ban).
+  bool modifies_logits() const {
+    return has_penalties() || repetition_penalty != 1.0f || !logit_bias.empty() ||
+           (min_new_tokens > 0 && !ending_token_ids.empty());
+  }
 };
 
 // Empty string when valid, else what is wrong (naming the field and value).
@@ -31,6 +42,7 @@ struct SamplingState {
   uint64_t seed = 0;
   int64_t num_sampled = 0;                          // tokens drawn so far = the step index of the next draw
   std::unordered_map<int32_t, int32_t> output_counts;  // token id -> occurrences among the generated tokens
+  std::vector<int32_t> prompt_token_ids;  // the prompt's distinct ids, ascending; filled only for repetition_penalty
 
   void record(int32_t token_id) {
     ++num_sampled;
@@ -48,9 +60,10 @@ struct DeviceSamplingRow {
   uint64_t step = 0;         // the sequence's draw counter (SamplingState::num_sampled)
 };
 
-// Whether a device sampler can serve these options: penalties and top_logprobs alternatives need the host sampler.
+// Whether a device sampler can serve these options: changed logits and top_logprobs alternatives need the host
+// sampler.
 inline bool device_can_sample(const SamplingOptions& options) {
-  return !options.has_penalties() && !(options.logprobs && options.top_logprobs > 0);
+  return !options.modifies_logits() && !(options.logprobs && options.top_logprobs > 0);
 }
 
 inline DeviceSamplingRow device_sampling_row(const SamplingOptions& options, const SamplingState& state) {

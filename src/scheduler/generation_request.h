@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fathom::scheduler {
@@ -19,6 +20,9 @@ struct SamplingParams {
   bool ignore_eos = false;
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
+  float repetition_penalty = 1.0f;   // (0, 2]; 1 = off; over the prompt's and the generated tokens (SGLang, vLLM)
+  std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, bias in [-100, 100]), ids ascending and unique
+  int64_t min_new_tokens = 0;        // EOS / stop tokens cannot be drawn, and stop strings do not match, before this many
   int32_t top_logprobs = 0;          // 0..20 alternatives per token when logprobs is set
   bool logprobs = false;
   bool skip_special_tokens = true;

@@ -14,13 +14,17 @@ sampling::SamplingOptions to_sampling_options(const SamplingParams& params) {
   options.min_p = params.min_p;
   options.presence_penalty = params.presence_penalty;
   options.frequency_penalty = params.frequency_penalty;
+  options.repetition_penalty = params.repetition_penalty;
+  options.logit_bias = params.logit_bias;
+  options.min_new_tokens = params.min_new_tokens;
   options.logprobs = params.logprobs;
   options.top_logprobs = params.logprobs ? params.top_logprobs : 0;
   return options;
 }
 
 RequestState::RequestState(uint64_t id, GenerateRequest request_in, EventCallback on_event,
-                           const tokenizer::Tokenizer* tokenizer, uint64_t seed)
+                           const tokenizer::Tokenizer* tokenizer, uint64_t seed,
+                           const std::vector<int32_t>& eos_token_ids)
     : id(id),
       request(std::move(request_in)),
       prompt_len(static_cast<int64_t>(request.input_ids.size())),
@@ -30,6 +34,17 @@ RequestState::RequestState(uint64_t id, GenerateRequest request_in, EventCallbac
       on_event_(std::move(on_event)),
       text_(tokenizer, request.sampling.skip_special_tokens, request.sampling.stop) {
   sampling_state->seed = seed;
+  const SamplingParams& params = request.sampling;
+  if (params.min_new_tokens > 0) {  // the ids accept_token would end the request on
+    if (!params.ignore_eos) sampling_options.ending_token_ids = eos_token_ids;
+    for (int32_t id : params.stop_token_ids) sampling_options.ending_token_ids.push_back(id);
+  }
+  if (params.repetition_penalty != 1.0f) {
+    std::vector<int32_t>& ids = sampling_state->prompt_token_ids;
+    ids = request.input_ids;
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  }
 }
 
 GenerationEvent RequestState::make_event() const {
@@ -59,7 +74,8 @@ bool RequestState::accept_token(const sampling::SampledToken& sampled, const std
     event.finish_reason = FinishReason::kStop;
     event.matched_stop_token = token;
   } else {
-    TextStream::Piece piece = text_.push(token);
+    // Before min_new_tokens tokens, stop strings do not match (SGLang and vLLM check none before then).
+    TextStream::Piece piece = text_.push(token, /*match_stop_strings=*/num_generated() >= params.min_new_tokens);
     event.text_delta = std::move(piece.text);
     if (piece.match) {
       event.finish_reason = FinishReason::kStop;

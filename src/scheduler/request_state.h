@@ -21,8 +21,9 @@ sampling::SamplingOptions to_sampling_options(const SamplingParams& params);
 
 struct RequestState {
   // Throws fathom::Error when the tokenizer cannot stream text (caller turns it into a kError event).
+  // eos_token_ids: the engine's, which end the request unless ignore_eos (banned before min_new_tokens).
   RequestState(uint64_t id, GenerateRequest request, EventCallback on_event, const tokenizer::Tokenizer* tokenizer,
-               uint64_t seed);
+               uint64_t seed, const std::vector<int32_t>& eos_token_ids);
 
   const uint64_t id;                 // engine-wide, in arrival order
   const GenerateRequest request;

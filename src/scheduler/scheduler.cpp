@@ -70,6 +70,16 @@ std::string Scheduler::validate(const GenerateRequest& request) const {
     for (const std::string& stop : params.stop) {
       if (problem.tellp() == 0 && stop.empty()) problem << "request " << request.request_id << ": empty stop string";
     }
+    for (const auto& [id, bias] : params.logit_bias) {
+      if (problem.tellp() == 0 && id >= config_.vocab_size) {
+        problem << "request " << request.request_id << ": logit_bias names token id " << id
+                << ", outside the vocabulary [0, " << config_.vocab_size << ")";
+      }
+    }
+    if (problem.tellp() == 0 && params.min_new_tokens > params.max_new_tokens) {
+      problem << "request " << request.request_id << ": min_new_tokens " << params.min_new_tokens
+              << " exceeds max_new_tokens " << params.max_new_tokens;
+    }
   }
   return problem.str();
 }
@@ -97,7 +107,7 @@ void Scheduler::submit(GenerateRequest request, EventCallback on_event) {
                                               : sampling::splitmix64(config_.random_seed ^ sampling::splitmix64(id));
   RequestPtr state;
   try {
-    state = std::make_shared<RequestState>(id, std::move(request), on_event, tokenizer_, seed);
+    state = std::make_shared<RequestState>(id, std::move(request), on_event, tokenizer_, seed, eos_token_ids_);
   } catch (const Error& error) {
     return reject("request " + request_id + ": " + error.what(), FinishReason::kError);
   }

@@ -52,6 +52,15 @@ StopStringMatcher::Result StopStringMatcher::push(std::string_view piece) {
   return result;
 }
 
+StopStringMatcher::Result StopStringMatcher::push_unmatched(std::string_view piece) {
+  Result result;
+  if (matched_) return result;
+  result.text = std::move(held_);
+  result.text.append(piece);
+  held_.clear();
+  return result;
+}
+
 std::string StopStringMatcher::flush() {
   std::string rest = matched_ ? std::string() : std::move(held_);
   held_.clear();

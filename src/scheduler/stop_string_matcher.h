@@ -20,6 +20,8 @@ class StopStringMatcher {
 
   // Appends `piece`. After a match, the stream is over: further pushes return nothing.
   Result push(std::string_view piece);
+  // Appends `piece` without looking for stop strings: what is held back and `piece` stream now (no match).
+  Result push_unmatched(std::string_view piece);
   // End of stream without a match: everything held back.
   std::string flush();
   bool matched() const { return matched_; }

@@ -7,10 +7,11 @@ TextStream::TextStream(const tokenizer::Tokenizer* tokenizer, bool skip_special_
   if (tokenizer) detokenizer_ = std::make_unique<tokenizer::IncrementalDetokenizer>(*tokenizer, skip_special_tokens);
 }
 
-TextStream::Piece TextStream::push(int32_t token_id) {
+TextStream::Piece TextStream::push(int32_t token_id, bool match_stop_strings) {
   Piece piece;
   if (!detokenizer_) return piece;
-  StopStringMatcher::Result result = matcher_.push(detokenizer_->push(token_id));
+  const std::string text = detokenizer_->push(token_id);
+  StopStringMatcher::Result result = match_stop_strings ? matcher_.push(text) : matcher_.push_unmatched(text);
   piece.text = std::move(result.text);
   piece.match = std::move(result.match);
   return piece;

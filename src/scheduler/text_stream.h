@@ -21,8 +21,8 @@ class TextStream {
     std::string text;                  // newly streamable text
     std::optional<std::string> match;  // a stop string ended the text (it and anything after are dropped)
   };
-  // Decodes one generated token.
-  Piece push(int32_t token_id);
+  // Decodes one generated token. !match_stop_strings: its text streams without being matched (nor held back).
+  Piece push(int32_t token_id, bool match_stop_strings = true);
   // End of generation without a stop-string match: everything still held back.
   std::string finish();
 

@@ -6,6 +6,7 @@
 
 #include "server/api_error.h"
 #include "server/json_fields.h"
+#include "server/sampling_fields.h"
 #include "server/sse.h"
 
 namespace fathom::server {
@@ -29,9 +30,9 @@ scheduler::SamplingParams parse_native_sampling(const Json* params_json, const s
     sampling.max_new_tokens = *max_new;
     max_new_tokens_given = true;
   }
-  if (auto min_new = fields.integer("min_new_tokens"); min_new && *min_new > 0) {
-    throw ApiError(400, "'" + fields.qualified("min_new_tokens") + "' is not supported.", fields.qualified("min_new_tokens"),
-                   "unsupported_parameter");
+  if (auto min_new = fields.integer("min_new_tokens")) {
+    fields.require_at_least("min_new_tokens", *min_new, 0);
+    sampling.min_new_tokens = *min_new;
   }
   if (auto no_stop_trim = fields.boolean("no_stop_trim"); no_stop_trim && *no_stop_trim) {
     throw ApiError(400, "'" + fields.qualified("no_stop_trim") + "' is not supported (stop strings are removed).",
@@ -63,10 +64,7 @@ scheduler::SamplingParams parse_native_sampling(const Json* params_json, const s
     fields.require_range("presence_penalty", *presence, -2.0, 2.0);
     sampling.presence_penalty = static_cast<float>(*presence);
   }
-  if (auto repetition = fields.number("repetition_penalty"); repetition && *repetition != 1.0) {
-    throw ApiError(400, "'" + fields.qualified("repetition_penalty") + "' is not supported.", fields.qualified("repetition_penalty"),
-                   "unsupported_parameter");
-  }
+  sampling.repetition_penalty = parse_repetition_penalty(fields, "repetition_penalty");
   if (auto stop = fields.string_or_strings("stop")) {
     if (stop->size() > limits.max_stop_sequences) {
       throw ApiError::invalid_value(fields.qualified("stop"), "Invalid '" + fields.qualified("stop") + "': too many stop strings.");
@@ -93,9 +91,7 @@ scheduler::SamplingParams parse_native_sampling(const Json* params_json, const s
                      fields.qualified(constrained), "unsupported_parameter");
     }
   }
-  if (const Json* bias = fields.get("logit_bias"); bias && !(bias->is_object() && bias->empty())) {
-    throw ApiError(400, "'" + fields.qualified("logit_bias") + "' is not supported.", fields.qualified("logit_bias"), "unsupported_parameter");
-  }
+  sampling.logit_bias = parse_logit_bias(fields, "logit_bias", limits.max_logit_bias_entries);
   return sampling;
 }
 

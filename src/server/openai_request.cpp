@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "server/api_error.h"
 #include "server/json_fields.h"
+#include "server/sampling_fields.h"
 
 namespace fathom::server {
 
@@ -67,20 +68,16 @@ void parse_sampling(const JsonFields& fields, const RequestLimits& limits, sched
   if (auto ignore_eos = fields.boolean("ignore_eos")) sampling.ignore_eos = *ignore_eos;
   if (auto stop_ids = fields.int32_list("stop_token_ids")) sampling.stop_token_ids = *stop_ids;
   if (auto skip = fields.boolean("skip_special_tokens")) sampling.skip_special_tokens = *skip;
-  if (auto min_tokens = fields.integer("min_tokens"); min_tokens && *min_tokens > 0) {
-    throw ApiError(400, "'min_tokens' is not supported.", "min_tokens", "unsupported_parameter");
+  if (auto min_tokens = fields.integer("min_tokens")) {
+    fields.require_at_least("min_tokens", *min_tokens, 0);
+    sampling.min_new_tokens = *min_tokens;
   }
   if (auto include_stop = fields.boolean("include_stop_str_in_output"); include_stop && *include_stop) {
     throw ApiError(400, "'include_stop_str_in_output' is not supported (stop strings are removed from the output).",
                    "include_stop_str_in_output", "unsupported_parameter");
   }
-  if (auto repetition = fields.number("repetition_penalty"); repetition && *repetition != 1.0) {
-    throw ApiError(400, "'repetition_penalty' is not supported (use presence_penalty / frequency_penalty).",
-                   "repetition_penalty", "unsupported_parameter");
-  }
-  if (const Json* bias = fields.get("logit_bias"); bias && !(bias->is_object() && bias->empty())) {
-    throw ApiError(400, "'logit_bias' is not supported.", "logit_bias", "unsupported_parameter");
-  }
+  sampling.repetition_penalty = parse_repetition_penalty(fields, "repetition_penalty");
+  sampling.logit_bias = parse_logit_bias(fields, "logit_bias", limits.max_logit_bias_entries);
   // SGLang's and vLLM's constrained-decoding fields: refused, never ignored (the output would not follow them).
   for (const char* constrained : {"regex", "json_schema", "ebnf", "guided_json", "guided_regex", "guided_choice",
                                   "guided_grammar", "guided_whitespace_pattern", "structural_tag", "structured_outputs"}) {

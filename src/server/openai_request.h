@@ -20,6 +20,7 @@ struct RequestLimits {
   int64_t max_choices = 128;         // n (times the number of prompts for completions)
   int32_t max_top_logprobs = 20;
   size_t max_stop_sequences = 16;
+  size_t max_logit_bias_entries = 1024;  // OpenAI's logit_bias entries (each applied on the host at every step)
 };
 
 // One prompt of a request: text to tokenize, or token ids given directly.

@@ -12,6 +12,7 @@
 #include "server/chat_protocol.h"
 #include "server/native_generate.h"
 #include "server/openai_response.h"
+#include "server/sampling_fields.h"
 
 namespace fathom::server {
 
@@ -62,6 +63,18 @@ int64_t completion_budget(int64_t prompt_tokens, std::optional<int64_t> requeste
                    param, "context_length_exceeded");
   }
   return requested ? *requested : std::min(default_tokens, room);
+}
+
+// What needs the vocabulary or the completion's budget: logit_bias ids, and min tokens within the max.
+void check_sampling(const scheduler::SamplingParams& sampling, const PreparationContext& context,
+                    const std::string& logit_bias_param, const std::string& min_tokens_param) {
+  check_logit_bias_ids(sampling.logit_bias, context.codec->vocab_size(), logit_bias_param);
+  if (sampling.min_new_tokens > sampling.max_new_tokens) {
+    throw ApiError::invalid_value(min_tokens_param, "Invalid '" + min_tokens_param + "': " +
+                                                        std::to_string(sampling.min_new_tokens) +
+                                                        " exceeds the completion's limit of " +
+                                                        std::to_string(sampling.max_new_tokens) + " tokens.");
+  }
 }
 
 // Choice `choice_number` of a prompt gets seed + choice_number so that n > 1 with a seed still differs.
@@ -130,6 +143,7 @@ PreparedGeneration prepare_completion(std::string_view body, const PreparationCo
     scheduler::SamplingParams sampling = request.sampling;
     sampling.max_new_tokens = completion_budget(static_cast<int64_t>(ids.size()), request.max_tokens,
                                                 kDefaultCompletionMaxTokens, context, "prompt", "prompt");
+    check_sampling(sampling, context, "logit_bias", "min_tokens");
     if (request.echo) echo_prefixes.push_back(prompt.is_text ? prompt.text : context.codec->decode(ids));
     add_choices(prepared, static_cast<int64_t>(p), ids, sampling, request.n);
   }
@@ -161,6 +175,7 @@ PreparedGeneration prepare_chat(std::string_view body, const PreparationContext&
   std::vector<int32_t> ids = tokenize_prompt(prompt, /*add_special_tokens=*/false, context, "messages");
   request.sampling.max_new_tokens = completion_budget(static_cast<int64_t>(ids.size()), request.max_tokens, INT64_MAX,
                                                       context, "messages", "messages");
+  check_sampling(request.sampling, context, "logit_bias", "min_tokens");
   add_choices(prepared, 0, ids, request.sampling, request.n);
   prepared.protocol = make_chat_protocol(response_context(prepared, context, request.model, request.include_usage),
                                          request.sampling.logprobs, std::move(output.options));
@@ -179,6 +194,7 @@ PreparedGeneration prepare_native_generate(std::string_view body, const Preparat
     if (request.max_new_tokens_given[p]) requested = request.sampling[p].max_new_tokens;
     request.sampling[p].max_new_tokens = completion_budget(static_cast<int64_t>(ids.size()), requested,
                                                            kDefaultNativeMaxNewTokens, context, param, "prompt");
+    check_sampling(request.sampling[p], context, "sampling_params.logit_bias", "sampling_params.min_new_tokens");
     const size_t first = prepared.choices.size();
     add_choices(prepared, static_cast<int64_t>(p), ids, request.sampling[p], request.n[p]);
     for (size_t c = first; c < prepared.choices.size(); ++c) prepared.choices[c].client_rid = request.rids[p];

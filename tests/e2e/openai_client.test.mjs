@@ -193,6 +193,34 @@ test('bad requests get OpenAI-style errors and the server keeps serving', { skip
   assert.equal(ok.usage.completion_tokens, 2);
 });
 
+test('logit_bias, min_tokens and repetition_penalty reach the sampler', { skip }, async () => {
+  const generate = async (sampling_params) => {
+    const response = await getJson(`${server.url}/generate`, authorized({
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ text: 'Hello', sampling_params }) }));
+    assert.equal(response.status, 200, JSON.stringify(response.body));
+    return response.body;
+  };
+  const forced = await generate({ max_new_tokens: 3, temperature: 0, ignore_eos: true, logit_bias: { 1000: 100 } });
+  assert.deepEqual(forced.output_ids, [1000, 1000, 1000]);
+  const viaClient = await client.completions.create({ model: MODEL, prompt: 'Hello', max_tokens: 3, temperature: 0,
+                                                      ignore_eos: true, logit_bias: { 1000: 100 } });
+  assert.equal(viaClient.choices[0].text, forced.text);
+  // The forced token as a stop token: banned for the first two tokens, then it ends the generation.
+  const delayed = await generate({ max_new_tokens: 6, temperature: 0, logit_bias: { 1000: 100 }, stop_token_ids: [1000],
+                                   min_new_tokens: 2 });
+  assert.equal(delayed.output_ids.length, 3);
+  assert.ok(!delayed.output_ids.slice(0, 2).includes(1000), JSON.stringify(delayed.output_ids));
+  assert.equal(delayed.meta_info.finish_reason.type, 'stop');
+  const chat = await client.chat.completions.create({ model: MODEL, messages, max_tokens: 6, temperature: 0,
+                                                      logit_bias: { 1000: 100 }, stop_token_ids: [1000], min_tokens: 2 });
+  assert.equal(chat.usage.completion_tokens, 3);
+  assert.equal(chat.choices[0].finish_reason, 'stop');
+  const penalized = await generate({ max_new_tokens: 4, temperature: 0, ignore_eos: true, repetition_penalty: 1.5 });
+  assert.equal(penalized.output_ids.length, 4);
+  await assert.rejects(client.chat.completions.create({ model: MODEL, messages, logit_bias: { 129280: 1 } }),
+                       (error) => error.status === 400 && error.param === 'logit_bias' && /outside the vocabulary/.test(error.message));
+});
+
 test('SGLang-style endpoints', { skip }, async () => {
   const json = { 'Content-Type': 'application/json' };
   const generated = await getJson(`${server.url}/generate`, authorized({

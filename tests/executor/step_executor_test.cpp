@@ -92,7 +92,7 @@ class DeviceSamplingModel : public LogitsSource {
   fathom::testing::FakeModel& model_;
 };
 
-TEST(StepExecutor, SamplesOnTheDeviceUnlessPenaltiesOrTopLogprobsNeedTheHost) {
+TEST(StepExecutor, SamplesOnTheDeviceUnlessChangedLogitsOrTopLogprobsNeedTheHost) {
   fathom::testing::FakeModel fake(300, 32);
   DeviceSamplingModel model(fake);
   StepExecutor executor(model, nullptr);
@@ -114,8 +114,13 @@ TEST(StepExecutor, SamplesOnTheDeviceUnlessPenaltiesOrTopLogprobsNeedTheHost) {
   batch.sequences.back().sampling.top_k = 20;
   batch.sequences.back().sampling.top_p = 0.9f;
   batch.sequences.back().sampling.logprobs = true;
+  auto biased = std::make_shared<sampling::SamplingState>();
+  batch.sequences.push_back(make_step(5, {50, 51}, 0, {8, 9}, biased));
+  batch.sequences.back().sampling.logit_bias = {{123, 100.0f}};  // on the host, where the bias is applied
   StepOutput out = executor.execute(batch);
   ASSERT_EQ(model.received.size(), 2u);  // sequences 1 and 4
+  ASSERT_TRUE(out.tokens[4]);
+  EXPECT_EQ(out.tokens[4]->token_id, 123);
   EXPECT_EQ(model.received[0].temperature, 0.0f);
   EXPECT_EQ(model.received[1].temperature, 0.7f);
   EXPECT_EQ(model.received[1].top_k, 20);

@@ -1,4 +1,5 @@
-// Sampler: greedy, seeded determinism, filters never pick excluded tokens (statistically), penalties, logprobs.
+// Sampler: greedy, seeded determinism, filters never pick excluded tokens (statistically), penalties, logit bias,
+// the min_new_tokens ban, logprobs.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -147,7 +148,7 @@ TEST(Sampler, PenaltiesFollowOpenAiSemantics) {
   SamplingOptions options;
   options.presence_penalty = 0.5f;
   options.frequency_penalty = 0.25f;
-  apply_penalties(logits.data(), 4, state, options);
+  apply_logit_modifiers(logits.data(), 4, state, options);
   EXPECT_FLOAT_EQ(logits[0], 1.0f);
   EXPECT_FLOAT_EQ(logits[1], 1.0f - 0.5f - 0.25f);
   EXPECT_FLOAT_EQ(logits[2], 1.0f - 0.5f - 0.75f);
@@ -183,6 +184,92 @@ TEST(Sampler, LogprobsAreOfTheRawLogits) {
   EXPECT_NEAR(result.top[2].second, 2.0 - log_z, 1e-6);
 }
 
+TEST(Sampler, RepetitionPenaltyScalesPromptAndGeneratedTokensOnce) {
+  std::vector<float> logits = {2.0f, -2.0f, 1.0f, 3.0f, 0.5f, -1.0f};
+  SamplingState state;
+  state.prompt_token_ids = {0, 1};              // token 1 is also generated: penalized once
+  state.output_counts = {{1, 2}, {2, 1}, {7, 1}};  // 7 is outside the row: skipped
+  SamplingOptions options;
+  options.repetition_penalty = 2.0f;
+  apply_logit_modifiers(logits.data(), 6, state, options);
+  EXPECT_FLOAT_EQ(logits[0], 1.0f);   // positive: divided
+  EXPECT_FLOAT_EQ(logits[1], -4.0f);  // negative: multiplied
+  EXPECT_FLOAT_EQ(logits[2], 0.5f);
+  EXPECT_FLOAT_EQ(logits[3], 3.0f);   // neither in the prompt nor generated
+  EXPECT_FLOAT_EQ(logits[4], 0.5f);
+  EXPECT_FLOAT_EQ(logits[5], -1.0f);
+  // Below 1 it rewards repetition; greedy sees the penalized row.
+  std::vector<float> row = {1.0f, 1.5f};
+  SamplingState repeat;
+  repeat.prompt_token_ids = {0};
+  SamplingOptions greedy;
+  greedy.temperature = 0.0f;
+  greedy.repetition_penalty = 0.5f;
+  EXPECT_EQ(sample_token(row.data(), 2, greedy, repeat).token_id, 0);
+}
+
+TEST(Sampler, LogitBiasIsAddedBeforeTheDrawButNotToLogprobs) {
+  const std::vector<float> logits = {1.0f, 3.0f, 2.0f};
+  SamplingOptions greedy;
+  greedy.temperature = 0.0f;
+  greedy.logprobs = true;
+  greedy.logit_bias = {{0, 2.5f}, {1, -1.0f}};
+  SamplingState state;
+  std::vector<float> row = logits;
+  const SampledToken token = sample_token(row.data(), 3, greedy, state);
+  EXPECT_EQ(token.token_id, 0);  // 3.5 against 2.0 and 2.0
+  const double log_z = std::log(std::exp(1.0) + std::exp(3.0) + std::exp(2.0));
+  EXPECT_NEAR(token.logprob, 1.0 - log_z, 1e-6);
+  // -100 removes a token from sampling in practice: 2000 seeded draws never pick it.
+  SamplingOptions banned;
+  banned.logit_bias = {{1, -100.0f}};
+  std::map<int32_t, int> counts;
+  for (uint64_t seed = 0; seed < 2000; ++seed) {
+    SamplingState fresh;
+    fresh.seed = seed;
+    ++counts[draw(logits, banned, fresh)];
+  }
+  EXPECT_EQ(counts.count(1), 0u);
+  EXPECT_GT(counts[0], 100);
+  EXPECT_GT(counts[2], 1000);
+}
+
+TEST(Sampler, MinNewTokensBansTheEndingIdsUntilReached) {
+  const std::vector<float> logits = {0.0f, 1.0f, 5.0f, 4.0f};
+  SamplingOptions options;
+  options.temperature = 0.0f;
+  options.min_new_tokens = 2;
+  options.ending_token_ids = {2, 3};
+  SamplingState state;
+  EXPECT_EQ(draw(logits, options, state), 1);
+  EXPECT_EQ(draw(logits, options, state), 1);
+  EXPECT_EQ(draw(logits, options, state), 2);  // two drawn: the ban is over
+  // Sampling (not greedy) never draws a banned id either.
+  SamplingOptions sampled = options;
+  sampled.temperature = 1.0f;
+  for (uint64_t seed = 0; seed < 500; ++seed) {
+    SamplingState fresh;
+    fresh.seed = seed;
+    const int32_t id = draw(logits, sampled, fresh);
+    EXPECT_TRUE(id == 0 || id == 1) << id;
+  }
+}
+
+TEST(Sampler, ModifiedLogitsNeedTheHostSampler) {
+  SamplingOptions options;
+  EXPECT_TRUE(device_can_sample(options));
+  options.repetition_penalty = 1.1f;
+  EXPECT_FALSE(device_can_sample(options));
+  options = SamplingOptions{};
+  options.logit_bias = {{3, 1.0f}};
+  EXPECT_FALSE(device_can_sample(options));
+  options = SamplingOptions{};
+  options.min_new_tokens = 4;
+  EXPECT_TRUE(device_can_sample(options));  // nothing to ban
+  options.ending_token_ids = {1};
+  EXPECT_FALSE(device_can_sample(options));
+}
+
 TEST(Sampler, RejectsInvalidOptions) {
   std::vector<float> logits = {0.0f, 1.0f};
   SamplingState state;
@@ -197,6 +284,21 @@ TEST(Sampler, RejectsInvalidOptions) {
   EXPECT_FALSE(validate(bad).empty());
   bad = SamplingOptions{};
   bad.top_logprobs = 21;
+  EXPECT_FALSE(validate(bad).empty());
+  for (float penalty : {0.0f, -1.0f, 2.5f, NAN}) {
+    bad = SamplingOptions{};
+    bad.repetition_penalty = penalty;
+    EXPECT_NE(validate(bad).find("repetition_penalty"), std::string::npos) << penalty;
+  }
+  bad = SamplingOptions{};
+  bad.logit_bias = {{1, 101.0f}};
+  EXPECT_NE(validate(bad).find("[-100, 100]"), std::string::npos);
+  bad.logit_bias = {{2, 1.0f}, {1, 1.0f}};
+  EXPECT_NE(validate(bad).find("ascending"), std::string::npos);
+  bad.logit_bias = {{-1, 1.0f}};
+  EXPECT_NE(validate(bad).find("negative"), std::string::npos);
+  bad = SamplingOptions{};
+  bad.min_new_tokens = -1;
   EXPECT_FALSE(validate(bad).empty());
   EXPECT_TRUE(validate(SamplingOptions{}).empty());
 }

@@ -45,5 +45,20 @@ TEST(StopStringMatcher, EarliestMatchWinsAndTextBeforeItIsKept) {
   EXPECT_EQ(*result.match, "o");
 }
 
+// Before min_new_tokens, text streams unmatched: held-back text is released with it, and matching resumes after.
+TEST(StopStringMatcher, UnmatchedPushesStreamEverything) {
+  StopStringMatcher matcher({"stop"});
+  EXPECT_EQ(matcher.push("a st").text, "a ");  // "st" held back
+  StopStringMatcher::Result result = matcher.push_unmatched("op here");
+  EXPECT_EQ(result.text, "stop here");
+  EXPECT_FALSE(result.match);
+  EXPECT_FALSE(matcher.matched());
+  result = matcher.push(" and stop");
+  EXPECT_EQ(result.text, " and ");
+  ASSERT_TRUE(result.match);
+  EXPECT_EQ(*result.match, "stop");
+  EXPECT_EQ(matcher.push_unmatched("late").text, "");  // over after a match
+}
+
 }  // namespace
 }  // namespace fathom::scheduler

@@ -81,7 +81,9 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"message_without_role", Endpoint::kChat, R"({"messages": [{"content": "x"}]})", 400, "messages[0].role", "Missing"},
         ErrorCase{"message_bad_role", Endpoint::kChat, R"({"messages": [{"role": "robot", "content": "x"}]})", 400, "messages[0].role", "robot"},
         ErrorCase{"message_function_role", Endpoint::kChat, R"({"messages": [{"role": "function", "name": "f", "content": "x"}]})", 400, "messages[0].role", "send the result as a 'tool' message"},
-        ErrorCase{"min_tokens", Endpoint::kCompletion, R"({"prompt": "a", "min_tokens": 4})", 400, "min_tokens", "not supported"},
+        ErrorCase{"min_tokens_negative", Endpoint::kCompletion, R"({"prompt": "a", "min_tokens": -1})", 400, "min_tokens", ">= 0"},
+        ErrorCase{"min_tokens_over_max", Endpoint::kCompletion, R"({"prompt": "a", "min_tokens": 9, "max_tokens": 8})", 400, "min_tokens", "9 exceeds the completion's limit of 8 tokens"},
+        ErrorCase{"min_tokens_over_context", Endpoint::kChat, R"({"min_tokens": 99, )" + kMessages + "}", 400, "min_tokens", "exceeds the completion's limit"},
         ErrorCase{"include_stop_str_in_output", Endpoint::kChat, R"({"include_stop_str_in_output": true, )" + kMessages + "}", 400, "include_stop_str_in_output", "not supported"},
         ErrorCase{"completion_over_context", Endpoint::kCompletion, R"({"prompt": [1, 2, 3], "max_tokens": 98})", 400, "prompt", "maximum context length is 100 tokens. However, you requested 101 tokens (3 in the prompt, 98 in the completion)"},
         ErrorCase{"chat_over_context", Endpoint::kChat, R"({"max_tokens": 99, )" + kMessages + "}", 400, "messages", "maximum context length is 100 tokens. However, you requested"},
@@ -130,8 +132,19 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"logprobs_not_bool", Endpoint::kChat, R"({"logprobs": 3, )" + kMessages + "}", 400, "logprobs", "expected a boolean"},
         ErrorCase{"completion_logprobs_range", Endpoint::kCompletion, R"({"prompt": "a", "logprobs": 50})", 400, "logprobs", "between 0 and"},
         ErrorCase{"seed_string", Endpoint::kChat, R"({"seed": "x", )" + kMessages + "}", 400, "seed", "expected an integer"},
-        ErrorCase{"repetition_penalty", Endpoint::kChat, R"({"repetition_penalty": 1.2, )" + kMessages + "}", 400, "repetition_penalty", "not supported"},
-        ErrorCase{"logit_bias", Endpoint::kChat, R"({"logit_bias": {"5": 10}, )" + kMessages + "}", 400, "logit_bias", "not supported"},
+        ErrorCase{"repetition_penalty_zero", Endpoint::kChat, R"({"repetition_penalty": 0, )" + kMessages + "}", 400, "repetition_penalty", "greater than 0 and at most 2, got 0"},
+        ErrorCase{"repetition_penalty_high", Endpoint::kCompletion, R"({"prompt": "a", "repetition_penalty": 2.5})", 400, "repetition_penalty", "at most 2"},
+        ErrorCase{"logit_bias_array", Endpoint::kChat, R"({"logit_bias": [5], )" + kMessages + "}", 400, "logit_bias", "expected an object"},
+        ErrorCase{"logit_bias_word_key", Endpoint::kChat, R"({"logit_bias": {"hello": 5}, )" + kMessages + "}", 400, "logit_bias", "the key 'hello' is not a token id"},
+        ErrorCase{"logit_bias_negative_key", Endpoint::kChat, R"({"logit_bias": {"-3": 5}, )" + kMessages + "}", 400, "logit_bias", "not a token id"},
+        ErrorCase{"logit_bias_huge_key", Endpoint::kCompletion, R"({"prompt": "a", "logit_bias": {"99999999999": 1}})", 400, "logit_bias", "not a token id"},
+        ErrorCase{"logit_bias_string_value", Endpoint::kChat, R"({"logit_bias": {"5": "up"}, )" + kMessages + "}", 400, "logit_bias.5", "expected a number"},
+        ErrorCase{"logit_bias_range", Endpoint::kChat, R"({"logit_bias": {"5": 101}, )" + kMessages + "}", 400, "logit_bias", "between -100 and 100, got 101"},
+        ErrorCase{"logit_bias_same_token", Endpoint::kChat, R"({"logit_bias": {"5": 1, "05": 2}, )" + kMessages + "}", 400, "logit_bias", "token 5 is named twice"},
+        ErrorCase{"logit_bias_out_of_vocab", Endpoint::kCompletion, R"({"prompt": "a", "logit_bias": {"1000": 1}})", 400, "logit_bias", "token id 1000 is outside the vocabulary [0, 1000)"},
+        ErrorCase{"native_logit_bias_out_of_vocab", Endpoint::kNative, R"({"text": "a", "sampling_params": {"logit_bias": {"4000": -1}}})", 400, "sampling_params.logit_bias", "outside the vocabulary"},
+        ErrorCase{"native_min_new_tokens_over_max", Endpoint::kNative, R"({"text": "a", "sampling_params": {"min_new_tokens": 5, "max_new_tokens": 4}})", 400, "sampling_params.min_new_tokens", "exceeds"},
+        ErrorCase{"native_repetition_penalty_negative", Endpoint::kNative, R"({"text": "a", "sampling_params": {"repetition_penalty": -1}})", 400, "sampling_params.repetition_penalty", "greater than 0"},
         ErrorCase{"response_format_json", Endpoint::kChat, R"({"response_format": {"type": "json_object"}, )" + kMessages + "}", 400, "response_format", "not supported"},
         ErrorCase{"missing_prompt", Endpoint::kCompletion, R"({"model": "tiny"})", 400, "prompt", "Missing required parameter: 'prompt'"},
         ErrorCase{"prompt_number", Endpoint::kCompletion, R"({"prompt": 5})", 400, "prompt", "expected a string"},
@@ -296,6 +309,41 @@ TEST(RequestPreparation, NativeGenerateBatchAndSamplingLists) {
   EXPECT_EQ(prepared.choices[2].prompt_index, 1);
   EXPECT_TRUE(prepared.choices[2].request.sampling.logprobs);
   EXPECT_EQ(prepared.choices[2].request.sampling.top_logprobs, 3);
+}
+
+TEST(RequestPreparation, LogitBiasRepetitionPenaltyAndMinTokensReachTheEngine) {
+  Fixture fixture;
+  const std::string fields = R"("logit_bias": {"17": -100, "3": 2.5, "250": 0}, "repetition_penalty": 1.15, "min_tokens": 3)";
+  for (const PreparedGeneration& prepared :
+       {prepare_chat("{" + fields + ", " + kMessages + "}", fixture.context),
+        prepare_completion(R"({"prompt": "a", "max_tokens": 5, )" + fields + "}", fixture.context)}) {
+    const scheduler::SamplingParams& sampling = prepared.choices.at(0).request.sampling;
+    EXPECT_EQ(sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{3, 2.5f}, {17, -100.0f}, {250, 0.0f}}));
+    EXPECT_FLOAT_EQ(sampling.repetition_penalty, 1.15f);
+    EXPECT_EQ(sampling.min_new_tokens, 3);
+  }
+  const PreparedGeneration native = prepare_native_generate(
+      R"({"text": "a", "sampling_params": {"logit_bias": {"9": 1}, "repetition_penalty": 0.8, "min_new_tokens": 2}})",
+      fixture.context);
+  const scheduler::SamplingParams& sampling = native.choices.at(0).request.sampling;
+  EXPECT_EQ(sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{9, 1.0f}}));
+  EXPECT_FLOAT_EQ(sampling.repetition_penalty, 0.8f);
+  EXPECT_EQ(sampling.min_new_tokens, 2);
+  // Absent, empty or null: nothing changes the logits.
+  const PreparedGeneration plain =
+      prepare_chat(R"({"logit_bias": {}, "repetition_penalty": null, )" + kMessages + "}", fixture.context);
+  EXPECT_TRUE(plain.choices.at(0).request.sampling.logit_bias.empty());
+  EXPECT_FLOAT_EQ(plain.choices.at(0).request.sampling.repetition_penalty, 1.0f);
+  EXPECT_EQ(plain.choices.at(0).request.sampling.min_new_tokens, 0);
+  // More entries than the limit: refused before anything is built.
+  fixture.context.limits.max_logit_bias_entries = 2;
+  try {
+    prepare_chat("{" + fields + ", " + kMessages + "}", fixture.context);
+    FAIL() << "no error for three biased tokens with a limit of two";
+  } catch (const ApiError& error) {
+    EXPECT_EQ(error.param(), "logit_bias");
+    EXPECT_NE(error.message().find("at most 2 tokens may be biased, got 3"), std::string::npos) << error.message();
+  }
 }
 
 TEST(RequestPreparation, TextPromptsAddSpecialTokensButChatDoesNot) {
