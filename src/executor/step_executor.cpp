@@ -27,7 +27,7 @@ StepOutput StepExecutor::execute(StepBatch& batch) {
     ForwardChunk chunk{sequence.new_tokens, sequence.num_cached, sequence.kv_slots, sequence.sample,
                        sequence.extends_prompt, std::nullopt};
     if (sequence.sample) {
-      if (device_sampling && sampling::device_can_sample(sequence.sampling)) {
+      if (device_sampling && sampling::device_can_sample(sequence.sampling, *sequence.sampling_state)) {
         const std::string problem = sampling::validate(sequence.sampling);
         FATHOM_CHECK(problem.empty(), "sampling: " << problem);
         chunk.device_sampling = sampling::device_sampling_row(sequence.sampling, *sequence.sampling_state);

@@ -26,10 +26,11 @@ struct SamplingOptions {
 
   bool is_greedy() const { return temperature <= 0.0f || top_k == 1; }
   bool has_penalties() const { return presence_penalty != 0.0f || frequency_penalty != 0.0f; }
-  // Whether anything changes the logits before the draw (penalties, bias, the min_new_tokens ban).
-  bool modifies_logits() const {
+  // Whether anything changes the logits of the draw after num_sampled draws (penalties, bias, the
+  // min_new_tokens ban).
+  bool modifies_logits(int64_t num_sampled) const {
     return has_penalties() || repetition_penalty != 1.0f || !logit_bias.empty() ||
-           (min_new_tokens > 0 && !ending_token_ids.empty());
+           (num_sampled < min_new_tokens && !ending_token_ids.empty());
   }
 };
 
@@ -60,10 +61,11 @@ struct DeviceSamplingRow {
   uint64_t step = 0;         // the sequence's draw counter (SamplingState::num_sampled)
 };
 
-// Whether a device sampler can serve these options: changed logits and top_logprobs alternatives need the host
-// sampler.
-inline bool device_can_sample(const SamplingOptions& options) {
-  return !options.modifies_logits() && !(options.logprobs && options.top_logprobs > 0);
+// Whether a device sampler can serve the sequence's next draw: changed logits and top_logprobs alternatives need the
+// host sampler. A min_new_tokens ban alone moves the draws to the device once it is over (a seeded request's later
+// draws then come from the device sampler's arithmetic).
+inline bool device_can_sample(const SamplingOptions& options, const SamplingState& state) {
+  return !options.modifies_logits(state.num_sampled) && !(options.logprobs && options.top_logprobs > 0);
 }
 
 inline DeviceSamplingRow device_sampling_row(const SamplingOptions& options, const SamplingState& state) {

@@ -37,7 +37,7 @@ RequestState::RequestState(uint64_t id, GenerateRequest request_in, EventCallbac
   const SamplingParams& params = request.sampling;
   if (params.min_new_tokens > 0) {  // the ids accept_token would end the request on
     if (!params.ignore_eos) sampling_options.ending_token_ids = eos_token_ids;
-    for (int32_t id : params.stop_token_ids) sampling_options.ending_token_ids.push_back(id);
+    for (int32_t token : params.stop_token_ids) sampling_options.ending_token_ids.push_back(token);
   }
   if (params.repetition_penalty != 1.0f) {
     std::vector<int32_t>& ids = sampling_state->prompt_token_ids;

@@ -37,6 +37,19 @@ StopStringMatcher::Result StopStringMatcher::push(std::string_view piece) {
     held_.clear();
     return result;
   }
+  result.text = release_unheld();
+  return result;
+}
+
+StopStringMatcher::Result StopStringMatcher::push_unmatched(std::string_view piece) {
+  Result result;
+  if (matched_) return result;
+  held_.append(piece);
+  result.text = release_unheld();
+  return result;
+}
+
+std::string StopStringMatcher::release_unheld() {
   // Hold back the longest tail that is a proper prefix of some stop string.
   size_t hold = 0;
   for (const std::string& stop : stop_strings_) {
@@ -47,18 +60,9 @@ StopStringMatcher::Result StopStringMatcher::push(std::string_view piece) {
       }
     }
   }
-  result.text = held_.substr(0, held_.size() - hold);
+  std::string released = held_.substr(0, held_.size() - hold);
   held_.erase(0, held_.size() - hold);
-  return result;
-}
-
-StopStringMatcher::Result StopStringMatcher::push_unmatched(std::string_view piece) {
-  Result result;
-  if (matched_) return result;
-  result.text = std::move(held_);
-  result.text.append(piece);
-  held_.clear();
-  return result;
+  return released;
 }
 
 std::string StopStringMatcher::flush() {

@@ -20,13 +20,17 @@ class StopStringMatcher {
 
   // Appends `piece`. After a match, the stream is over: further pushes return nothing.
   Result push(std::string_view piece);
-  // Appends `piece` without looking for stop strings: what is held back and `piece` stream now (no match).
+  // Appends `piece` without matching: a stop string that ends inside it is not found, but a tail that could start
+  // one is still held back, so a stop string completed by a later push() is (as vLLM and SGLang match them).
   Result push_unmatched(std::string_view piece);
   // End of stream without a match: everything held back.
   std::string flush();
   bool matched() const { return matched_; }
 
  private:
+  // Streams held_ but for its longest tail that is a proper prefix of some stop string.
+  std::string release_unheld();
+
   std::vector<std::string> stop_strings_;
   std::string held_;  // received but not yet streamed; always a prefix of some stop string after push()
   bool matched_ = false;

@@ -167,6 +167,7 @@ NativeGenerateRequest parse_native_generate_request(const Json& body, const Requ
     int64_t n = 1;
     bool max_new_tokens_given = false;
     request.sampling.push_back(parse_native_sampling(entry, prefix, limits, n, max_new_tokens_given));
+    request.sampling_prefixes.push_back(prefix);
     request.n.push_back(n);
     request.max_new_tokens_given.push_back(max_new_tokens_given);
     if (n > 1) request.list_response = true;

@@ -15,6 +15,7 @@ namespace fathom::server {
 struct NativeGenerateRequest {
   std::vector<PromptSource> prompts;
   std::vector<scheduler::SamplingParams> sampling;  // one per prompt
+  std::vector<std::string> sampling_prefixes;       // per prompt: "sampling_params." or "sampling_params[i]."
   std::vector<int64_t> n;                           // samples per prompt
   std::vector<bool> max_new_tokens_given;           // per prompt: else the default, capped to the context's room
   std::vector<std::string> rids;                    // client ids per prompt ("" = none)

@@ -194,7 +194,8 @@ PreparedGeneration prepare_native_generate(std::string_view body, const Preparat
     if (request.max_new_tokens_given[p]) requested = request.sampling[p].max_new_tokens;
     request.sampling[p].max_new_tokens = completion_budget(static_cast<int64_t>(ids.size()), requested,
                                                            kDefaultNativeMaxNewTokens, context, param, "prompt");
-    check_sampling(request.sampling[p], context, "sampling_params.logit_bias", "sampling_params.min_new_tokens");
+    const std::string& prefix = request.sampling_prefixes[p];
+    check_sampling(request.sampling[p], context, prefix + "logit_bias", prefix + "min_new_tokens");
     const size_t first = prepared.choices.size();
     add_choices(prepared, static_cast<int64_t>(p), ids, request.sampling[p], request.n[p]);
     for (size_t c = first; c < prepared.choices.size(); ++c) prepared.choices[c].client_rid = request.rids[p];

@@ -215,8 +215,12 @@ test('logit_bias, min_tokens and repetition_penalty reach the sampler', { skip }
                                                       logit_bias: { 1000: 100 }, stop_token_ids: [1000], min_tokens: 2 });
   assert.equal(chat.usage.completion_tokens, 3);
   assert.equal(chat.choices[0].finish_reason, 'stop');
+  // The penalty's effect is checked against a reference in tests/scheduler; here that the server takes it and
+  // bounds it.
   const penalized = await generate({ max_new_tokens: 4, temperature: 0, ignore_eos: true, repetition_penalty: 1.5 });
   assert.equal(penalized.output_ids.length, 4);
+  await assert.rejects(client.completions.create({ model: MODEL, prompt: 'Hello', repetition_penalty: 2.5 }),
+                       (error) => error.status === 400 && error.param === 'repetition_penalty');
   await assert.rejects(client.chat.completions.create({ model: MODEL, messages, logit_bias: { 129280: 1 } }),
                        (error) => error.status === 400 && error.param === 'logit_bias' && /outside the vocabulary/.test(error.message));
 });

@@ -148,6 +148,20 @@ TEST(StepExecutor, SamplesOnTheDeviceUnlessChangedLogitsOrTopLogprobsNeedTheHost
   invalid.sequences.back().sampling.temperature = 0.5f;
   invalid.sequences.back().sampling.top_p = 1.5f;
   EXPECT_THROW(executor.execute(invalid), Error);
+
+  // A min_new_tokens ban keeps a sequence on the host while it lasts, then lets the device sample it.
+  auto banned = std::make_shared<sampling::SamplingState>();
+  for (int64_t drawn : {0, 1}) {
+    banned->num_sampled = drawn;
+    StepBatch ban;
+    ban.sequences.push_back(make_step(6, {60, 61}, 0, {10, 11}, banned));
+    ban.sequences.back().sampling.min_new_tokens = 1;
+    ban.sequences.back().sampling.ending_token_ids = {fake.next_token({60, 61})};
+    const size_t received_before = model.received.size();
+    const StepOutput banned_out = executor.execute(ban);
+    EXPECT_EQ(model.received.size() - received_before, drawn == 0 ? 0u : 1u) << drawn;
+    EXPECT_EQ(banned_out.tokens[0]->token_id == fake.next_token({60, 61}), drawn == 1) << drawn;
+  }
 }
 
 }  // namespace

@@ -256,18 +256,21 @@ TEST(Sampler, MinNewTokensBansTheEndingIdsUntilReached) {
 }
 
 TEST(Sampler, ModifiedLogitsNeedTheHostSampler) {
+  SamplingState state;
   SamplingOptions options;
-  EXPECT_TRUE(device_can_sample(options));
+  EXPECT_TRUE(device_can_sample(options, state));
   options.repetition_penalty = 1.1f;
-  EXPECT_FALSE(device_can_sample(options));
+  EXPECT_FALSE(device_can_sample(options, state));
   options = SamplingOptions{};
   options.logit_bias = {{3, 1.0f}};
-  EXPECT_FALSE(device_can_sample(options));
+  EXPECT_FALSE(device_can_sample(options, state));
   options = SamplingOptions{};
   options.min_new_tokens = 4;
-  EXPECT_TRUE(device_can_sample(options));  // nothing to ban
+  EXPECT_TRUE(device_can_sample(options, state));  // nothing to ban
   options.ending_token_ids = {1};
-  EXPECT_FALSE(device_can_sample(options));
+  EXPECT_FALSE(device_can_sample(options, state));
+  state.num_sampled = 4;  // the ban is over
+  EXPECT_TRUE(device_can_sample(options, state));
 }
 
 TEST(Sampler, RejectsInvalidOptions) {

@@ -61,9 +61,8 @@ TEST_P(LogitModifiersTest, MinNewTokensBansEosAndStopTokensUntilReached) {
   ASSERT_GE(stop.size(), 5u);
   EXPECT_EQ(stop.front(), 6);
   EXPECT_NE(stop[1], 7);  // 7 is banned at the second token, where the model picks it
-  if (harness.log("stop_token").last().finish_reason == FinishReason::kStop) {
-    EXPECT_TRUE(stop.back() == 1 || stop.back() == 7);
-  }
+  EXPECT_EQ(harness.log("stop_token").last().finish_reason,
+            stop.size() == 12 && stop.back() != 1 && stop.back() != 7 ? FinishReason::kLength : FinishReason::kStop);
 }
 
 TEST_P(LogitModifiersTest, LogitBiasAndRepetitionPenaltyFollowTheReference) {
@@ -96,10 +95,10 @@ TEST_P(LogitModifiersTest, LogitBiasAndRepetitionPenaltyFollowTheReference) {
 INSTANTIATE_TEST_SUITE_P(Loops, LogitModifiersTest, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "Overlap" : "Sequential"; });
 
-// Stop strings match only from the min_new_tokens-th token's text on (SGLang and vLLM check none before then).
+// A stop string matches only if it ends at or after the min_new_tokens-th token (as SGLang and vLLM check them).
 TEST(LogitModifiers, MinNewTokensDefersStopStrings) {
   const tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::from_json(byte_tokenizer_json(), byte_tokenizer_config_json());
-  const std::string script = "ab<STOP>cd<STOP> tail";
+  const std::string script = "<STOP>ab<STOP>cd<STOP> tail";
   NextTokenFn spell = [script](const std::vector<int32_t>& sequence) {
     const size_t index = sequence.size() - 1;
     return index < script.size() ? static_cast<int32_t>(static_cast<unsigned char>(script[index])) : 256;
@@ -109,15 +108,20 @@ TEST(LogitModifiers, MinNewTokensDefersStopStrings) {
   SchedulerHarness harness(config, false, spell, &tokenizer);
   scheduler::SamplingParams params = SchedulerHarness::greedy();
   params.stop = {"<STOP>"};
-  params.min_new_tokens = 5;  // tokens 1-4 ("ab<S") stream unmatched
+  params.min_new_tokens = 7;  // the first "<STOP>" ends at token 6: not matched
   harness.submit("deferred", {65}, 40, params);
+  params.min_new_tokens = 12;  // the second ends at token 14, after the 12th: matched though it began before
+  harness.submit("straddling", {65}, 40, params);
   params.min_new_tokens = 0;
   harness.submit("plain", {65}, 40, params);
   harness.run_until_idle();
-  EXPECT_EQ(harness.log("deferred").text(), "ab<STOP>cd");
+  EXPECT_EQ(harness.log("deferred").text(), "<STOP>ab");
   EXPECT_EQ(harness.log("deferred").last().matched_stop, "<STOP>");
-  EXPECT_EQ(harness.log("deferred").tokens().size(), 16u);
-  EXPECT_EQ(harness.log("plain").text(), "ab");
+  EXPECT_EQ(harness.log("deferred").tokens().size(), 14u);
+  EXPECT_EQ(harness.log("straddling").text(), "<STOP>ab");
+  EXPECT_EQ(harness.log("straddling").tokens().size(), 14u);
+  EXPECT_EQ(harness.log("plain").text(), "");
+  EXPECT_EQ(harness.log("plain").tokens().size(), 6u);
 }
 
 TEST(LogitModifiers, InvalidValuesGetOneErrorEvent) {

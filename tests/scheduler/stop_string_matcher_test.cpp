@@ -45,19 +45,24 @@ TEST(StopStringMatcher, EarliestMatchWinsAndTextBeforeItIsKept) {
   EXPECT_EQ(*result.match, "o");
 }
 
-// Before min_new_tokens, text streams unmatched: held-back text is released with it, and matching resumes after.
-TEST(StopStringMatcher, UnmatchedPushesStreamEverything) {
+// Before min_new_tokens, stop strings ending in a piece are not matched, but a possible start is still held back:
+// a stop string completed once matching resumes is found even if it began earlier.
+TEST(StopStringMatcher, UnmatchedPushesSkipCompletedStopsButHoldPossibleStarts) {
   StopStringMatcher matcher({"stop"});
   EXPECT_EQ(matcher.push("a st").text, "a ");  // "st" held back
-  StopStringMatcher::Result result = matcher.push_unmatched("op here");
-  EXPECT_EQ(result.text, "stop here");
+  StopStringMatcher::Result result = matcher.push_unmatched("op here, st");
+  EXPECT_EQ(result.text, "stop here, ");  // completed while unmatched: streamed; "st" held back again
   EXPECT_FALSE(result.match);
   EXPECT_FALSE(matcher.matched());
-  result = matcher.push(" and stop");
-  EXPECT_EQ(result.text, " and ");
+  result = matcher.push("op");
+  EXPECT_EQ(result.text, "");
   ASSERT_TRUE(result.match);
   EXPECT_EQ(*result.match, "stop");
   EXPECT_EQ(matcher.push_unmatched("late").text, "");  // over after a match
+  StopStringMatcher released({"stop"});
+  EXPECT_EQ(released.push_unmatched("xs").text, "x");
+  EXPECT_EQ(released.push_unmatched("y").text, "sy");  // a false start is released
+  EXPECT_EQ(released.flush(), "");
 }
 
 }  // namespace

@@ -143,6 +143,7 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"logit_bias_same_token", Endpoint::kChat, R"({"logit_bias": {"5": 1, "05": 2}, )" + kMessages + "}", 400, "logit_bias", "token 5 is named twice"},
         ErrorCase{"logit_bias_out_of_vocab", Endpoint::kCompletion, R"({"prompt": "a", "logit_bias": {"1000": 1}})", 400, "logit_bias", "token id 1000 is outside the vocabulary [0, 1000)"},
         ErrorCase{"native_logit_bias_out_of_vocab", Endpoint::kNative, R"({"text": "a", "sampling_params": {"logit_bias": {"4000": -1}}})", 400, "sampling_params.logit_bias", "outside the vocabulary"},
+        ErrorCase{"native_batch_logit_bias_out_of_vocab", Endpoint::kNative, R"({"text": ["a", "b"], "sampling_params": [{}, {"logit_bias": {"4000": -1}}]})", 400, "sampling_params[1].logit_bias", "outside the vocabulary"},
         ErrorCase{"native_min_new_tokens_over_max", Endpoint::kNative, R"({"text": "a", "sampling_params": {"min_new_tokens": 5, "max_new_tokens": 4}})", 400, "sampling_params.min_new_tokens", "exceeds"},
         ErrorCase{"native_repetition_penalty_negative", Endpoint::kNative, R"({"text": "a", "sampling_params": {"repetition_penalty": -1}})", 400, "sampling_params.repetition_penalty", "greater than 0"},
         ErrorCase{"response_format_json", Endpoint::kChat, R"({"response_format": {"type": "json_object"}, )" + kMessages + "}", 400, "response_format", "not supported"},
