@@ -18,11 +18,15 @@ struct ForwardChunk {
   bool extends_prompt = false;          // the new tokens are prompt tokens (deterministic inference: prefill form)
   // With needs_logits: sample that token on the device instead (LogitsSource::samples_on_device()).
   std::optional<sampling::DeviceSamplingRow> device_sampling;
+  // Also the logits of new-token rows [scored_row_begin, scored_row_begin + num_scored_rows) (prompt logprobs).
+  int64_t scored_row_begin = 0;
+  int64_t num_scored_rows = 0;
 };
 
 struct ForwardOutput {
   std::vector<float> logits;                    // [chunks with needs_logits and no device_sampling, V], chunk order
   std::vector<sampling::SampledToken> samples;  // [chunks with device_sampling], chunk order
+  std::vector<float> scored_logits;             // [sum of num_scored_rows, V], chunk order then row order
 };
 
 class LogitsSource {
@@ -34,10 +38,13 @@ class LogitsSource {
   virtual std::vector<float> forward(const std::vector<ForwardChunk>& chunks) = 0;
   // Whether chunks may carry device_sampling.
   virtual bool samples_on_device() const { return false; }
-  // forward, with the device_sampling chunks' tokens sampled on the device.
+  // forward, with the device_sampling chunks' tokens sampled on the device and the scored rows' logits returned.
   virtual ForwardOutput forward_sampled(const std::vector<ForwardChunk>& chunks) {
-    for (const ForwardChunk& chunk : chunks) FATHOM_CHECK(!chunk.device_sampling, "this model does not sample on the device");
-    return ForwardOutput{forward(chunks), {}};
+    for (const ForwardChunk& chunk : chunks) {
+      FATHOM_CHECK(!chunk.device_sampling, "this model does not sample on the device");
+      FATHOM_CHECK(chunk.num_scored_rows == 0, "this model does not return the logits of scored rows");
+    }
+    return ForwardOutput{forward(chunks), {}, {}};
   }
 };
 

@@ -34,9 +34,23 @@ ForwardOutput ModelRunner::forward_sampled(const std::vector<ForwardChunk>& chun
     else row_of_chunk[i] = num_rows++;
   }
   FATHOM_CHECK(num_samples == 0 || backend_->samples_on_device(), "model runner: the backend does not sample on the device");
+  // Scored rows (prompt logprobs) of chunk i start at row scored_offset[i] of output.scored_logits.
+  std::vector<int64_t> scored_offset(chunks.size(), 0);
+  int64_t num_scored = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const ForwardChunk& chunk = chunks[i];
+    FATHOM_CHECK(chunk.num_scored_rows >= 0 && chunk.scored_row_begin >= 0 &&
+                     chunk.scored_row_begin + chunk.num_scored_rows <= static_cast<int64_t>(chunk.new_tokens.size()),
+                 "model runner: chunk " << i << " scores rows [" << chunk.scored_row_begin << ", "
+                                        << chunk.scored_row_begin + chunk.num_scored_rows << ") of "
+                                        << chunk.new_tokens.size() << " new tokens");
+    scored_offset[i] = num_scored;
+    num_scored += chunk.num_scored_rows;
+  }
   ForwardOutput output;
   output.logits.resize(static_cast<size_t>(num_rows * vocab));
   output.samples.resize(static_cast<size_t>(num_samples));
+  output.scored_logits.resize(static_cast<size_t>(num_scored * vocab));
   for (const bool decode_group : {true, false}) {
     model::ForwardBatch batch;
     batch.attention_form = decode_group ? model::AttentionForm::kAbsorbed : model::AttentionForm::kExpanded;
@@ -55,6 +69,7 @@ ForwardOutput ModelRunner::forward_sampled(const std::vector<ForwardChunk>& chun
     }
     if (members.empty()) continue;
     std::vector<int64_t> logit_rows, sample_rows;  // token rows of this forward: host logits / device samples
+    // Row of each host logits row in output.logits, or (scored rows) -1 - its row in output.scored_logits.
     std::vector<int64_t> logit_destination, sample_destination;
     std::vector<sampling::DeviceSamplingRow> sampling;
     for (size_t m = 0; m < members.size(); ++m) {
@@ -68,12 +83,19 @@ ForwardOutput ModelRunner::forward_sampled(const std::vector<ForwardChunk>& chun
         sample_destination.push_back(sample_of_chunk[members[m]]);
         sampling.push_back(*chunks[members[m]].device_sampling);
       }
+      const ForwardChunk& chunk = chunks[members[m]];
+      for (int64_t r = 0; r < chunk.num_scored_rows; ++r) {
+        logit_rows.push_back(sequence.token_begin + chunk.scored_row_begin + r);
+        logit_destination.push_back(-1 - (scored_offset[members[m]] + r));
+      }
     }
     SampledForward group = sample_rows.empty() ? SampledForward{backend_->forward(batch, logit_rows), {}}
                                                : backend_->forward_sampled(batch, logit_rows, sample_rows, sampling);
     for (size_t r = 0; r < logit_destination.size(); ++r) {
+      const int64_t destination = logit_destination[r];
+      std::vector<float>& into = destination >= 0 ? output.logits : output.scored_logits;
       std::copy_n(group.logits.begin() + static_cast<int64_t>(r) * vocab, vocab,
-                  output.logits.begin() + logit_destination[r] * vocab);
+                  into.begin() + (destination >= 0 ? destination : -1 - destination) * vocab);
     }
     for (size_t r = 0; r < sample_destination.size(); ++r) output.samples[static_cast<size_t>(sample_destination[r])] = group.samples[r];
   }

@@ -22,6 +22,11 @@ struct SequenceStep {
   bool extends_prompt = false;         // the new tokens are prompt tokens (not generated ones)
   sampling::SamplingOptions sampling;
   std::shared_ptr<sampling::SamplingState> sampling_state;  // required when sample; mutated by the executor
+  // Prompt logprobs: row scored_row_begin + i of new_tokens scores scored_targets[i] (the prompt's next token):
+  // its log-probability and the scored_top_n most likely tokens (raw logits, as sampled logprobs).
+  int64_t scored_row_begin = 0;
+  std::vector<int32_t> scored_targets;
+  int32_t scored_top_n = 0;
 };
 
 // Whether a sequence's new tokens run in the expanded (prefill) attention form, which expands every key it attends to
@@ -43,6 +48,7 @@ struct StepBatch {
 
 struct StepOutput {
   std::vector<std::optional<sampling::SampledToken>> tokens;  // [sequences]: set for those that sample
+  std::vector<std::vector<sampling::SampledToken>> scored;    // [sequences][scored_targets]: target and its logprob
 };
 
 }  // namespace fathom::executor

@@ -80,6 +80,17 @@ std::vector<int32_t> top_indices(const float* values, int64_t vocab, int64_t cou
   return ids;
 }
 
+SampledToken score_token(const float* logits, int64_t vocab, int32_t token, int32_t top_n) {
+  FATHOM_CHECK(token >= 0 && token < vocab, "sampling: scored token " << token << " is outside the vocabulary [0, " << vocab << ")");
+  std::vector<float> logprobs(static_cast<size_t>(vocab));
+  log_softmax(logits, vocab, logprobs.data());
+  SampledToken result;
+  result.token_id = token;
+  result.logprob = logprobs[static_cast<size_t>(token)];
+  for (int32_t id : top_indices(logprobs.data(), vocab, top_n)) result.top.emplace_back(id, logprobs[static_cast<size_t>(id)]);
+  return result;
+}
+
 namespace {
 
 int32_t greedy_argmax(const float* logits, int64_t vocab) {

@@ -34,6 +34,9 @@ std::vector<int32_t> top_indices(const float* values, int64_t vocab, int64_t cou
 // `state` (step counter and penalty counts). Throws fathom::Error on invalid options.
 SampledToken sample_token(float* logits, int64_t vocab, const SamplingOptions& options, SamplingState& state);
 
+// `token` scored under log_softmax(logits) [vocab], with the top_n most likely tokens (prompt logprobs).
+SampledToken score_token(const float* logits, int64_t vocab, int32_t token, int32_t top_n);
+
 // The filtered distribution of step 4 as (token, probability) pairs, most likely first; for tests.
 std::vector<std::pair<int32_t, double>> filtered_distribution(const float* logits, int64_t vocab,
                                                               const SamplingOptions& options);

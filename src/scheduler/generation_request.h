@@ -25,6 +25,9 @@ struct SamplingParams {
   int64_t min_new_tokens = 0;        // EOS / stop tokens cannot be drawn, and stop strings do not match, before this many
   int32_t top_logprobs = 0;          // 0..20 alternatives per token when logprobs is set
   bool logprobs = false;
+  // >= 0: also the logprobs of the prompt tokens at positions [max(this, 1), prompt length), with top_logprobs
+  // alternatives when logprobs is set (SGLang's logprob_start_len; OpenAI's echo with logprobs). -1: none.
+  int64_t prompt_logprob_start = -1;
   bool skip_special_tokens = true;
 };
 
@@ -48,6 +51,9 @@ struct GenerationEvent {
   std::vector<int32_t> new_token_ids;     // tokens sampled since the previous event
   std::string text_delta;                 // newly decodable text (valid UTF-8; stop strings removed)
   std::vector<TokenLogprob> logprobs;     // one per new token when requested
+  // The event of the first generated token, with prompt_logprob_start >= 0: one per prompt token at positions
+  // [max(prompt_logprob_start, 1), prompt length), in order (raw logits, as the sampled tokens' logprobs).
+  std::vector<TokenLogprob> prompt_logprobs;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   std::string matched_stop;               // the stop string that ended it, if any

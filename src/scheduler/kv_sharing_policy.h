@@ -30,9 +30,11 @@ class KvSharingPolicy {
   int64_t publishable_len(const RequestState& request) const {
     return std::min(request.cacheable_len(), position_limit(request));
   }
-  // Tokens of `request` that a prefix match may cover: all but the last known one, within the position limit.
+  // Tokens of `request` that a prefix match may cover: all but the last known one, within the position limit and
+  // before the prompt rows it still has to score (prompt logprobs).
   int64_t matchable_len(const RequestState& request) const {
-    return std::min(static_cast<int64_t>(request.tokens.size()) - 1, position_limit(request));
+    return std::min({static_cast<int64_t>(request.tokens.size()) - 1, position_limit(request),
+                     request.scoring_match_limit()});
   }
   // Most new tokens of one prefill chunk starting at position kv_len (>= 1).
   int64_t max_chunk(const RequestState& request, int64_t kv_len) const {

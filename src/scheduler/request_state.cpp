@@ -39,12 +39,22 @@ RequestState::RequestState(uint64_t id, GenerateRequest request_in, EventCallbac
     if (!params.ignore_eos) sampling_options.ending_token_ids = eos_token_ids;
     for (int32_t token : params.stop_token_ids) sampling_options.ending_token_ids.push_back(token);
   }
+  prompt_scores.resize(static_cast<size_t>(scored_rows_end() - first_scored_row()));
   if (params.repetition_penalty != 1.0f) {
     std::vector<int32_t>& ids = sampling_state->prompt_token_ids;
     ids = request.input_ids;
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   }
+}
+
+void RequestState::store_scores(int64_t first_row, const std::vector<sampling::SampledToken>& scores) {
+  const int64_t first = first_scored_row(), count = static_cast<int64_t>(scores.size());
+  FATHOM_CHECK(first_row >= first && first_row + count <= scored_rows_end(),
+               "request " << request_id() << ": scored rows [" << first_row << ", " << first_row + count
+                          << ") outside the prompt rows [" << first << ", " << scored_rows_end() << ")");
+  std::copy(scores.begin(), scores.end(), prompt_scores.begin() + (first_row - first));
+  if (first_row <= first + scored_rows_done) scored_rows_done = std::max(scored_rows_done, first_row + count - first);
 }
 
 GenerationEvent RequestState::make_event() const {
@@ -65,6 +75,14 @@ bool RequestState::accept_token(const sampling::SampledToken& sampled, const std
   GenerationEvent event = make_event();
   event.new_token_ids.push_back(token);
   if (request.sampling.logprobs) event.logprobs.push_back(TokenLogprob{token, sampled.logprob, sampled.top});
+  if (num_generated() == 1 && request.sampling.prompt_logprob_start >= 0) {
+    FATHOM_CHECK(first_scored_row() + scored_rows_done == scored_rows_end(),
+                 "request " << request_id() << ": " << scored_rows_done << " of "
+                            << scored_rows_end() - first_scored_row() << " prompt rows scored at its first token");
+    for (const sampling::SampledToken& score : prompt_scores) {
+      event.prompt_logprobs.push_back(TokenLogprob{score.token_id, score.logprob, score.top});
+    }
+  }
 
   const SamplingParams& params = request.sampling;
   const bool is_eos = !params.ignore_eos && std::find(eos_token_ids.begin(), eos_token_ids.end(), token) != eos_token_ids.end();

@@ -2,6 +2,7 @@
 // The scheduler's record of one request: its tokens (prompt + generated), how much of it has KV, its KV slots,
 // its sampling state and its output stream (events, text, stop conditions).
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,9 @@ struct RequestState {
   int64_t cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache at the first admission
   sampling::SamplingOptions sampling_options;
   std::shared_ptr<sampling::SamplingState> sampling_state;  // mutated by the executor only
+  // Prompt logprobs: prompt row r in [first_scored_row(), scored_rows_end()) scores prompt token r + 1.
+  std::vector<sampling::SampledToken> prompt_scores;  // [scored_rows_end() - first_scored_row()]
+  int64_t scored_rows_done = 0;                       // rows [first_scored_row(), + done) are scored
 
   const std::string& request_id() const { return request.request_id; }
   int64_t num_generated() const { return static_cast<int64_t>(tokens.size()) - prompt_len; }
@@ -48,6 +52,19 @@ struct RequestState {
   bool in_decode() const { return uncomputed() == 1; }
   // Tokens whose KV is in the cache and whose ids are known: what may be published in the prefix cache.
   int64_t cacheable_len() const { return std::min<int64_t>(kv_len, static_cast<int64_t>(tokens.size())); }
+  int64_t scored_rows_end() const { return prompt_len - 1; }
+  // The first prompt row to score; scored_rows_end() when no prompt logprobs are asked for.
+  int64_t first_scored_row() const {
+    const int64_t start = request.sampling.prompt_logprob_start;
+    return start < 0 ? scored_rows_end() : std::min(std::max<int64_t>(start, 1) - 1, scored_rows_end());
+  }
+  // Positions a prefix-cache match may cover: the rows still to score must run (no limit once all are scored).
+  int64_t scoring_match_limit() const {
+    const int64_t first = first_scored_row();
+    return first + scored_rows_done >= scored_rows_end() ? std::numeric_limits<int64_t>::max() : first + scored_rows_done;
+  }
+  // Stores the scores of rows [first_row, first_row + scores.size()) (a step's results for this request).
+  void store_scores(int64_t first_row, const std::vector<sampling::SampledToken>& scores);
 
   // Appends a resolved sampled token (num_pending must be > 0), applies stop conditions and delivers one event.
   // Returns true when the request finished (phase is then kFinished; the caller releases its KV).

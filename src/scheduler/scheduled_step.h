@@ -16,6 +16,7 @@ struct ScheduledEntry {
   uint64_t admission = 0;  // request->admissions when scheduled; a retraction in between makes the entry stale
   int64_t kv_end = 0;      // request's KV length once this step has run
   bool samples = false;
+  int64_t first_scored_row = 0;  // prompt row of the sequence's first scored row (its scored_targets)
 };
 
 struct ScheduledStep {

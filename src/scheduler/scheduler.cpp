@@ -26,6 +26,8 @@ Scheduler::Scheduler(const SchedulerConfig& config, const tokenizer::Tokenizer* 
       new_token_ratio_(config.init_new_token_ratio) {
   FATHOM_CHECK(config.max_running_requests >= 1, "scheduler: max_running_requests must be >= 1, got " << config.max_running_requests);
   FATHOM_CHECK(config.vocab_size > 0, "scheduler: vocab_size must be positive, got " << config.vocab_size);
+  FATHOM_CHECK(config.max_scored_rows_per_step >= 1,
+               "scheduler: max_scored_rows_per_step must be >= 1, got " << config.max_scored_rows_per_step);
   if (tokenizer_ && tokenizer_->eos_token_id() &&
       std::find(eos_token_ids_.begin(), eos_token_ids_.end(), *tokenizer_->eos_token_id()) == eos_token_ids_.end()) {
     eos_token_ids_.push_back(*tokenizer_->eos_token_id());
@@ -47,6 +49,9 @@ std::string Scheduler::validate(const GenerateRequest& request) const {
     problem << "request " << request.request_id << ": a request with this id is already in progress";
   } else if (prompt_len == 0) {
     problem << "request " << request.request_id << ": the prompt has no tokens";
+  } else if (params.prompt_logprob_start < -1 || params.prompt_logprob_start > prompt_len) {
+    problem << "request " << request.request_id << ": prompt_logprob_start must be in [-1, " << prompt_len
+            << "] (the prompt's length), got " << params.prompt_logprob_start;
   } else if (params.max_new_tokens < 0) {
     problem << "request " << request.request_id << ": max_new_tokens must be >= 0, got " << params.max_new_tokens;
   } else if (std::string sampling_problem = sampling::validate(to_sampling_options(params)); !sampling_problem.empty()) {
@@ -192,10 +197,18 @@ void Scheduler::add_to_step(ScheduledStep& step, const RequestPtr& request, int6
   sequence.extends_prompt = begin + num_new_tokens <= request->prompt_len;
   sequence.sampling = request->sampling_options;
   sequence.sampling_state = request->sampling_state;
+  // Prompt rows of this chunk that score their next prompt token (prompt logprobs).
+  const int64_t first_scored = std::max(begin, request->first_scored_row());
+  const int64_t scored_end = std::min(begin + num_new_tokens, request->scored_rows_end());
+  for (int64_t row = first_scored; row < scored_end; ++row) {
+    sequence.scored_targets.push_back(request->tokens[static_cast<size_t>(row + 1)]);
+  }
+  sequence.scored_row_begin = first_scored - begin;
+  sequence.scored_top_n = request->sampling_options.top_logprobs;
   step.batch.sequences.push_back(std::move(sequence));
   request->kv_len += num_new_tokens;
   if (samples) ++request->num_pending;
-  step.entries.push_back(ScheduledEntry{request, request->admissions, request->kv_len, samples});
+  step.entries.push_back(ScheduledEntry{request, request->admissions, request->kv_len, samples, first_scored});
   last_step_.push_back(StepRecord{request->request_id(), num_new_tokens, begin, samples});
 }
 
@@ -226,8 +239,16 @@ int64_t Scheduler::PrefillBudget::key_limited_chunk(int64_t prefix, int64_t want
   return expanded && has_expanded ? std::max<int64_t>(0, std::min(wanted, keys - prefix)) : wanted;
 }
 
-void Scheduler::PrefillBudget::take(int64_t prefix, int64_t chunk, bool expanded) {
+int64_t Scheduler::PrefillBudget::scoring_limited_chunk(const RequestState& request, int64_t prefix, int64_t wanted) const {
+  const int64_t first = std::max(prefix, request.first_scored_row()), end = request.scored_rows_end();
+  if (first >= std::min(prefix + wanted, end)) return wanted;  // no row to score
+  return std::min(wanted, first + std::max<int64_t>(scored_rows, 0) - prefix);  // rows before `first` are free
+}
+
+void Scheduler::PrefillBudget::take(const RequestState& request, int64_t prefix, int64_t chunk, bool expanded) {
   tokens -= chunk;
+  const int64_t first = std::max(prefix, request.first_scored_row());
+  scored_rows -= std::max<int64_t>(0, std::min(prefix + chunk, request.scored_rows_end()) - first);
   if (!expanded) return;
   keys -= prefix + chunk;
   has_expanded = true;
@@ -248,7 +269,8 @@ void Scheduler::admit_waiting(ScheduledStep& step, PrefillBudget* budget) {
     const int64_t matchable = sharing_.matchable_len(*request);
     const int64_t cached =
         kv_.acquire_prefix(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(matchable)), request->kv);
-    const int64_t wanted = std::min({total - cached, budget->tokens, sharing_.max_chunk(*request, cached)});
+    const int64_t wanted = budget->scoring_limited_chunk(
+        *request, cached, std::min({total - cached, budget->tokens, sharing_.max_chunk(*request, cached)}));
     const int64_t chunk = budget->key_limited_chunk(cached, wanted, runs_expanded(*request, cached, wanted));
     // Reservations protect running requests; with none running the first admission only needs its own KV (so a
     // request that fits the pool is always admitted eventually).
@@ -267,7 +289,7 @@ void Scheduler::admit_waiting(ScheduledStep& step, PrefillBudget* budget) {
       request->cached_prompt_tokens = std::min(cached, request->prompt_len);
       cached_prompt_tokens_total_ += request->cached_prompt_tokens;
     }
-    budget->take(cached, chunk, runs_expanded(*request, cached, chunk));
+    budget->take(*request, cached, chunk, runs_expanded(*request, cached, chunk));
     add_to_step(step, request, chunk, /*samples=*/chunk == total - cached);
   }
 }
@@ -278,7 +300,8 @@ std::optional<ScheduledStep> Scheduler::prepare_step() {
   ScheduledStep step;
   constexpr int64_t kUnlimited = std::numeric_limits<int64_t>::max();
   PrefillBudget budget{config_.chunked_prefill_size > 0 ? config_.chunked_prefill_size : kUnlimited,
-                       config_.max_prefill_keys > 0 ? config_.max_prefill_keys : kUnlimited};
+                       config_.max_prefill_keys > 0 ? config_.max_prefill_keys : kUnlimited,
+                       config_.max_scored_rows_per_step};
   bool retracted = false;
   // Running requests first, oldest first: a decode token each, or the next chunk of their prefill.
   for (size_t index = 0; index < running_.size(); ++index) {
@@ -289,20 +312,21 @@ std::optional<ScheduledStep> Scheduler::prepare_step() {
       const bool expanded = runs_expanded(*request, request->kv_len, 1);
       if (expanded && (budget.tokens <= 0 || budget.key_limited_chunk(request->kv_len, 1, true) <= 0)) continue;
       if (!ensure_kv(request, request->kv_len + 1, &retracted)) break;  // it was the newest: nothing after it
-      if (expanded) budget.take(request->kv_len, 1, true);
+      if (expanded) budget.take(*request, request->kv_len, 1, true);
       add_to_step(step, request, 1, /*samples=*/true);
     } else {
       if (budget.tokens <= 0) continue;
       // Shrink the chunk to the KV at hand rather than retract others for it; retract only to move at all.
       const int64_t coverable = request->kv.reserved_positions() + kv_.available_slots() / kv_.page_size() * kv_.page_size();
-      const int64_t wanted = std::max<int64_t>(1, std::min({request->uncomputed(), budget.tokens,
-                                                            coverable - request->kv_len,
-                                                            sharing_.max_chunk(*request, request->kv_len)}));
+      const int64_t wanted = budget.scoring_limited_chunk(
+          *request, request->kv_len,
+          std::max<int64_t>(1, std::min({request->uncomputed(), budget.tokens, coverable - request->kv_len,
+                                         sharing_.max_chunk(*request, request->kv_len)})));
       const int64_t chunk =
           budget.key_limited_chunk(request->kv_len, wanted, runs_expanded(*request, request->kv_len, wanted));
-      if (chunk <= 0) continue;  // its keys wait for a step with room
+      if (chunk <= 0) continue;  // its keys or scored rows wait for a step with room
       if (!ensure_kv(request, request->kv_len + chunk, &retracted)) break;
-      budget.take(request->kv_len, chunk, runs_expanded(*request, request->kv_len, chunk));
+      budget.take(*request, request->kv_len, chunk, runs_expanded(*request, request->kv_len, chunk));
       add_to_step(step, request, chunk, /*samples=*/chunk == request->uncomputed());
     }
   }
@@ -332,6 +356,11 @@ void Scheduler::complete_step(ScheduledStep& step, const executor::StepOutput& o
     const ScheduledEntry& entry = step.entries[i];
     const RequestPtr& request = entry.request;
     if (request->phase == RequestPhase::kFinished) continue;  // aborted, or finished while this step was in flight
+    // Scored prompt rows first: the first token's event carries them. A stale entry's rows are scored again.
+    if (i < output.scored.size() && !output.scored[i].empty() && request->phase == RequestPhase::kRunning &&
+        request->admissions == entry.admission) {
+      request->store_scores(entry.first_scored_row, output.scored[i]);
+    }
     if (entry.samples) {
       FATHOM_CHECK(output.tokens[i].has_value(), "scheduler: step " << step.index << " sampled no token for request "
                                                                     << request->request_id());

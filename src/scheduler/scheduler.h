@@ -79,10 +79,13 @@ class Scheduler {
   struct PrefillBudget {
     int64_t tokens;
     int64_t keys;
+    int64_t scored_rows;  // prompt rows to score (prompt logprobs)
     bool has_expanded = false;
     // Of `wanted` new tokens after `prefix` cached positions, what the keys allow (0: none).
     int64_t key_limited_chunk(int64_t prefix, int64_t wanted, bool expanded) const;
-    void take(int64_t prefix, int64_t chunk, bool expanded);
+    // Of `wanted` new tokens of `request` after `prefix` positions, what the scored rows allow (0: none).
+    int64_t scoring_limited_chunk(const RequestState& request, int64_t prefix, int64_t wanted) const;
+    void take(const RequestState& request, int64_t prefix, int64_t chunk, bool expanded);
   };
   // Whether `chunk` new tokens of `request` after `prefix` cached positions run in the expanded (prefill) form
   // (executor::runs_in_prefill_form).

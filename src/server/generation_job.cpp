@@ -66,6 +66,9 @@ void GenerationJob::start(std::vector<JobChoice> choices) {
     result.prompt_index = choices[slot].prompt_index;
     result.request_id = choices[slot].request.request_id;
     result.prompt_length = static_cast<int64_t>(choices[slot].request.input_ids.size());
+    if (choices[slot].request.sampling.prompt_logprob_start == 0 && !choices[slot].request.input_ids.empty()) {
+      result.unscored_first_prompt_token = choices[slot].request.input_ids.front();
+    }
   }
   std::weak_ptr<GenerationJob> weak_self = weak_from_this();
   exchange_->set_close_handler([weak_self] {
@@ -128,6 +131,7 @@ void GenerationJob::merge(ChoiceResult& choice, size_t slot, const scheduler::Ge
   choice.text += event.text_delta;
   choice.token_ids.insert(choice.token_ids.end(), event.new_token_ids.begin(), event.new_token_ids.end());
   choice.logprobs.insert(choice.logprobs.end(), event.logprobs.begin(), event.logprobs.end());
+  if (!event.prompt_logprobs.empty()) choice.prompt_logprobs = event.prompt_logprobs;
   choice.completion_tokens = std::max<int64_t>(event.completion_tokens, static_cast<int64_t>(choice.token_ids.size()));
   if (event.cached_prompt_tokens > 0) choice.cached_prompt_tokens = event.cached_prompt_tokens;
   if (event.finished) {

@@ -186,15 +186,14 @@ NativeGenerateRequest parse_native_generate_request(const Json& body, const Requ
                                                           std::to_string(limits.max_top_logprobs) + ".");
   }
   request.return_text_in_logprobs = fields.boolean("return_text_in_logprobs").value_or(false);
-  // SGLang's -1 (the default) returns output logprobs only; a start inside the prompt asks for prompt logprobs.
-  if (auto start = fields.integer("logprob_start_len"); start && *start != -1 && logprobs) {
-    throw ApiError(400, "'logprob_start_len' " + std::to_string(*start) + " asks for prompt logprobs, which this server "
-                            "does not return; use -1 (output logprobs only).",
-                   "logprob_start_len", "unsupported_parameter");
-  }
+  // SGLang's -1 (the default) returns output logprobs only; a start inside the prompt also asks for the prompt
+  // tokens' logprobs from there (input_token_logprobs), checked against each prompt's length once tokenized.
+  const int64_t start = fields.integer("logprob_start_len").value_or(-1);
+  if (start < -1) fields.require_at_least("logprob_start_len", start, -1);
   for (scheduler::SamplingParams& sampling : request.sampling) {
     sampling.logprobs = logprobs;
     sampling.top_logprobs = logprobs ? static_cast<int32_t>(top) : 0;
+    sampling.prompt_logprob_start = logprobs ? start : -1;
   }
 
   request.rids.assign(prompt_count, "");
@@ -280,6 +279,23 @@ class NativeGenerateProtocol : public GenerationProtocol {
       }
       meta["output_token_logprobs"] = std::move(output);
       meta["output_top_logprobs"] = std::move(top);
+      if (choice.unscored_first_prompt_token || !choice.prompt_logprobs.empty()) {
+        Json input = Json::array(), input_top = Json::array();
+        if (choice.unscored_first_prompt_token) {  // position 0 has no logprob
+          input.push_back(Json::array({nullptr, *choice.unscored_first_prompt_token,
+                                       text_in_logprobs_ ? Json(codec_->token_piece(*choice.unscored_first_prompt_token).text)
+                                                         : Json()}));
+          input_top.push_back(nullptr);
+        }
+        for (const scheduler::TokenLogprob& entry : choice.prompt_logprobs) {
+          input.push_back(token_entry(entry.logprob, entry.token_id));
+          Json alternatives = Json::array();
+          for (const auto& [id, logprob] : entry.top) alternatives.push_back(token_entry(logprob, id));
+          input_top.push_back(std::move(alternatives));
+        }
+        meta["input_token_logprobs"] = std::move(input);
+        meta["input_top_logprobs"] = std::move(input_top);
+      }
     }
     Json result;
     result["text"] = choice.text;

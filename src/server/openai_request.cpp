@@ -274,9 +274,7 @@ CompletionRequest parse_completion_request(const Json& body, const RequestLimits
     request.sampling.logprobs = true;
     request.sampling.top_logprobs = static_cast<int32_t>(*logprobs);
   }
-  if (request.echo && request.sampling.logprobs) {
-    throw ApiError(400, "'echo' together with 'logprobs' is not supported (no prompt logprobs).", "echo", "unsupported_parameter");
-  }
+  if (request.echo && request.sampling.logprobs) request.sampling.prompt_logprob_start = 0;  // every prompt token
   if (auto suffix = fields.string("suffix"); suffix && !suffix->empty()) {
     throw ApiError(400, "'suffix' is not supported.", "suffix", "unsupported_parameter");
   }

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string_view>
 
 #include "server/openai_protocol_base.h"
@@ -21,7 +22,8 @@ class CompletionProtocol : public OpenAiProtocolBase {
         echo_prefixes_(std::move(echo_prefixes)), logprobs_(logprobs), skip_special_tokens_(skip_special_tokens) {}
 
   void stream_opened(const std::vector<ChoiceResult>& choices, std::string& out) override {
-    if (echo_prefixes_.empty()) return;
+    // With logprobs the echo waits for each choice's first event, which brings the prompt's logprobs.
+    if (echo_prefixes_.empty() || logprobs_) return;
     for (const ChoiceResult& choice : choices) {
       Json choice_json{{"index", choice.index}, {"text", echo_prefixes_.at(static_cast<size_t>(choice.prompt_index))},
                        {"logprobs", nullptr}, {"finish_reason", nullptr}};
@@ -30,6 +32,11 @@ class CompletionProtocol : public OpenAiProtocolBase {
   }
 
   void stream_delta(const ChoiceResult& choice, const scheduler::GenerationEvent& event, std::string& out) override {
+    if (!echo_prefixes_.empty() && logprobs_ && echo_streamed_.insert(choice.index).second) {
+      Json choice_json{{"index", choice.index}, {"text", echo_prefixes_.at(static_cast<size_t>(choice.prompt_index))},
+                       {"logprobs", prompt_logprobs_json(choice)}, {"finish_reason", nullptr}};
+      append_chunk(out, std::move(choice_json));
+    }
     if (!event.text_delta.empty() || !event.new_token_ids.empty() || event.finished) {
       // Characters of the choice's tokens streamed before this event (the same offsets as the final response's).
       int64_t& streamed_chars = streamed_token_chars_[choice.index];
@@ -49,8 +56,15 @@ class CompletionProtocol : public OpenAiProtocolBase {
     for (const ChoiceResult& choice : choices) {
       int64_t token_chars = 0;
       std::string text = echo_prefixes_.empty() ? choice.text : echo_prefixes_.at(static_cast<size_t>(choice.prompt_index)) + choice.text;
-      Json choice_json{{"index", choice.index}, {"text", std::move(text)},
-                       {"logprobs", logprobs_json(choice.logprobs, echo_chars(choice), token_chars)},
+      Json logprobs = logprobs_json(choice.logprobs, echo_chars(choice), token_chars);
+      if (!echo_prefixes_.empty() && logprobs_) {  // the prompt's tokens first (echo)
+        Json prompt = prompt_logprobs_json(choice);
+        for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
+          for (Json& item : logprobs[key]) prompt[key].push_back(std::move(item));
+        }
+        logprobs = std::move(prompt);
+      }
+      Json choice_json{{"index", choice.index}, {"text", std::move(text)}, {"logprobs", std::move(logprobs)},
                        {"finish_reason", finish_json(choice)}};
       add_matched_stop(choice_json, choice);
       choice_list.push_back(std::move(choice_json));
@@ -71,22 +85,46 @@ class CompletionProtocol : public OpenAiProtocolBase {
   Json logprobs_json(const std::vector<scheduler::TokenLogprob>& logprobs, int64_t echo_chars,
                      int64_t& token_chars) const {
     if (!logprobs_) return nullptr;
-    Json tokens = Json::array(), token_logprobs = Json::array(), top = Json::array(), offsets = Json::array();
-    for (const scheduler::TokenLogprob& entry : logprobs) {
-      const TokenPiece token = piece(entry.token_id);
-      tokens.push_back(token_label(token));
-      token_logprobs.push_back(entry.logprob);
+    Json arrays = empty_logprobs();
+    for (const scheduler::TokenLogprob& entry : logprobs) append_logprob(arrays, entry.token_id, &entry, echo_chars, token_chars);
+    return arrays;
+  }
+
+  // The echoed prompt's tokens: the first (no logprob: null, as OpenAI and vLLM write it), then the scored ones;
+  // offsets from the start of the echoed text.
+  Json prompt_logprobs_json(const ChoiceResult& choice) const {
+    Json arrays = empty_logprobs();
+    int64_t prompt_chars = 0;
+    if (choice.unscored_first_prompt_token) append_logprob(arrays, *choice.unscored_first_prompt_token, nullptr, 0, prompt_chars);
+    for (const scheduler::TokenLogprob& entry : choice.prompt_logprobs) append_logprob(arrays, entry.token_id, &entry, 0, prompt_chars);
+    return arrays;
+  }
+
+  static Json empty_logprobs() {
+    return Json{{"tokens", Json::array()}, {"token_logprobs", Json::array()}, {"top_logprobs", Json::array()},
+                {"text_offset", Json::array()}};
+  }
+
+  // Appends token `token_id` (entry: its logprob and alternatives; null: none) at base_chars + token_chars.
+  void append_logprob(Json& arrays, int32_t token_id, const scheduler::TokenLogprob* entry, int64_t base_chars,
+                      int64_t& token_chars) const {
+    const TokenPiece token = piece(token_id);
+    const std::string label = token_label(token);
+    arrays["tokens"].push_back(label);
+    if (entry) {
+      arrays["token_logprobs"].push_back(entry->logprob);
       Json alternatives = Json::object();
-      for (const auto& [id, logprob] : entry.top) alternatives[token_label(piece(id))] = logprob;
-      alternatives[tokens.back().get<std::string>()] = entry.logprob;  // OpenAI: the sampled token is always listed
-      top.push_back(std::move(alternatives));
-      const bool starts_inside_a_character = !token.bytes.empty() && is_continuation_byte(token.bytes.front());
-      offsets.push_back(echo_chars + token_chars - (starts_inside_a_character && token_chars > 0 ? 1 : 0));
-      if (token.is_special && skip_special_tokens_) continue;  // not in the text
-      for (uint8_t byte : token.bytes) token_chars += is_continuation_byte(byte) ? 0 : 1;
+      for (const auto& [id, logprob] : entry->top) alternatives[token_label(piece(id))] = logprob;
+      alternatives[label] = entry->logprob;  // OpenAI: the chosen token is always listed
+      arrays["top_logprobs"].push_back(std::move(alternatives));
+    } else {
+      arrays["token_logprobs"].push_back(nullptr);
+      arrays["top_logprobs"].push_back(nullptr);
     }
-    return Json{{"tokens", std::move(tokens)}, {"token_logprobs", std::move(token_logprobs)},
-                {"top_logprobs", std::move(top)}, {"text_offset", std::move(offsets)}};
+    const bool starts_inside_a_character = !token.bytes.empty() && is_continuation_byte(token.bytes.front());
+    arrays["text_offset"].push_back(base_chars + token_chars - (starts_inside_a_character && token_chars > 0 ? 1 : 0));
+    if (token.is_special && skip_special_tokens_) return;  // not in the text
+    for (uint8_t byte : token.bytes) token_chars += is_continuation_byte(byte) ? 0 : 1;
   }
 
   static bool is_continuation_byte(uint8_t byte) { return (byte & 0xC0) == 0x80; }
@@ -111,6 +149,7 @@ class CompletionProtocol : public OpenAiProtocolBase {
   }
 
   std::map<int64_t, int64_t> streamed_token_chars_;  // choice index -> characters of its streamed tokens
+  std::set<int64_t> echo_streamed_;                  // choices whose echo (with prompt logprobs) was streamed
   std::vector<std::string> echo_prefixes_;
   bool logprobs_;
   bool skip_special_tokens_;

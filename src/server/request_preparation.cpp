@@ -194,6 +194,12 @@ PreparedGeneration prepare_native_generate(std::string_view body, const Preparat
     if (request.max_new_tokens_given[p]) requested = request.sampling[p].max_new_tokens;
     request.sampling[p].max_new_tokens = completion_budget(static_cast<int64_t>(ids.size()), requested,
                                                            kDefaultNativeMaxNewTokens, context, param, "prompt");
+    if (request.sampling[p].prompt_logprob_start > static_cast<int64_t>(ids.size())) {
+      throw ApiError::invalid_value("logprob_start_len", "Invalid 'logprob_start_len': " +
+                                                             std::to_string(request.sampling[p].prompt_logprob_start) +
+                                                             " is past the end of a prompt of " +
+                                                             std::to_string(ids.size()) + " tokens.");
+    }
     const std::string& prefix = request.sampling_prefixes[p];
     check_sampling(request.sampling[p], context, prefix + "logit_bias", prefix + "min_new_tokens");
     const size_t first = prepared.choices.size();

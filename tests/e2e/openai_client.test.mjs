@@ -225,6 +225,45 @@ test('logit_bias, min_tokens and repetition_penalty reach the sampler', { skip }
                        (error) => error.status === 400 && error.param === 'logit_bias' && /outside the vocabulary/.test(error.message));
 });
 
+test('prompt logprobs (echo with logprobs, logprob_start_len) agree with the generated tokens\' logprobs', { skip }, async () => {
+  const generate = async (body) => {
+    const response = await getJson(`${server.url}/generate`, authorized({
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) }));
+    assert.equal(response.status, 200, JSON.stringify(response.body));
+    return response.body;
+  };
+  const prompt = [0, 1500, 2500, 3500, 4500, 5500];
+  const generated = await generate({ input_ids: prompt, return_logprob: true, top_logprobs_num: 2,
+                                     sampling_params: { max_new_tokens: 2, temperature: 0, ignore_eos: true } });
+  const [first, second] = generated.output_ids;
+  const scoredBody = { input_ids: [...prompt, first, second], return_logprob: true, top_logprobs_num: 2,
+                       logprob_start_len: prompt.length, sampling_params: { max_new_tokens: 1, temperature: 0 } };
+  const scored = await generate(scoredBody);
+  const input = scored.meta_info.input_token_logprobs;
+  assert.deepEqual(input.map((entry) => entry[1]), [first, second]);
+  for (let i = 0; i < 2; ++i) {
+    assert.ok(Math.abs(input[i][0] - generated.meta_info.output_token_logprobs[i][0]) < 2e-3,
+              `${JSON.stringify(input)} against ${JSON.stringify(generated.meta_info.output_token_logprobs)}`);
+  }
+  assert.equal(scored.meta_info.input_top_logprobs[0][0][1], first);  // the greedy token tops its row
+  // Again, now with the prompt in the prefix cache: the scored rows still run, with the same results.
+  assert.deepEqual((await generate(scoredBody)).meta_info.input_token_logprobs, input);
+
+  // lm-evaluation-harness's loglikelihood request: token-id prompts, echo, logprobs 1, max_tokens 1.
+  const completion = await client.completions.create({ model: MODEL, prompt: [[...prompt, first], [...prompt, 7]],
+                                                      max_tokens: 1, logprobs: 1, echo: true, temperature: 0 });
+  for (const choice of completion.choices) {
+    const { token_logprobs: tokenLogprobs, top_logprobs: top, tokens } = choice.logprobs;
+    assert.equal(tokens.length, prompt.length + 2);
+    assert.equal(tokenLogprobs[0], null);
+    assert.equal(top[0], null);
+    assert.ok(tokenLogprobs.slice(1).every((value) => typeof value === 'number' && value <= 0));
+  }
+  const greedy = completion.choices.find((choice) => choice.index === 0).logprobs;
+  assert.ok(Math.abs(greedy.token_logprobs[prompt.length] - generated.meta_info.output_token_logprobs[0][0]) < 2e-3);
+  assert.equal(Math.max(...Object.values(greedy.top_logprobs[prompt.length])), greedy.token_logprobs[prompt.length]);
+});
+
 test('SGLang-style endpoints', { skip }, async () => {
   const json = { 'Content-Type': 'application/json' };
   const generated = await getJson(`${server.url}/generate`, authorized({

@@ -85,6 +85,40 @@ TEST_F(ModelRunnerTest, GreedyStepsMatchGreedyGenerate) {
   EXPECT_EQ(generated, expected);
 }
 
+// Scored rows (prompt logprobs) of a prefill chunk and a decode chunk, beside a sampled row: each the logits of its
+// prefix (compute_sequence_logits' row), in chunk then row order.
+TEST_F(ModelRunnerTest, ScoredRowsAreThePrefixLogits) {
+  const int64_t vocab = runner_->vocab_size();
+  const std::vector<int32_t> a = {5, 17, 33, 2, 250, 7};
+  const std::vector<int32_t> b = {40, 41, 42, 43, 44};
+  const std::vector<int32_t> slots_a = {9, 8, 7, 6, 5, 4};
+  const std::vector<int32_t> slots_b = {20, 21, 22, 23, 24, 25};
+  ForwardChunk chunk_a{a, 0, slots_a, true, false, std::nullopt};
+  chunk_a.scored_row_begin = 1;
+  chunk_a.num_scored_rows = 4;  // rows 1..4 (row 5 samples)
+  const std::vector<int32_t> b_first(b.begin(), b.begin() + 4), b_last(b.begin() + 4, b.end());
+  ForwardChunk chunk_b{b_first, 0, slots_b, false, false, std::nullopt};
+  chunk_b.num_scored_rows = 4;  // a chunk that does not sample scores all its rows
+  const ForwardOutput first = runner_->forward_sampled({chunk_a, chunk_b});
+  ASSERT_EQ(first.logits.size(), static_cast<size_t>(vocab));
+  ASSERT_EQ(first.scored_logits.size(), static_cast<size_t>(8 * vocab));
+  const std::vector<float> a_full = full_logits(a), b_full = full_logits(b);
+  for (int64_t r = 0; r < 4; ++r) {
+    EXPECT_LT(relative_l2(first.scored_logits.data() + r * vocab, a_full.data() + (1 + r) * vocab, vocab), 1e-5) << r;
+    EXPECT_LT(relative_l2(first.scored_logits.data() + (4 + r) * vocab, b_full.data() + r * vocab, vocab), 1e-5) << r;
+  }
+  EXPECT_LT(relative_l2(first.logits.data(), a_full.data() + 5 * vocab, vocab), 1e-5);
+  ForwardChunk decode_b{b_last, 4, slots_b, false, false, std::nullopt};  // one token: the absorbed form
+  decode_b.num_scored_rows = 1;
+  const ForwardOutput second = runner_->forward_sampled({decode_b});
+  ASSERT_EQ(second.scored_logits.size(), static_cast<size_t>(vocab));
+  EXPECT_LT(relative_l2(second.scored_logits.data(), b_full.data() + 4 * vocab, vocab), 1e-4);
+  ForwardChunk outside{b_last, 4, slots_b, false, false, std::nullopt};
+  outside.scored_row_begin = 1;
+  outside.num_scored_rows = 1;
+  EXPECT_THROW(runner_->forward_sampled({outside}), Error);
+}
+
 TEST_F(ModelRunnerTest, RejectsTooFewSlots) {
   const std::vector<int32_t> tokens = {1, 2, 3};
   const std::vector<int32_t> slots = {0, 1};

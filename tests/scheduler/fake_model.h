@@ -3,6 +3,7 @@
 // from its own KV store (so any KV slot mix-up changes the output), and a byte-level tokenizer (id = byte).
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,26 @@ class FakeModel : public executor::LogitsSource {
     }
     ++forward_calls_;
     return logits;
+  }
+
+  // forward, plus the logits of each chunk's scored rows (prompt logprobs), read back through the slots as well.
+  executor::ForwardOutput forward_sampled(const std::vector<executor::ForwardChunk>& chunks) override {
+    for (const executor::ForwardChunk& chunk : chunks) {
+      if (chunk.device_sampling) throw std::logic_error("FakeModel samples on the host");
+    }
+    executor::ForwardOutput output;
+    output.logits = forward(chunks);  // writes every chunk's tokens into its slots first
+    for (const executor::ForwardChunk& chunk : chunks) {
+      for (int64_t r = 0; r < chunk.num_scored_rows; ++r) {
+        std::vector<int32_t> sequence;
+        for (int64_t position = 0; position <= chunk.num_cached + chunk.scored_row_begin + r; ++position) {
+          sequence.push_back(kv_.at(static_cast<size_t>(chunk.kv_slots[static_cast<size_t>(position)])));
+        }
+        const std::vector<float> row = logits_for(sequence);
+        output.scored_logits.insert(output.scored_logits.end(), row.begin(), row.end());
+      }
+    }
+    return output;
   }
 
   int64_t tokens_computed() const { return tokens_computed_; }

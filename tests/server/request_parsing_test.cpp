@@ -154,7 +154,8 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"prompt_token_out_of_vocab", Endpoint::kCompletion, R"({"prompt": [1, 5000]})", 400, "prompt", "outside the vocabulary [0, 1000)"},
         ErrorCase{"prompt_negative_token", Endpoint::kCompletion, R"({"prompt": [1, -1]})", 400, "prompt", "out of range"},
         ErrorCase{"prompt_empty_ids", Endpoint::kCompletion, R"({"prompt": [[]]})", 400, "prompt", "must not be empty"},
-        ErrorCase{"echo_with_logprobs", Endpoint::kCompletion, R"({"prompt": "a", "echo": true, "logprobs": 1})", 400, "echo", "not supported"},
+        ErrorCase{"native_logprob_start_past_prompt", Endpoint::kNative, R"({"input_ids": [1, 2, 3], "return_logprob": true, "logprob_start_len": 4})", 400, "logprob_start_len", "past the end of a prompt of 3 tokens"},
+        ErrorCase{"native_logprob_start_negative", Endpoint::kNative, R"({"text": "a", "return_logprob": true, "logprob_start_len": -2})", 400, "logprob_start_len", ">= -1"},
         ErrorCase{"suffix", Endpoint::kCompletion, R"({"prompt": "a", "suffix": "b"})", 400, "suffix", "not supported"},
         ErrorCase{"batch_times_n", Endpoint::kCompletion, R"({"prompt": ["a", "b", "c"], "n": 50})", 400, "n", "exceeds the limit"},
         ErrorCase{"native_no_prompt", Endpoint::kNative, R"({"sampling_params": {}})", 400, "text", "Exactly one of 'text' or 'input_ids'"},
@@ -165,7 +166,6 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"native_sampling_list_mismatch", Endpoint::kNative, R"({"text": ["a", "b"], "sampling_params": [{}]})", 400, "sampling_params", "1 entries for 2 prompts"},
         ErrorCase{"native_input_ids_strings", Endpoint::kNative, R"({"input_ids": ["a"]})", 400, "input_ids", "expected an array of integers"},
         ErrorCase{"native_duplicate_rid", Endpoint::kNative, R"({"text": ["a", "b"], "rid": ["x", "x"]})", 400, "rid", "given twice"},
-        ErrorCase{"native_prompt_logprobs", Endpoint::kNative, R"({"text": "a", "return_logprob": true, "logprob_start_len": 0})", 400, "logprob_start_len", "prompt logprobs"},
         ErrorCase{"native_empty_input_ids", Endpoint::kNative, R"({"input_ids": []})", 400, "input_ids", "must not be an empty array"},
         ErrorCase{"native_regex", Endpoint::kNative, R"({"text": "a", "sampling_params": {"regex": "x"}})", 400, "sampling_params.regex", "not supported"}),
     [](const ::testing::TestParamInfo<ErrorCase>& info) { return std::string(info.param.name); });
@@ -345,6 +345,26 @@ TEST(RequestPreparation, LogitBiasRepetitionPenaltyAndMinTokensReachTheEngine) {
     EXPECT_EQ(error.param(), "logit_bias");
     EXPECT_NE(error.message().find("at most 2 tokens may be biased, got 3"), std::string::npos) << error.message();
   }
+}
+
+TEST(RequestPreparation, EchoWithLogprobsAndLogprobStartLenAskForPromptLogprobs) {
+  Fixture fixture;
+  const PreparedGeneration echo =
+      prepare_completion(R"({"prompt": [[1, 2, 3], [4, 5]], "echo": true, "logprobs": 1, "max_tokens": 1})", fixture.context);
+  ASSERT_EQ(echo.choices.size(), 2u);
+  for (const JobChoice& choice : echo.choices) {
+    EXPECT_EQ(choice.request.sampling.prompt_logprob_start, 0);
+    EXPECT_EQ(choice.request.sampling.top_logprobs, 1);
+  }
+  EXPECT_EQ(prepare_completion(R"({"prompt": "a", "echo": true})", fixture.context).choices[0].request.sampling.prompt_logprob_start, -1);
+  EXPECT_EQ(prepare_completion(R"({"prompt": "a", "logprobs": 2})", fixture.context).choices[0].request.sampling.prompt_logprob_start, -1);
+  const PreparedGeneration native = prepare_native_generate(
+      R"({"input_ids": [1, 2, 3, 4], "return_logprob": true, "top_logprobs_num": 2, "logprob_start_len": 2})", fixture.context);
+  EXPECT_EQ(native.choices[0].request.sampling.prompt_logprob_start, 2);
+  EXPECT_EQ(native.choices[0].request.sampling.top_logprobs, 2);
+  // Without return_logprob the start is ignored, as SGLang ignores it.
+  EXPECT_EQ(prepare_native_generate(R"({"input_ids": [1, 2], "logprob_start_len": 0})", fixture.context)
+                .choices[0].request.sampling.prompt_logprob_start, -1);
 }
 
 TEST(RequestPreparation, TextPromptsAddSpecialTokensButChatDoesNot) {

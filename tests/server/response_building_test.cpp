@@ -166,6 +166,41 @@ TEST(ResponseBuilding, CompletionEchoLogprobsAndStream) {
   EXPECT_FALSE(events[1].contains("usage"));
 }
 
+// echo with logprobs (lm-evaluation-harness's loglikelihood requests): the prompt's tokens lead the logprobs, the
+// first with null, offsets from the start of the echoed text; streamed, the echo waits for the first event, which
+// brings the prompt's logprobs.
+TEST(ResponseBuilding, CompletionEchoWithPromptLogprobs) {
+  auto protocol = make_completion_protocol(context(), {"t7 t8 t9 "}, true);
+  ChoiceResult choice = finished_choice(0, 0, "t11 t12 ", FinishReason::kLength);
+  choice.logprobs = {scheduler::TokenLogprob{11, -1.5f, {}}, scheduler::TokenLogprob{12, -2.5f, {}}};
+  choice.unscored_first_prompt_token = 7;
+  choice.prompt_logprobs = {scheduler::TokenLogprob{8, -0.5f, {{9, -0.2f}}}, scheduler::TokenLogprob{9, -0.1f, {}}};
+  const Json response = protocol->final_response({choice});
+  EXPECT_EQ(response["choices"][0]["text"], "t7 t8 t9 t11 t12 ");
+  const Json& logprobs = response["choices"][0]["logprobs"];
+  EXPECT_EQ(logprobs["tokens"], Json::array({"t7 ", "t8 ", "t9 ", "t11 ", "t12 "}));
+  EXPECT_EQ(logprobs["token_logprobs"], Json::array({nullptr, -0.5f, -0.1f, -1.5f, -2.5f}));
+  EXPECT_EQ(logprobs["text_offset"], Json::array({0, 3, 6, 9, 13}));
+  EXPECT_TRUE(logprobs["top_logprobs"][0].is_null());
+  EXPECT_EQ(logprobs["top_logprobs"][1], (Json{{"t9 ", -0.2f}, {"t8 ", -0.5f}}));
+  EXPECT_EQ(logprobs["top_logprobs"][2], (Json{{"t9 ", -0.1f}}));
+
+  std::string out;
+  std::vector<ChoiceResult> streaming = {choice};
+  protocol->stream_opened(streaming, out);
+  EXPECT_EQ(out, "");
+  scheduler::GenerationEvent first = event_with("t11 ", {11});
+  first.logprobs = {choice.logprobs[0]};
+  protocol->stream_delta(streaming[0], first, out);
+  protocol->stream_delta(streaming[0], event_with("t12 ", {12}), out);
+  const std::vector<nlohmann::json> events = fathom::testing::sse_events(out);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0]["choices"][0]["text"], "t7 t8 t9 ");
+  EXPECT_EQ(events[0]["choices"][0]["logprobs"]["token_logprobs"], Json::array({nullptr, -0.5f, -0.1f}));
+  EXPECT_EQ(events[1]["choices"][0]["logprobs"]["text_offset"], Json::array({9}));
+  EXPECT_EQ(events[2]["choices"][0]["text"], "t12 ");  // the echo went once
+}
+
 // Tokens that are parts of UTF-8 characters (byte-level BPE): 21 "°" whole, 22 / 23 its two bytes, 24 "C",
 // 25 two of the three bytes of a CJK character.
 class Utf8PiecesCodec : public fathom::testing::FakeCodec {
@@ -276,6 +311,16 @@ TEST(ResponseBuilding, NativeGenerateSingleAndList) {
   EXPECT_EQ(list[1]["meta_info"]["finish_reason"]["type"], "length");
   EXPECT_EQ(list[1]["meta_info"]["output_token_logprobs"][0], Json::array({-1.0, 11, "t11 "}));
   EXPECT_EQ(list[1]["meta_info"]["output_top_logprobs"][0][0][1], 11);
+  EXPECT_FALSE(list[1]["meta_info"].contains("input_token_logprobs"));
+
+  // logprob_start_len 0: the prompt's first token has no logprob (null), the rest have theirs (SGLang's shape).
+  ChoiceResult scored = second;
+  scored.prompt_index = 0;
+  scored.unscored_first_prompt_token = 7;
+  scored.prompt_logprobs = {scheduler::TokenLogprob{8, -0.5f, {{9, -0.25f}}}};
+  const Json meta = make_native_generate_protocol(false, true, true, {""}, codec)->final_response({scored})["meta_info"];
+  EXPECT_EQ(meta["input_token_logprobs"], Json::array({Json::array({nullptr, 7, "t7 "}), Json::array({-0.5, 8, "t8 "})}));
+  EXPECT_EQ(meta["input_top_logprobs"], Json::array({nullptr, Json::array({Json::array({-0.25, 9, "t9 "})})}));
 }
 
 TEST(ResponseBuilding, ErrorJsonShape) {

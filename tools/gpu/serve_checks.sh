@@ -3,7 +3,7 @@
 #  1. greedy outputs of the trained models/fathom-nano with CUDA graphs on and off, one request at a time, all at
 #     once and streamed (tools/gpu/serve_greedy.py; a trained model, so greedy choices have real margins), and with
 #     --enable-deterministic-inference (re-sent prompts hit the prefix cache; second turns equal with the first turn
-#     cached or not, logprobs bit for bit);
+#     cached or not, logprobs bit for bit); prompt logprobs against the generated tokens' (serve_prompt_logprobs.py);
 #  2. 2000 concurrent streaming requests (fathom bench-serving) against the V3 slice (dummy weights), with CUDA graphs,
 #     without, and with --enable-deterministic-inference (SLICE_VARIANTS picks): all must succeed and the server
 #     must stay healthy.
@@ -44,6 +44,7 @@ stop_server() {
 nano=(--model models/fathom-nano --max-running-requests 64 --mem-fraction-static 0.3)
 if start_server 30001 "$out/serve_nano_graphs.log" "${nano[@]}"; then
   python3 tools/gpu/serve_greedy.py 30001 4096 "$out/greedy_graphs.json" || status=1
+  python3 tools/gpu/serve_prompt_logprobs.py 30001 4096 || status=1
   stop_server
 else
   status=1
