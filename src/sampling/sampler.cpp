@@ -82,12 +82,26 @@ std::vector<int32_t> top_indices(const float* values, int64_t vocab, int64_t cou
 
 SampledToken score_token(const float* logits, int64_t vocab, int32_t token, int32_t top_n) {
   FATHOM_CHECK(token >= 0 && token < vocab, "sampling: scored token " << token << " is outside the vocabulary [0, " << vocab << ")");
-  std::vector<float> logprobs(static_cast<size_t>(vocab));
-  log_softmax(logits, vocab, logprobs.data());
+  // log_softmax's arithmetic for the needed entries only (the same bits), without a row-sized buffer.
+  const float max_logit = *std::max_element(logits, logits + vocab);
+  double sum = 0.0;
+  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i]) - max_logit);
+  const double log_sum = std::log(sum) + max_logit;
+  auto logprob = [&](int32_t id) { return static_cast<float>(static_cast<double>(logits[id]) - log_sum); };
   SampledToken result;
   result.token_id = token;
-  result.logprob = logprobs[static_cast<size_t>(token)];
-  for (int32_t id : top_indices(logprobs.data(), vocab, top_n)) result.top.emplace_back(id, logprobs[static_cast<size_t>(id)]);
+  result.logprob = logprob(token);
+  // The top_n largest logits, largest first, lowest id on ties: a sorted run of at most top_n candidates.
+  const size_t keep = static_cast<size_t>(std::clamp<int64_t>(top_n, 0, vocab));
+  std::vector<int32_t> best;
+  best.reserve(keep + 1);
+  auto better = [logits](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  for (int32_t id = 0; keep > 0 && id < vocab; ++id) {
+    if (best.size() == keep && !better(id, best.back())) continue;
+    best.insert(std::upper_bound(best.begin(), best.end(), id, better), id);
+    if (best.size() > keep) best.pop_back();
+  }
+  for (int32_t id : best) result.top.emplace_back(id, logprob(id));
   return result;
 }
 

@@ -76,9 +76,12 @@ bool RequestState::accept_token(const sampling::SampledToken& sampled, const std
   event.new_token_ids.push_back(token);
   if (request.sampling.logprobs) event.logprobs.push_back(TokenLogprob{token, sampled.logprob, sampled.top});
   if (num_generated() == 1 && request.sampling.prompt_logprob_start >= 0) {
-    FATHOM_CHECK(first_scored_row() + scored_rows_done == scored_rows_end(),
-                 "request " << request_id() << ": " << scored_rows_done << " of "
-                            << scored_rows_end() - first_scored_row() << " prompt rows scored at its first token");
+    if (first_unscored_row() != scored_rows_end()) {  // a scheduling bug: fail this request, not the engine
+      finish(FinishReason::kError, "request " + request_id() + ": internal error: " + std::to_string(scored_rows_done) +
+                                       " of " + std::to_string(scored_rows_end() - first_scored_row()) +
+                                       " prompt rows scored at its first token");
+      return true;
+    }
     for (const sampling::SampledToken& score : prompt_scores) {
       event.prompt_logprobs.push_back(TokenLogprob{score.token_id, score.logprob, score.top});
     }

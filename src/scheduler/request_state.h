@@ -58,10 +58,12 @@ struct RequestState {
     const int64_t start = request.sampling.prompt_logprob_start;
     return start < 0 ? scored_rows_end() : std::min(std::max<int64_t>(start, 1) - 1, scored_rows_end());
   }
+  // The first prompt row not scored yet (scored_rows_end() once all are).
+  int64_t first_unscored_row() const { return first_scored_row() + scored_rows_done; }
   // Positions a prefix-cache match may cover: the rows still to score must run (no limit once all are scored).
   int64_t scoring_match_limit() const {
-    const int64_t first = first_scored_row();
-    return first + scored_rows_done >= scored_rows_end() ? std::numeric_limits<int64_t>::max() : first + scored_rows_done;
+    const int64_t first = first_unscored_row();
+    return first >= scored_rows_end() ? std::numeric_limits<int64_t>::max() : first;
   }
   // Stores the scores of rows [first_row, first_row + scores.size()) (a step's results for this request).
   void store_scores(int64_t first_row, const std::vector<sampling::SampledToken>& scores);

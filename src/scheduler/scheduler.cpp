@@ -197,8 +197,8 @@ void Scheduler::add_to_step(ScheduledStep& step, const RequestPtr& request, int6
   sequence.extends_prompt = begin + num_new_tokens <= request->prompt_len;
   sequence.sampling = request->sampling_options;
   sequence.sampling_state = request->sampling_state;
-  // Prompt rows of this chunk that score their next prompt token (prompt logprobs).
-  const int64_t first_scored = std::max(begin, request->first_scored_row());
+  // Prompt rows of this chunk that score their next prompt token (prompt logprobs), unless already scored.
+  const int64_t first_scored = std::max(begin, request->first_unscored_row());
   const int64_t scored_end = std::min(begin + num_new_tokens, request->scored_rows_end());
   for (int64_t row = first_scored; row < scored_end; ++row) {
     sequence.scored_targets.push_back(request->tokens[static_cast<size_t>(row + 1)]);
@@ -240,14 +240,14 @@ int64_t Scheduler::PrefillBudget::key_limited_chunk(int64_t prefix, int64_t want
 }
 
 int64_t Scheduler::PrefillBudget::scoring_limited_chunk(const RequestState& request, int64_t prefix, int64_t wanted) const {
-  const int64_t first = std::max(prefix, request.first_scored_row()), end = request.scored_rows_end();
+  const int64_t first = std::max(prefix, request.first_unscored_row()), end = request.scored_rows_end();
   if (first >= std::min(prefix + wanted, end)) return wanted;  // no row to score
   return std::min(wanted, first + std::max<int64_t>(scored_rows, 0) - prefix);  // rows before `first` are free
 }
 
 void Scheduler::PrefillBudget::take(const RequestState& request, int64_t prefix, int64_t chunk, bool expanded) {
   tokens -= chunk;
-  const int64_t first = std::max(prefix, request.first_scored_row());
+  const int64_t first = std::max(prefix, request.first_unscored_row());
   scored_rows -= std::max<int64_t>(0, std::min(prefix + chunk, request.scored_rows_end()) - first);
   if (!expanded) return;
   keys -= prefix + chunk;
@@ -356,11 +356,9 @@ void Scheduler::complete_step(ScheduledStep& step, const executor::StepOutput& o
     const ScheduledEntry& entry = step.entries[i];
     const RequestPtr& request = entry.request;
     if (request->phase == RequestPhase::kFinished) continue;  // aborted, or finished while this step was in flight
-    // Scored prompt rows first: the first token's event carries them. A stale entry's rows are scored again.
-    if (i < output.scored.size() && !output.scored[i].empty() && request->phase == RequestPhase::kRunning &&
-        request->admissions == entry.admission) {
-      request->store_scores(entry.first_scored_row, output.scored[i]);
-    }
+    // Scored prompt rows first: the first token's event carries them. Kept from a stale entry too (retracted while
+    // in flight): they were computed from the request's own tokens, and its sampled token is accepted below.
+    if (i < output.scored.size() && !output.scored[i].empty()) request->store_scores(entry.first_scored_row, output.scored[i]);
     if (entry.samples) {
       FATHOM_CHECK(output.tokens[i].has_value(), "scheduler: step " << step.index << " sampled no token for request "
                                                                     << request->request_id());

@@ -66,9 +66,11 @@ void GenerationJob::start(std::vector<JobChoice> choices) {
     result.prompt_index = choices[slot].prompt_index;
     result.request_id = choices[slot].request.request_id;
     result.prompt_length = static_cast<int64_t>(choices[slot].request.input_ids.size());
-    if (choices[slot].request.sampling.prompt_logprob_start == 0 && !choices[slot].request.input_ids.empty()) {
-      result.unscored_first_prompt_token = choices[slot].request.input_ids.front();
-    }
+    const scheduler::GenerateRequest& request = choices[slot].request;
+    prompt_logprobs_asked_.push_back(request.sampling.prompt_logprob_start >= 0);
+    first_prompt_tokens_.push_back(request.sampling.prompt_logprob_start == 0 && !request.input_ids.empty()
+                                       ? std::optional<int32_t>(request.input_ids.front())
+                                       : std::nullopt);
   }
   std::weak_ptr<GenerationJob> weak_self = weak_from_this();
   exchange_->set_close_handler([weak_self] {
@@ -117,6 +119,11 @@ std::vector<std::string> GenerationJob::client_rids() const {
 void GenerationJob::merge(ChoiceResult& choice, size_t slot, const scheduler::GenerationEvent& event, Clock::time_point now) {
   const uint64_t new_tokens = event.new_token_ids.size();
   if (new_tokens > 0) {
+    if (!first_token_seen_[slot] && prompt_logprobs_asked_[slot]) {  // the first token's event brings them
+      choice.prompt_logprobs_ready = true;
+      choice.unscored_first_prompt_token = first_prompt_tokens_[slot];
+      choice.prompt_logprobs = event.prompt_logprobs;
+    }
     if (!first_token_seen_[slot]) {
       first_token_seen_[slot] = true;
       first_token_s_[slot] = seconds_between(started_at_, now);
@@ -131,7 +138,6 @@ void GenerationJob::merge(ChoiceResult& choice, size_t slot, const scheduler::Ge
   choice.text += event.text_delta;
   choice.token_ids.insert(choice.token_ids.end(), event.new_token_ids.begin(), event.new_token_ids.end());
   choice.logprobs.insert(choice.logprobs.end(), event.logprobs.begin(), event.logprobs.end());
-  if (!event.prompt_logprobs.empty()) choice.prompt_logprobs = event.prompt_logprobs;
   choice.completion_tokens = std::max<int64_t>(event.completion_tokens, static_cast<int64_t>(choice.token_ids.size()));
   if (event.cached_prompt_tokens > 0) choice.cached_prompt_tokens = event.cached_prompt_tokens;
   if (event.finished) {

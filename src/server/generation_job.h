@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   std::vector<bool> first_token_seen_;
   std::vector<double> first_token_s_;      // [slots]: submit to first token, for --log-requests
   std::vector<bool> abort_sent_;
+  std::vector<bool> prompt_logprobs_asked_;                 // [slots]: prompt_logprob_start >= 0
+  std::vector<std::optional<int32_t>> first_prompt_tokens_;  // [slots]: the prompt's first token when that start is 0
   std::vector<std::string> response_ids_;  // [slots]: JobChoice::response_id
   std::vector<std::string> client_rids_;   // [slots]: JobChoice::client_rid
   size_t unfinished_ = 0;

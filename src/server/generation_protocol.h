@@ -21,8 +21,10 @@ struct ChoiceResult {
   std::string text;
   std::vector<int32_t> token_ids;
   std::vector<scheduler::TokenLogprob> logprobs;
-  // Prompt logprobs (prompt_logprob_start >= 0): the prompt's first token when the range starts at position 0 (it
-  // has no logprob), then one entry per scored prompt token; filled by the first token's event.
+  // Prompt logprobs (prompt_logprob_start >= 0), set by the first token's event (so never for a request that ended
+  // before it): the prompt's first token when the range starts at position 0 (it has no logprob), then one entry per
+  // scored prompt token.
+  bool prompt_logprobs_ready = false;
   std::optional<int32_t> unscored_first_prompt_token;
   std::vector<scheduler::TokenLogprob> prompt_logprobs;
   bool finished = false;

@@ -279,7 +279,7 @@ class NativeGenerateProtocol : public GenerationProtocol {
       }
       meta["output_token_logprobs"] = std::move(output);
       meta["output_top_logprobs"] = std::move(top);
-      if (choice.unscored_first_prompt_token || !choice.prompt_logprobs.empty()) {
+      if (choice.prompt_logprobs_ready) {
         Json input = Json::array(), input_top = Json::array();
         if (choice.unscored_first_prompt_token) {  // position 0 has no logprob
           input.push_back(Json::array({nullptr, *choice.unscored_first_prompt_token,

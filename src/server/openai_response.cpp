@@ -57,7 +57,7 @@ class CompletionProtocol : public OpenAiProtocolBase {
       int64_t token_chars = 0;
       std::string text = echo_prefixes_.empty() ? choice.text : echo_prefixes_.at(static_cast<size_t>(choice.prompt_index)) + choice.text;
       Json logprobs = logprobs_json(choice.logprobs, echo_chars(choice), token_chars);
-      if (!echo_prefixes_.empty() && logprobs_) {  // the prompt's tokens first (echo)
+      if (!echo_prefixes_.empty() && logprobs_ && choice.prompt_logprobs_ready) {  // the prompt's tokens first (echo)
         Json prompt = prompt_logprobs_json(choice);
         for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
           for (Json& item : logprobs[key]) prompt[key].push_back(std::move(item));
@@ -86,17 +86,37 @@ class CompletionProtocol : public OpenAiProtocolBase {
                      int64_t& token_chars) const {
     if (!logprobs_) return nullptr;
     Json arrays = empty_logprobs();
-    for (const scheduler::TokenLogprob& entry : logprobs) append_logprob(arrays, entry.token_id, &entry, echo_chars, token_chars);
+    for (const scheduler::TokenLogprob& entry : logprobs) {
+      const TokenPiece token = piece(entry.token_id);
+      const bool starts_inside_a_character = !token.bytes.empty() && is_continuation_byte(token.bytes.front());
+      append_token(arrays, token, &entry, echo_chars + token_chars - (starts_inside_a_character && token_chars > 0 ? 1 : 0));
+      if (token.is_special && skip_special_tokens_) continue;  // not in the text
+      for (uint8_t byte : token.bytes) token_chars += is_continuation_byte(byte) ? 0 : 1;
+    }
     return arrays;
   }
 
   // The echoed prompt's tokens: the first (no logprob: null, as OpenAI and vLLM write it), then the scored ones;
-  // offsets from the start of the echoed text.
+  // null until the first token's event brought them. Offsets are found in the echoed text itself, which holds a
+  // special token's text only when the prompt did (an added BOS is not in a text prompt; token ids decode with it).
   Json prompt_logprobs_json(const ChoiceResult& choice) const {
+    if (!choice.prompt_logprobs_ready) return nullptr;
+    const std::string& echo = echo_prefixes_.at(static_cast<size_t>(choice.prompt_index));
     Json arrays = empty_logprobs();
-    int64_t prompt_chars = 0;
-    if (choice.unscored_first_prompt_token) append_logprob(arrays, *choice.unscored_first_prompt_token, nullptr, 0, prompt_chars);
-    for (const scheduler::TokenLogprob& entry : choice.prompt_logprobs) append_logprob(arrays, entry.token_id, &entry, 0, prompt_chars);
+    size_t cursor = 0;    // bytes of the echo the tokens so far account for
+    int64_t chars = 0;    // characters that start before `cursor`
+    auto add = [&](int32_t id, const scheduler::TokenLogprob* entry) {
+      const TokenPiece token = piece(id);
+      const bool inside = cursor < echo.size() && is_continuation_byte(static_cast<uint8_t>(echo[cursor]));
+      append_token(arrays, token, entry, chars - (inside && chars > 0 ? 1 : 0));
+      const std::string_view bytes(reinterpret_cast<const char*>(token.bytes.data()), token.bytes.size());
+      const bool in_echo = echo.compare(cursor, bytes.size(), bytes) == 0;
+      if (!in_echo && token.is_special) return;  // not in the echoed text
+      const size_t end = std::min(echo.size(), cursor + bytes.size());
+      for (; cursor < end; ++cursor) chars += is_continuation_byte(static_cast<uint8_t>(echo[cursor])) ? 0 : 1;
+    };
+    if (choice.unscored_first_prompt_token) add(*choice.unscored_first_prompt_token, nullptr);
+    for (const scheduler::TokenLogprob& entry : choice.prompt_logprobs) add(entry.token_id, &entry);
     return arrays;
   }
 
@@ -105,10 +125,8 @@ class CompletionProtocol : public OpenAiProtocolBase {
                 {"text_offset", Json::array()}};
   }
 
-  // Appends token `token_id` (entry: its logprob and alternatives; null: none) at base_chars + token_chars.
-  void append_logprob(Json& arrays, int32_t token_id, const scheduler::TokenLogprob* entry, int64_t base_chars,
-                      int64_t& token_chars) const {
-    const TokenPiece token = piece(token_id);
+  // Appends `token` at text offset `offset` (entry: its logprob and alternatives; null: none).
+  void append_token(Json& arrays, const TokenPiece& token, const scheduler::TokenLogprob* entry, int64_t offset) const {
     const std::string label = token_label(token);
     arrays["tokens"].push_back(label);
     if (entry) {
@@ -121,10 +139,7 @@ class CompletionProtocol : public OpenAiProtocolBase {
       arrays["token_logprobs"].push_back(nullptr);
       arrays["top_logprobs"].push_back(nullptr);
     }
-    const bool starts_inside_a_character = !token.bytes.empty() && is_continuation_byte(token.bytes.front());
-    arrays["text_offset"].push_back(base_chars + token_chars - (starts_inside_a_character && token_chars > 0 ? 1 : 0));
-    if (token.is_special && skip_special_tokens_) return;  // not in the text
-    for (uint8_t byte : token.bytes) token_chars += is_continuation_byte(byte) ? 0 : 1;
+    arrays["text_offset"].push_back(offset);
   }
 
   static bool is_continuation_byte(uint8_t byte) { return (byte & 0xC0) == 0x80; }

@@ -273,6 +273,27 @@ TEST(Sampler, ModifiedLogitsNeedTheHostSampler) {
   EXPECT_TRUE(device_can_sample(options, state));
 }
 
+// Prompt logprobs: the scored token's log_softmax entry and the top_n of the row, bit for bit, ties by lowest id.
+TEST(Sampler, ScoreTokenIsTheLogSoftmaxEntryAndTheRowsTopN) {
+  std::vector<float> logits = random_logits(5000, 21);
+  logits[17] = logits[4000] = 9.0f;  // a tie at the top
+  std::vector<float> logprobs(logits.size());
+  log_softmax(logits.data(), 5000, logprobs.data());
+  for (int32_t top_n : {0, 1, 2, 7, 20}) {
+    const SampledToken scored = score_token(logits.data(), 5000, 123, top_n);
+    EXPECT_EQ(scored.token_id, 123);
+    EXPECT_EQ(scored.logprob, logprobs[123]);
+    const std::vector<int32_t> expected = top_indices(logprobs.data(), 5000, top_n);
+    ASSERT_EQ(scored.top.size(), expected.size()) << top_n;
+    for (size_t k = 0; k < expected.size(); ++k) {
+      EXPECT_EQ(scored.top[k].first, expected[k]) << top_n << " " << k;
+      EXPECT_EQ(scored.top[k].second, logprobs[static_cast<size_t>(expected[k])]) << top_n << " " << k;
+    }
+  }
+  EXPECT_EQ(score_token(logits.data(), 5000, 0, 2).top.front().first, 17);
+  EXPECT_THROW(score_token(logits.data(), 5000, 5000, 1), Error);
+}
+
 TEST(Sampler, RejectsInvalidOptions) {
   std::vector<float> logits = {0.0f, 1.0f};
   SamplingState state;

@@ -40,6 +40,7 @@ void expect_prompt_logprobs(const RequestLog& log, const std::vector<scheduler::
     ASSERT_EQ(first.prompt_logprobs[i].top.size(), expected[i].top.size()) << id << " " << i;
     for (size_t k = 0; k < expected[i].top.size(); ++k) {
       EXPECT_EQ(first.prompt_logprobs[i].top[k].first, expected[i].top[k].first) << id << " " << i << " " << k;
+      EXPECT_NEAR(first.prompt_logprobs[i].top[k].second, expected[i].top[k].second, 1e-5) << id << " " << i << " " << k;
     }
   }
   for (size_t e = 1; e < log.events.size(); ++e) EXPECT_TRUE(log.events[e].prompt_logprobs.empty()) << id << " " << e;
@@ -84,7 +85,7 @@ TEST_P(PromptLogprobsTest, MatchTheReferenceUnderEveryScheduling) {
   expect_prompt_logprobs(harness.log("none"), {}, "none");
   // The cache may serve only the positions before the first scored row (row start - 1 scores token start).
   EXPECT_EQ(harness.log("all").last().cached_prompt_tokens, 0);
-  EXPECT_LE(harness.log("tail").last().cached_prompt_tokens, 5);
+  if (variant.kv >= 64) EXPECT_EQ(harness.log("tail").last().cached_prompt_tokens, 5);  // else evicted, maybe
   for (const char* id : {"all", "tail", "other", "none"}) {
     EXPECT_NE(harness.log(id).last().finish_reason, FinishReason::kError) << id;
   }
@@ -98,12 +99,15 @@ INSTANTIATE_TEST_SUITE_P(
                       Variant{"tight_kv", 5, 3, 24, false}, Variant{"tight_kv_overlap", 5, 3, 24, true}),
     [](const auto& info) { return std::string(info.param.name); });
 
-// A request retracted while scoring its prompt scores the rest after re-admission (its cached rows are not skipped).
-TEST(PromptLogprobs, SurviveRetraction) {
+// A request retracted while scoring its prompt (or while its sampling chunk is in flight, overlapped) scores the rest
+// after re-admission, and keeps what a stale step scored.
+class PromptLogprobsRetraction : public ::testing::TestWithParam<bool> {};  // param: overlap scheduling
+
+TEST_P(PromptLogprobsRetraction, SurviveRetraction) {
   scheduler::SchedulerConfig config = table_config(20);
   config.chunked_prefill_size = 4;
   config.max_scored_rows_per_step = 3;
-  SchedulerHarness harness(config);
+  SchedulerHarness harness(config, GetParam());
   std::vector<std::vector<int32_t>> prompts;
   for (int r = 0; r < 3; ++r) {
     std::vector<int32_t> prompt;
@@ -119,6 +123,28 @@ TEST(PromptLogprobs, SurviveRetraction) {
     EXPECT_EQ(harness.log(id).tokens(), reference_greedy(harness.model(), prompts[static_cast<size_t>(r)], 6)) << id;
   }
 }
+
+// Overlapped: the newest request's last prompt chunk (scoring rows and sampling) is in flight when the next step's
+// preparation retracts it for an older request's decode slot. Its scores and token still count.
+TEST(PromptLogprobs, RetractedWhileItsSamplingChunkIsInFlight) {
+  SchedulerHarness harness(table_config(11), /*overlap=*/true);
+  const std::vector<int32_t> older = {3, 4, 5, 6}, newest = {30, 31, 32, 33, 34, 35, 36};
+  scheduler::SamplingParams plain = SchedulerHarness::greedy();
+  plain.ignore_eos = true;
+  harness.submit("older", older, 6, plain);
+  scheduler::SamplingParams params = scored(0, 2);
+  params.ignore_eos = true;
+  harness.submit("newest", newest, 2, params);
+  harness.run_until_idle();
+  EXPECT_GE(harness.scheduler().snapshot().num_retractions, 1);
+  EXPECT_NE(harness.log("newest").last().finish_reason, FinishReason::kError) << harness.log("newest").last().error_message;
+  expect_prompt_logprobs(harness.log("newest"), reference_prompt_logprobs(harness.model(), newest, 0, 2), "newest");
+  EXPECT_EQ(harness.log("newest").tokens(), reference_greedy(harness.model(), newest, 2));
+  EXPECT_EQ(harness.log("older").tokens(), reference_greedy(harness.model(), older, 6));
+}
+
+INSTANTIATE_TEST_SUITE_P(Loops, PromptLogprobsRetraction, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Overlap" : "Sequential"; });
 
 TEST(PromptLogprobs, StartsOutsideThePromptAreErrors) {
   SchedulerHarness harness(table_config());

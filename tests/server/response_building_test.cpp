@@ -173,6 +173,7 @@ TEST(ResponseBuilding, CompletionEchoWithPromptLogprobs) {
   auto protocol = make_completion_protocol(context(), {"t7 t8 t9 "}, true);
   ChoiceResult choice = finished_choice(0, 0, "t11 t12 ", FinishReason::kLength);
   choice.logprobs = {scheduler::TokenLogprob{11, -1.5f, {}}, scheduler::TokenLogprob{12, -2.5f, {}}};
+  choice.prompt_logprobs_ready = true;
   choice.unscored_first_prompt_token = 7;
   choice.prompt_logprobs = {scheduler::TokenLogprob{8, -0.5f, {{9, -0.2f}}}, scheduler::TokenLogprob{9, -0.1f, {}}};
   const Json response = protocol->final_response({choice});
@@ -199,6 +200,19 @@ TEST(ResponseBuilding, CompletionEchoWithPromptLogprobs) {
   EXPECT_EQ(events[0]["choices"][0]["logprobs"]["token_logprobs"], Json::array({nullptr, -0.5f, -0.1f}));
   EXPECT_EQ(events[1]["choices"][0]["logprobs"]["text_offset"], Json::array({9}));
   EXPECT_EQ(events[2]["choices"][0]["text"], "t12 ");  // the echo went once
+
+  // Ended before its first token (aborted, failed): the echo without a prompt block, never a partial one.
+  ChoiceResult aborted = finished_choice(0, 0, "", FinishReason::kAbort);
+  aborted.token_ids.clear();
+  const Json cut = protocol->final_response({aborted})["choices"][0]["logprobs"];
+  EXPECT_EQ(cut["tokens"], Json::array());
+  std::string aborted_out;
+  auto stream_protocol = make_completion_protocol(context(), {"t7 t8 t9 "}, true);
+  stream_protocol->stream_delta(aborted, event_with("", {}, true), aborted_out);
+  const std::vector<nlohmann::json> aborted_events = fathom::testing::sse_events(aborted_out);
+  ASSERT_EQ(aborted_events.size(), 2u);
+  EXPECT_EQ(aborted_events[0]["choices"][0]["text"], "t7 t8 t9 ");
+  EXPECT_TRUE(aborted_events[0]["choices"][0]["logprobs"].is_null());
 }
 
 // Tokens that are parts of UTF-8 characters (byte-level BPE): 21 "°" whole, 22 / 23 its two bytes, 24 "C",
@@ -262,6 +276,26 @@ TEST(ResponseBuilding, CompletionLogprobsOfPartialUtf8Tokens) {
 }
 
 // A special token takes no characters of the text when skip_special_tokens leaves it out, four when it is kept.
+// The echoed prompt's offsets follow the echoed text: token-id prompts echo their decoded ids, special tokens
+// included; a text prompt echoes the text, which lacks the BOS the tokenizer added.
+TEST(ResponseBuilding, EchoedPromptOffsetsFollowTheEchoedText) {
+  OpenAiResponseContext utf8_context = context();
+  utf8_context.codec = std::make_shared<Utf8PiecesCodec>();
+  ChoiceResult choice = finished_choice(0, 0, "t11 ", FinishReason::kLength);
+  choice.token_ids = {11};
+  choice.logprobs = {scheduler::TokenLogprob{11, -1.0f, {}}};
+  choice.prompt_logprobs_ready = true;
+  choice.unscored_first_prompt_token = 26;  // "<sp>", special
+  choice.prompt_logprobs = {scheduler::TokenLogprob{7, -0.5f, {}}, scheduler::TokenLogprob{21, -0.25f, {}}};
+  const Json with_special = make_completion_protocol(utf8_context, {"<sp>t7 \u00b0"}, true)
+                                ->final_response({choice})["choices"][0]["logprobs"];
+  EXPECT_EQ(with_special["text_offset"], Json::array({0, 4, 7, 8}));
+  const Json text_prompt = make_completion_protocol(utf8_context, {"t7 \u00b0"}, true)
+                               ->final_response({choice})["choices"][0]["logprobs"];
+  EXPECT_EQ(text_prompt["text_offset"], Json::array({0, 0, 3, 4}));
+  EXPECT_EQ(text_prompt["tokens"], Json::array({"<sp>", "t7 ", "\u00b0", "t11 "}));
+}
+
 TEST(ResponseBuilding, CompletionLogprobOffsetsSkipSpecialTokens) {
   OpenAiResponseContext utf8_context = context();
   utf8_context.codec = std::make_shared<Utf8PiecesCodec>();
@@ -316,11 +350,17 @@ TEST(ResponseBuilding, NativeGenerateSingleAndList) {
   // logprob_start_len 0: the prompt's first token has no logprob (null), the rest have theirs (SGLang's shape).
   ChoiceResult scored = second;
   scored.prompt_index = 0;
+  scored.prompt_logprobs_ready = true;
   scored.unscored_first_prompt_token = 7;
   scored.prompt_logprobs = {scheduler::TokenLogprob{8, -0.5f, {{9, -0.25f}}}};
   const Json meta = make_native_generate_protocol(false, true, true, {""}, codec)->final_response({scored})["meta_info"];
   EXPECT_EQ(meta["input_token_logprobs"], Json::array({Json::array({nullptr, 7, "t7 "}), Json::array({-0.5, 8, "t8 "})}));
   EXPECT_EQ(meta["input_top_logprobs"], Json::array({nullptr, Json::array({Json::array({-0.25, 9, "t9 "})})}));
+  ChoiceResult at_end = second;  // logprob_start_len == the prompt's length: empty lists
+  at_end.prompt_index = 0;
+  at_end.prompt_logprobs_ready = true;
+  const Json end_meta = make_native_generate_protocol(false, true, true, {""}, codec)->final_response({at_end})["meta_info"];
+  EXPECT_EQ(end_meta["input_token_logprobs"], Json::array());
 }
 
 TEST(ResponseBuilding, ErrorJsonShape) {

@@ -44,7 +44,7 @@ stop_server() {
 nano=(--model models/fathom-nano --max-running-requests 64 --mem-fraction-static 0.3)
 if start_server 30001 "$out/serve_nano_graphs.log" "${nano[@]}"; then
   python3 tools/gpu/serve_greedy.py 30001 4096 "$out/greedy_graphs.json" || status=1
-  python3 tools/gpu/serve_prompt_logprobs.py 30001 4096 || status=1
+  python3 tools/gpu/serve_prompt_logprobs.py 30001 4096 || status=1  # shapes, values reported
   stop_server
 else
   status=1
@@ -59,6 +59,7 @@ fi
 # and a second turn the same logprobs whether the first turn is cached or not.
 if start_server 30004 "$out/serve_nano_deterministic.log" "${nano[@]}" --enable-deterministic-inference; then
   python3 tools/gpu/serve_greedy.py 30004 4096 "$out/greedy_deterministic.json" --expect-deterministic || status=1
+  python3 tools/gpu/serve_prompt_logprobs.py 30004 4096 --exact || status=1  # prompt rows bit for bit
   stop_server
 else
   status=1
