@@ -242,6 +242,16 @@ class NativeGenerateProtocol : public GenerationProtocol {
     return Json::array({logprob, id, text_in_logprobs_ ? Json(codec_->token_piece(id).text) : Json()});
   }
 
+  // Each entry as [logprob, id, text] into `tokens`, and its alternatives as a list of those into `top`.
+  void append_logprobs(const std::vector<scheduler::TokenLogprob>& entries, Json& tokens, Json& top) const {
+    for (const scheduler::TokenLogprob& entry : entries) {
+      tokens.push_back(token_entry(entry.logprob, entry.token_id));
+      Json alternatives = Json::array();
+      for (const auto& [id, logprob] : entry.top) alternatives.push_back(token_entry(logprob, id));
+      top.push_back(std::move(alternatives));
+    }
+  }
+
   Json finish_reason(const ChoiceResult& choice) const {
     if (!choice.finished) return nullptr;
     switch (choice.finish_reason) {
@@ -271,28 +281,16 @@ class NativeGenerateProtocol : public GenerationProtocol {
     if (choice.finished) meta["e2e_latency"] = choice.latency_s;
     if (logprobs_) {
       Json output = Json::array(), top = Json::array();
-      for (const scheduler::TokenLogprob& entry : choice.logprobs) {
-        output.push_back(token_entry(entry.logprob, entry.token_id));
-        Json alternatives = Json::array();
-        for (const auto& [id, logprob] : entry.top) alternatives.push_back(token_entry(logprob, id));
-        top.push_back(std::move(alternatives));
-      }
+      append_logprobs(choice.logprobs, output, top);
       meta["output_token_logprobs"] = std::move(output);
       meta["output_top_logprobs"] = std::move(top);
       if (choice.prompt_logprobs_ready) {
         Json input = Json::array(), input_top = Json::array();
-        if (choice.unscored_first_prompt_token) {  // position 0 has no logprob
-          input.push_back(Json::array({nullptr, *choice.unscored_first_prompt_token,
-                                       text_in_logprobs_ ? Json(codec_->token_piece(*choice.unscored_first_prompt_token).text)
-                                                         : Json()}));
+        if (const auto& first = choice.unscored_first_prompt_token) {  // position 0 has no logprob
+          input.push_back(Json::array({nullptr, *first, text_in_logprobs_ ? Json(codec_->token_piece(*first).text) : Json()}));
           input_top.push_back(nullptr);
         }
-        for (const scheduler::TokenLogprob& entry : choice.prompt_logprobs) {
-          input.push_back(token_entry(entry.logprob, entry.token_id));
-          Json alternatives = Json::array();
-          for (const auto& [id, logprob] : entry.top) alternatives.push_back(token_entry(logprob, id));
-          input_top.push_back(std::move(alternatives));
-        }
+        append_logprobs(choice.prompt_logprobs, input, input_top);
         meta["input_token_logprobs"] = std::move(input);
         meta["input_top_logprobs"] = std::move(input_top);
       }
