@@ -67,6 +67,7 @@ void GenerationJob::start(std::vector<JobChoice> choices) {
     result.request_id = choices[slot].request.request_id;
     result.prompt_length = static_cast<int64_t>(choices[slot].request.input_ids.size());
     const scheduler::GenerateRequest& request = choices[slot].request;
+    prompt_only_.push_back(choices[slot].prompt_only);
     prompt_logprobs_asked_.push_back(request.sampling.prompt_logprob_start >= 0);
     first_prompt_tokens_.push_back(request.sampling.prompt_logprob_start == 0 && !request.input_ids.empty()
                                        ? std::optional<int32_t>(request.input_ids.front())
@@ -135,16 +136,21 @@ void GenerationJob::merge(ChoiceResult& choice, size_t slot, const scheduler::Ge
     last_token_at_[slot] = now;
     context_.metrics->record_generated_tokens(now, static_cast<int64_t>(new_tokens));
   }
-  choice.text += event.text_delta;
-  choice.token_ids.insert(choice.token_ids.end(), event.new_token_ids.begin(), event.new_token_ids.end());
-  choice.logprobs.insert(choice.logprobs.end(), event.logprobs.begin(), event.logprobs.end());
-  choice.completion_tokens = std::max<int64_t>(event.completion_tokens, static_cast<int64_t>(choice.token_ids.size()));
+  if (!prompt_only_[slot]) {
+    choice.text += event.text_delta;
+    choice.token_ids.insert(choice.token_ids.end(), event.new_token_ids.begin(), event.new_token_ids.end());
+    choice.logprobs.insert(choice.logprobs.end(), event.logprobs.begin(), event.logprobs.end());
+    choice.completion_tokens = std::max<int64_t>(event.completion_tokens, static_cast<int64_t>(choice.token_ids.size()));
+  }
   if (event.cached_prompt_tokens > 0) choice.cached_prompt_tokens = event.cached_prompt_tokens;
   if (event.finished) {
     choice.finished = true;
     choice.finish_reason = event.finish_reason == scheduler::FinishReason::kNone ? scheduler::FinishReason::kStop : event.finish_reason;
-    choice.matched_stop = event.matched_stop;
-    choice.matched_stop_token = event.matched_stop_token;
+    const bool generated = choice.finish_reason == scheduler::FinishReason::kStop ||
+                           choice.finish_reason == scheduler::FinishReason::kLength;
+    if (prompt_only_[slot] && generated) choice.finish_reason = scheduler::FinishReason::kLength;  // its 0-token limit
+    choice.matched_stop = prompt_only_[slot] ? std::string() : event.matched_stop;
+    choice.matched_stop_token = prompt_only_[slot] ? std::nullopt : event.matched_stop_token;
     choice.error_message = event.error_message;
     choice.latency_s = seconds_between(started_at_, now);
     --unfinished_;
@@ -180,6 +186,13 @@ void GenerationJob::on_event(size_t slot, const scheduler::GenerationEvent& even
       if (failed) {
         append_sse_event(out, error_json(event.queue_full ? ApiError(503, choice.error_message, "", "queue_full")
                                                           : ApiError(400, choice.error_message, "", "engine_error")));
+      } else if (prompt_only_[slot]) {  // the token it ran is not part of the output
+        scheduler::GenerationEvent visible = event;
+        visible.text_delta.clear();
+        visible.new_token_ids.clear();
+        visible.logprobs.clear();
+        visible.completion_tokens = 0;
+        protocol_->stream_delta(choice, visible, out);
       } else {
         protocol_->stream_delta(choice, event, out);
       }

@@ -28,6 +28,8 @@ struct JobChoice {
   scheduler::GenerateRequest request;
   std::string response_id;  // the response's id ("chatcmpl-...", "gen-..."): /abort_request by it aborts every choice
   std::string client_rid;   // SGLang's "rid" of this choice's prompt, when the client named one (else empty)
+  // A limit of 0 tokens (echo or prompt logprobs only): the request runs one token, which the output leaves out.
+  bool prompt_only = false;
 };
 
 class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
@@ -70,6 +72,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   std::vector<bool> first_token_seen_;
   std::vector<double> first_token_s_;      // [slots]: submit to first token, for --log-requests
   std::vector<bool> abort_sent_;
+  std::vector<bool> prompt_only_;                           // [slots]: JobChoice::prompt_only
   std::vector<bool> prompt_logprobs_asked_;                 // [slots]: prompt_logprob_start >= 0
   std::vector<std::optional<int32_t>> first_prompt_tokens_;  // [slots]: the prompt's first token when that start is 0
   std::vector<std::string> response_ids_;  // [slots]: JobChoice::response_id

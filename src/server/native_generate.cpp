@@ -26,7 +26,7 @@ scheduler::SamplingParams parse_native_sampling(const Json* params_json, const s
                          "skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim", "n", "sampling_seed",
                          "seed", "json_schema", "regex", "ebnf", "custom_params", "stream_interval", "logit_bias"});
   if (auto max_new = fields.integer("max_new_tokens")) {
-    fields.require_at_least("max_new_tokens", *max_new, 1);
+    fields.require_at_least("max_new_tokens", *max_new, 0);  // 0: the prompt's logprobs only (SGLang)
     sampling.max_new_tokens = *max_new;
     max_new_tokens_given = true;
   }

@@ -263,8 +263,12 @@ CompletionRequest parse_completion_request(const Json& body, const RequestLimits
   request.prompts = parse_prompts(fields);
   parse_stream_options(fields, request.stream, request.include_usage);
   parse_sampling(fields, limits, request.sampling, request.n);
-  request.max_tokens = parse_max_tokens(fields, "max_tokens");
   request.echo = fields.boolean("echo").value_or(false);
+  // vLLM's echo without generation: max_tokens 0 returns the prompt (and its logprobs) only.
+  request.max_tokens = fields.integer("max_tokens");
+  if (request.max_tokens && !(request.echo && *request.max_tokens == 0)) {
+    fields.require_at_least("max_tokens", *request.max_tokens, 1);
+  }
   fields.string("user");  // unused, but a wrong type is still an error
   if (auto logprobs = fields.integer("logprobs")) {
     if (*logprobs < 0 || *logprobs > limits.max_top_logprobs) {

@@ -50,7 +50,7 @@ int64_t completion_budget(int64_t prompt_tokens, std::optional<int64_t> requeste
   if (limit <= 0) return requested.value_or(default_tokens);
   const int64_t room = limit - prompt_tokens;  // no overflow: a prompt is at most the request body in tokens
   const std::string limit_text = "This model's maximum context length is " + std::to_string(limit) + " tokens. ";
-  if (requested && *requested > room) {
+  if (requested && std::max<int64_t>(*requested, 1) > room) {  // a limit of 0 still runs one token
     const int64_t total = *requested > INT64_MAX - prompt_tokens ? INT64_MAX : prompt_tokens + *requested;
     throw ApiError(400, limit_text + "However, you requested " + std::to_string(total) + " tokens (" +
                             std::to_string(prompt_tokens) + " in the " + what + ", " + std::to_string(*requested) +
@@ -84,8 +84,10 @@ scheduler::SamplingParams choice_sampling(const scheduler::SamplingParams& base,
   return sampling;
 }
 
+// A limit of 0 tokens runs one (the engine ends a request at its first token at the earliest) and returns none.
 void add_choices(PreparedGeneration& prepared, int64_t prompt_index, const std::vector<int32_t>& ids,
                  const scheduler::SamplingParams& sampling, int64_t n) {
+  const bool prompt_only = sampling.max_new_tokens == 0;
   for (int64_t i = 0; i < n; ++i) {
     JobChoice choice;
     choice.index = static_cast<int64_t>(prepared.choices.size());
@@ -94,6 +96,8 @@ void add_choices(PreparedGeneration& prepared, int64_t prompt_index, const std::
     choice.response_id = prepared.response_id;
     choice.request.input_ids = ids;
     choice.request.sampling = choice_sampling(sampling, i);
+    choice.prompt_only = prompt_only;
+    if (prompt_only) choice.request.sampling.max_new_tokens = 1;
     prepared.choices.push_back(std::move(choice));
   }
 }

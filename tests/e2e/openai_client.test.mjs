@@ -259,6 +259,15 @@ test('prompt logprobs (echo with logprobs, logprob_start_len) agree with the gen
     assert.equal(top[0], null);
     assert.ok(tokenLogprobs.slice(1).every((value) => typeof value === 'number' && value <= 0));
   }
+  // Echo without generation (max_tokens 0) and /generate's max_new_tokens 0: the prompt's logprobs only.
+  const echoOnly = await client.completions.create({ model: MODEL, prompt: [[...prompt, first]], max_tokens: 0,
+                                                    logprobs: 1, echo: true });
+  assert.equal(echoOnly.choices[0].logprobs.tokens.length, prompt.length + 1);
+  assert.equal(echoOnly.usage.completion_tokens, 0);
+  assert.equal(echoOnly.choices[0].finish_reason, 'length');
+  const scoredOnly = await generate({ ...scoredBody, sampling_params: { max_new_tokens: 0 } });
+  assert.deepEqual(scoredOnly.output_ids, []);
+  assert.deepEqual(scoredOnly.meta_info.input_token_logprobs, input);
   const greedy = completion.choices.find((choice) => choice.index === 0).logprobs;
   assert.ok(Math.abs(greedy.token_logprobs[prompt.length] - generated.meta_info.output_token_logprobs[0][0]) < 2e-3);
   assert.equal(Math.max(...Object.values(greedy.top_logprobs[prompt.length])), greedy.token_logprobs[prompt.length]);

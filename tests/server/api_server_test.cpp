@@ -151,6 +151,23 @@ TEST(ApiServer, CompletionsChoicesSeedsAndStops) {
 
   json echoed = completion(R"({"prompt": "echo me ", "max_tokens": 1, "echo": true})");
   EXPECT_EQ(echoed["choices"][0]["text"].get<std::string>().rfind("echo me ", 0), 0u);
+  // vLLM's echo without generation: max_tokens 0 runs one token and returns the prompt only.
+  json echo_only = completion(R"({"prompt": "echo me ", "max_tokens": 0, "echo": true, "stop": ["t"]})");
+  EXPECT_EQ(echo_only["choices"][0]["text"], "echo me ");
+  EXPECT_EQ(echo_only["choices"][0]["finish_reason"], "length");
+  EXPECT_FALSE(echo_only["choices"][0].contains("matched_stop") && !echo_only["choices"][0]["matched_stop"].is_null());
+  EXPECT_EQ(echo_only["usage"]["completion_tokens"], 0);
+  EXPECT_EQ(harness.engine.submitted().back().sampling.max_new_tokens, 1);
+  TestResponse echo_stream = http_call(harness.port(), "POST", "/v1/completions",
+                                       R"({"prompt": "echo me ", "max_tokens": 0, "echo": true, "stream": true})");
+  std::string echo_stream_text, echo_finish;
+  for (const json& event : sse_events(echo_stream.body)) {
+    if (!event.is_object() || event["choices"].empty()) continue;
+    echo_stream_text += event["choices"][0]["text"].get<std::string>();
+    if (!event["choices"][0]["finish_reason"].is_null()) echo_finish = event["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(echo_stream_text, "echo me ");
+  EXPECT_EQ(echo_finish, "length");
 
   json with_logprobs = completion(R"({"prompt": "x", "max_tokens": 3, "logprobs": 2})");
   EXPECT_EQ(with_logprobs["choices"][0]["logprobs"]["tokens"].size(), 3u);
@@ -181,6 +198,14 @@ TEST(ApiServer, NativeGenerate) {
   EXPECT_EQ(single.json()["text"], expected_fake_text({5, 6}, 3));
   EXPECT_EQ(single.json()["meta_info"]["completion_tokens"], 3);
   EXPECT_EQ(single.json()["meta_info"]["finish_reason"]["type"], "length");
+
+  TestResponse prompt_only = http_call(harness.port(), "POST", "/generate",
+                                       R"({"input_ids": [5, 6], "sampling_params": {"max_new_tokens": 0}})");
+  ASSERT_EQ(prompt_only.status, 200) << prompt_only.body;
+  EXPECT_EQ(prompt_only.json()["text"], "");
+  EXPECT_EQ(prompt_only.json()["output_ids"], json::array());
+  EXPECT_EQ(prompt_only.json()["meta_info"]["completion_tokens"], 0);
+  EXPECT_EQ(prompt_only.json()["meta_info"]["finish_reason"]["type"], "length");
 
   TestResponse batch = http_call(harness.port(), "POST", "/generate", R"({"text": ["a", "b"], "sampling_params": {"max_new_tokens": 2}})");
   ASSERT_TRUE(batch.json().is_array());
