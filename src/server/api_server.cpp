@@ -197,6 +197,12 @@ void ApiServer::register_routes() {
   router_.add("GET", "/flush_cache", [this](const std::shared_ptr<HttpExchange>& exchange) { handle_flush_cache(exchange); });
   router_.add("POST", "/flush_cache", [this](const std::shared_ptr<HttpExchange>& exchange) { handle_flush_cache(exchange); });
   router_.add("POST", "/abort_request", [this](const std::shared_ptr<HttpExchange>& exchange) { handle_abort_request(exchange); });
+  router_.add("POST", "/tokenize", [this](const std::shared_ptr<HttpExchange>& exchange) {
+    handle_prepared_json(exchange, &prepare_tokenize);
+  });
+  router_.add("POST", "/detokenize", [this](const std::shared_ptr<HttpExchange>& exchange) {
+    handle_prepared_json(exchange, &prepare_detokenize);
+  });
   if (config_.enable_metrics) {
     router_.add("GET", "/metrics", [this](const std::shared_ptr<HttpExchange>& exchange) { handle_metrics(exchange); });
   }
@@ -302,37 +308,52 @@ void ApiServer::finish_preparation() {
   if (--preparing_ == 0) preparing_done_.notify_all();
 }
 
-void ApiServer::handle_generation(const std::shared_ptr<HttpExchange>& exchange, GenerationKind kind) {
+template <typename Result>
+void ApiServer::prepare_on_worker(const std::shared_ptr<HttpExchange>& exchange, std::function<Result()> prepare,
+                                  std::function<void(Result&&)> deliver) {
   if (draining_) return reply_error(exchange, shutting_down_error());
   check_json_content_type(*exchange);
   {
     std::lock_guard<std::mutex> lock(preparing_mutex_);
     ++preparing_;
   }
-  workers_->submit([this, exchange, kind] {
-    auto prepared = std::make_shared<PreparedGeneration>();
+  workers_->submit([this, exchange, prepare = std::move(prepare), deliver = std::move(deliver)] {
+    auto result = std::make_shared<Result>();
     std::shared_ptr<ApiError> error;
     try {
-      const std::string& body = exchange->request().body;
-      switch (kind) {
-        case GenerationKind::kCompletion: *prepared = prepare_completion(body, preparation_); break;
-        case GenerationKind::kChat: *prepared = prepare_chat(body, preparation_); break;
-        case GenerationKind::kNative: *prepared = prepare_native_generate(body, preparation_); break;
-      }
+      *result = prepare();
     } catch (const ApiError& caught) {
       error = std::make_shared<ApiError>(caught);
     } catch (const std::exception& caught) {
       error = std::make_shared<ApiError>(500, std::string("internal error while preparing the request: ") + caught.what());
     }
-    poster_->post([this, exchange, prepared, error] {
-      if (error) {
-        reply_error(exchange, *error);
-      } else if (!exchange->disconnected()) {
-        start_job(exchange, std::move(*prepared));
-      }
+    poster_->post([this, exchange, result, error, deliver] {
+      if (error) reply_error(exchange, *error);
+      else if (!exchange->disconnected()) deliver(std::move(*result));
       finish_preparation();
     });
   });
+}
+
+void ApiServer::handle_generation(const std::shared_ptr<HttpExchange>& exchange, GenerationKind kind) {
+  prepare_on_worker<PreparedGeneration>(
+      exchange,
+      [this, exchange, kind] {
+        const std::string& body = exchange->request().body;
+        switch (kind) {
+          case GenerationKind::kCompletion: return prepare_completion(body, preparation_);
+          case GenerationKind::kChat: return prepare_chat(body, preparation_);
+          case GenerationKind::kNative: break;
+        }
+        return prepare_native_generate(body, preparation_);
+      },
+      [this, exchange](PreparedGeneration&& prepared) { start_job(exchange, std::move(prepared)); });
+}
+
+void ApiServer::handle_prepared_json(const std::shared_ptr<HttpExchange>& exchange, JsonPreparation prepare) {
+  prepare_on_worker<Json>(
+      exchange, [this, exchange, prepare] { return prepare(exchange->request().body, preparation_); },
+      [this, exchange](Json&& answer) { reply_json(exchange, 200, answer); });
 }
 
 void ApiServer::start_job(const std::shared_ptr<HttpExchange>& exchange, PreparedGeneration prepared) {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -91,7 +92,15 @@ class ApiServer {
   void reply_error(const std::shared_ptr<HttpExchange>& exchange, const class ApiError& error);
   void reply_json(const std::shared_ptr<HttpExchange>& exchange, int status, const nlohmann::ordered_json& body);
 
+  // Runs `prepare` on a worker thread (JSON parsing, templates, tokenization), then on the loop thread `deliver`
+  // with its result, or answers its ApiError; counted in preparing_ until then (shutdown waits for it).
+  template <typename Result>
+  void prepare_on_worker(const std::shared_ptr<HttpExchange>& exchange, std::function<Result()> prepare,
+                         std::function<void(Result&&)> deliver);
   void handle_generation(const std::shared_ptr<HttpExchange>& exchange, GenerationKind kind);
+  // /tokenize, /detokenize: `prepare` runs on a worker (it may tokenize a long prompt), its JSON is the answer.
+  using JsonPreparation = nlohmann::ordered_json (*)(std::string_view body, const PreparationContext& context);
+  void handle_prepared_json(const std::shared_ptr<HttpExchange>& exchange, JsonPreparation prepare);
   void start_job(const std::shared_ptr<HttpExchange>& exchange, PreparedGeneration prepared);
   struct HealthProbe;
   void handle_health_generate(const std::shared_ptr<HttpExchange>& exchange);

@@ -12,6 +12,7 @@
 #include "server/chat_protocol.h"
 #include "server/native_generate.h"
 #include "server/openai_response.h"
+#include "server/json_fields.h"
 #include "server/sampling_fields.h"
 
 namespace fathom::server {
@@ -77,6 +78,13 @@ void check_sampling(const scheduler::SamplingParams& sampling, const Preparation
   }
 }
 
+PreparedGeneration new_generation(std::string_view id_kind, bool stream, const PreparationContext& context) {
+  PreparedGeneration prepared;
+  prepared.response_id = context.ids->next(id_kind);
+  prepared.stream = stream;
+  return prepared;
+}
+
 // Choice `choice_number` of a prompt gets seed + choice_number so that n > 1 with a seed still differs.
 scheduler::SamplingParams choice_sampling(const scheduler::SamplingParams& base, int64_t choice_number) {
   scheduler::SamplingParams sampling = base;
@@ -137,9 +145,7 @@ void check_model_name(const std::string& model, const std::string& served_model_
 PreparedGeneration prepare_completion(std::string_view body, const PreparationContext& context) {
   CompletionRequest request = parse_completion_request(parse_json_object(body), context.limits);
   check_model_name(request.model, context.served_model_name);
-  PreparedGeneration prepared;
-  prepared.response_id = context.ids->next("cmpl");
-  prepared.stream = request.stream;
+  PreparedGeneration prepared = new_generation("cmpl", request.stream, context);
   std::vector<std::string> echo_prefixes;
   for (size_t p = 0; p < request.prompts.size(); ++p) {
     const PromptSource& prompt = request.prompts[p];
@@ -157,12 +163,12 @@ PreparedGeneration prepare_completion(std::string_view body, const PreparationCo
   return prepared;
 }
 
-PreparedGeneration prepare_chat(std::string_view body, const PreparationContext& context) {
-  ChatRequest request = parse_chat_request(parse_json_object(body), context.limits);
-  check_model_name(request.model, context.served_model_name);
-  PreparedGeneration prepared;
-  prepared.response_id = context.ids->next("chatcmpl");
-  prepared.stream = request.stream;
+namespace {
+
+// The chat request's prompt as the engine runs it: the template rendered (with the tools unless tool_choice is
+// "none"), the continued assistant message and the output parsers' prompt suffix, tokenized without added special
+// tokens (the template writes the BOS itself). Sets skip_special_tokens off when the parsers need the markers.
+std::vector<int32_t> chat_prompt_ids(ChatRequest& request, const PreparationContext& context, ChatOutputPlan& output) {
   ChatPromptInputs inputs;
   inputs.messages = std::move(request.messages);
   // tool_choice "none": the model is not shown the tools (nor pushed to call them).
@@ -172,11 +178,20 @@ PreparedGeneration prepare_chat(std::string_view body, const PreparationContext&
   inputs.add_generation_prompt = request.add_generation_prompt || request.assistant_prefix.has_value();
   PromptSource prompt;
   prompt.text = context.codec->render_chat(inputs);
-  ChatOutputPlan output = plan_chat_output(context.parsers, request, prompt.text, context.special_token_texts);
+  output = plan_chat_output(context.parsers, request, prompt.text, context.special_token_texts);
   prompt.text += request.assistant_prefix.value_or("") + output.prompt_suffix;
   if (output.decode_special_tokens) request.sampling.skip_special_tokens = false;  // the parsers need the markers
-  // The template writes the BOS token itself.
-  std::vector<int32_t> ids = tokenize_prompt(prompt, /*add_special_tokens=*/false, context, "messages");
+  return tokenize_prompt(prompt, /*add_special_tokens=*/false, context, "messages");
+}
+
+}  // namespace
+
+PreparedGeneration prepare_chat(std::string_view body, const PreparationContext& context) {
+  ChatRequest request = parse_chat_request(parse_json_object(body), context.limits);
+  check_model_name(request.model, context.served_model_name);
+  PreparedGeneration prepared = new_generation("chatcmpl", request.stream, context);
+  ChatOutputPlan output;
+  std::vector<int32_t> ids = chat_prompt_ids(request, context, output);
   request.sampling.max_new_tokens = completion_budget(static_cast<int64_t>(ids.size()), request.max_tokens, INT64_MAX,
                                                       context, "messages", "messages");
   check_sampling(request.sampling, context, "logit_bias", "min_tokens");
@@ -188,9 +203,7 @@ PreparedGeneration prepare_chat(std::string_view body, const PreparationContext&
 
 PreparedGeneration prepare_native_generate(std::string_view body, const PreparationContext& context) {
   NativeGenerateRequest request = parse_native_generate_request(parse_json_object(body), context.limits);
-  PreparedGeneration prepared;
-  prepared.response_id = context.ids->next("gen");
-  prepared.stream = request.stream;
+  PreparedGeneration prepared = new_generation("gen", request.stream, context);
   for (size_t p = 0; p < request.prompts.size(); ++p) {
     const std::string param = request.prompts[p].is_text ? "text" : "input_ids";
     std::vector<int32_t> ids = tokenize_prompt(request.prompts[p], /*add_special_tokens=*/true, context, param);
@@ -214,6 +227,49 @@ PreparedGeneration prepare_native_generate(std::string_view body, const Preparat
   prepared.protocol = make_native_generate_protocol(request.list_response, logprobs, request.return_text_in_logprobs,
                                                     std::move(request.rids), context.codec);
   return prepared;
+}
+
+Json prepare_tokenize(std::string_view body, const PreparationContext& context) {
+  const Json json = parse_json_object(body);
+  JsonFields fields(json);
+  check_model_name(fields.string("model").value_or(""), context.served_model_name);
+  const bool has_prompt = fields.has("prompt"), has_messages = fields.has("messages");
+  if (has_prompt == has_messages) {
+    throw ApiError::invalid_value(has_prompt ? "messages" : "prompt", "Exactly one of 'prompt' or 'messages' must be given.");
+  }
+  std::vector<int32_t> ids;
+  if (has_prompt) {
+    const std::optional<std::string> text = fields.string("prompt");
+    const bool add_special_tokens = fields.boolean("add_special_tokens").value_or(true);
+    ids = tokenize_prompt(PromptSource{true, *text, {}}, add_special_tokens, context, "prompt");
+  } else {
+    ChatRequest request = parse_chat_request(json, context.limits);  // the generation's own rendering
+    ChatOutputPlan output;
+    ids = chat_prompt_ids(request, context, output);
+  }
+  Json response{{"count", static_cast<int64_t>(ids.size())}, {"max_model_len", context.max_context_tokens}, {"tokens", ids}};
+  if (fields.boolean("return_token_strs").value_or(false)) {
+    Json strings = Json::array();
+    for (int32_t id : ids) strings.push_back(context.codec->token_piece(id).text);
+    response["token_strs"] = std::move(strings);
+  }
+  return response;
+}
+
+Json prepare_detokenize(std::string_view body, const PreparationContext& context) {
+  const Json json = parse_json_object(body);
+  JsonFields fields(json);
+  check_model_name(fields.string("model").value_or(""), context.served_model_name);
+  const std::optional<std::vector<int32_t>> tokens = fields.int32_list("tokens");
+  if (!tokens) throw ApiError::missing("tokens");
+  const int64_t vocab = context.codec->vocab_size();
+  for (int32_t id : *tokens) {
+    if (id < 0 || id >= vocab) {
+      throw ApiError::invalid_value("tokens", "Invalid 'tokens': token id " + std::to_string(id) +
+                                                  " is outside the vocabulary [0, " + std::to_string(vocab) + ").");
+    }
+  }
+  return Json{{"prompt", context.codec->decode(*tokens)}};
 }
 
 }  // namespace fathom::server

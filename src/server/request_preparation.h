@@ -48,6 +48,12 @@ PreparedGeneration prepare_completion(std::string_view body, const PreparationCo
 PreparedGeneration prepare_chat(std::string_view body, const PreparationContext& context);
 PreparedGeneration prepare_native_generate(std::string_view body, const PreparationContext& context);
 
+// vLLM's /tokenize: {"prompt": text, "add_special_tokens": true} or a chat's {"messages": [...], ...} (rendered and
+// tokenized as /v1/chat/completions would run it) -> {"count", "max_model_len", "tokens"[, "token_strs"]}.
+nlohmann::ordered_json prepare_tokenize(std::string_view body, const PreparationContext& context);
+// vLLM's /detokenize: {"tokens": [ids]} -> {"prompt": text}.
+nlohmann::ordered_json prepare_detokenize(std::string_view body, const PreparationContext& context);
+
 // 404 model_not_found unless `model` is empty or the served name.
 void check_model_name(const std::string& model, const std::string& served_model_name);
 

@@ -287,6 +287,19 @@ test('SGLang-style endpoints', { skip }, async () => {
   assert.equal(byIds.status, 200);
   assert.equal(byIds.body.length, 2);
 
+  // vLLM's /tokenize and /detokenize with the real tokenizer: a round trip, and a chat's ids as the chat runs them.
+  const tokenized = await getJson(`${server.url}/tokenize`, authorized({
+    method: 'POST', headers: json, body: JSON.stringify({ prompt: 'Hello world', add_special_tokens: false }) }));
+  assert.equal(tokenized.status, 200);
+  assert.equal(tokenized.body.count, tokenized.body.tokens.length);
+  const detokenized = await getJson(`${server.url}/detokenize`, authorized({
+    method: 'POST', headers: json, body: JSON.stringify({ tokens: tokenized.body.tokens }) }));
+  assert.equal(detokenized.body.prompt, 'Hello world');
+  const chatTokens = await getJson(`${server.url}/tokenize`, authorized({
+    method: 'POST', headers: json, body: JSON.stringify({ messages }) }));
+  const chat = await client.chat.completions.create({ model: MODEL, messages, max_tokens: 1 });
+  assert.equal(chatTokens.body.count, chat.usage.prompt_tokens);
+
   assert.equal((await fetch(`${server.url}/health_generate`)).status, 200);
   const modelInfo = await getJson(`${server.url}/get_model_info`, authorized());
   assert.equal(modelInfo.body.is_generation, true);

@@ -220,6 +220,40 @@ TEST(ApiServer, NativeGenerate) {
   EXPECT_EQ(events[3], "[DONE]");
 }
 
+// vLLM's /tokenize and /detokenize: a prompt with or without special tokens, a chat rendered as
+// /v1/chat/completions runs it, and the text of ids; bad input is a 400 (or 404 for another model).
+TEST(ApiServer, TokenizeAndDetokenize) {
+  ServerHarness harness;
+  TestResponse text = http_call(harness.port(), "POST", "/tokenize", R"({"prompt": "hi", "return_token_strs": true})");
+  ASSERT_EQ(text.status, 200) << text.body;
+  EXPECT_EQ(text.json()["tokens"], json::array({FakeCodec::kBos, 'h', 'i'}));
+  EXPECT_EQ(text.json()["count"], 3);
+  EXPECT_EQ(text.json()["max_model_len"], harness.engine.max_context_tokens());
+  EXPECT_EQ(text.json()["token_strs"][1], FakeEngine::token_text('h'));
+  TestResponse plain = http_call(harness.port(), "POST", "/tokenize", R"({"prompt": "hi", "add_special_tokens": false})");
+  EXPECT_EQ(plain.json()["tokens"], json::array({'h', 'i'}));
+  EXPECT_FALSE(plain.json().contains("token_strs"));
+  TestResponse chat = http_call(harness.port(), "POST", "/tokenize",
+                                R"({"messages": [{"role": "user", "content": "yo"}]})");
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  std::vector<int32_t> expected;
+  for (char c : std::string("user: yo\nassistant:")) expected.push_back(static_cast<unsigned char>(c));
+  EXPECT_EQ(chat.json()["tokens"], json(expected));
+  // The same ids a chat completion runs.
+  http_call(harness.port(), "POST", "/v1/chat/completions", R"({"messages": [{"role": "user", "content": "yo"}], "max_tokens": 1})");
+  EXPECT_EQ(harness.engine.submitted().back().input_ids, expected);
+
+  TestResponse detokenized = http_call(harness.port(), "POST", "/detokenize", R"({"tokens": [104, 105]})");
+  ASSERT_EQ(detokenized.status, 200) << detokenized.body;
+  EXPECT_EQ(detokenized.json()["prompt"], "hi");
+  EXPECT_EQ(http_call(harness.port(), "POST", "/detokenize", R"({"tokens": [5000]})").json()["error"]["param"], "tokens");
+  EXPECT_EQ(http_call(harness.port(), "POST", "/detokenize", R"({})").status, 400);
+  EXPECT_EQ(http_call(harness.port(), "POST", "/tokenize", R"({"prompt": "a", "messages": []})").status, 400);
+  EXPECT_EQ(http_call(harness.port(), "POST", "/tokenize", R"({})").status, 400);
+  EXPECT_EQ(http_call(harness.port(), "POST", "/tokenize", R"({"prompt": 5})").json()["error"]["code"], "invalid_type");
+  EXPECT_EQ(http_call(harness.port(), "POST", "/tokenize", R"({"model": "other", "prompt": "a"})").status, 404);
+}
+
 TEST(ApiServer, ErrorsKeepTheConnectionAndServerServing) {
   FakeEngineOptions options;
   options.max_context_tokens = 16;
