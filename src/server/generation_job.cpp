@@ -134,7 +134,7 @@ void GenerationJob::merge(ChoiceResult& choice, size_t slot, const scheduler::Ge
       context_.metrics->record_inter_token(seconds_between(last_token_at_[slot], now) / static_cast<double>(new_tokens), new_tokens);
     }
     last_token_at_[slot] = now;
-    context_.metrics->record_generated_tokens(now, static_cast<int64_t>(new_tokens));
+    if (!prompt_only_[slot]) context_.metrics->record_generated_tokens(now, static_cast<int64_t>(new_tokens));
   }
   if (!prompt_only_[slot]) {
     choice.text += event.text_delta;

@@ -36,6 +36,8 @@ class PromptCodec {
   virtual int64_t vocab_size() const = 0;
   // The texts of the tokenizer's special tokens (what skip_special_tokens drops when decoding).
   virtual std::vector<std::string> special_token_texts() const { return {}; }
+  // False without a tokenizer: decode() and token_piece() have no text to give.
+  virtual bool has_text() const { return true; }
 };
 
 }  // namespace fathom::server
@@ -52,6 +54,7 @@ class TokenIdsOnlyCodec : public PromptCodec {
   std::string decode(const std::vector<int32_t>& ids) const override { return ""; }
   TokenPiece token_piece(int32_t id) const override { return {}; }
   int64_t vocab_size() const override { return vocab_size_; }
+  bool has_text() const override { return false; }
 
  private:
   int64_t vocab_size_;

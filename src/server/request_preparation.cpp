@@ -51,14 +51,14 @@ int64_t completion_budget(int64_t prompt_tokens, std::optional<int64_t> requeste
   if (limit <= 0) return requested.value_or(default_tokens);
   const int64_t room = limit - prompt_tokens;  // no overflow: a prompt is at most the request body in tokens
   const std::string limit_text = "This model's maximum context length is " + std::to_string(limit) + " tokens. ";
-  if (requested && std::max<int64_t>(*requested, 1) > room) {  // a limit of 0 still runs one token
+  if (requested && *requested > room) {
     const int64_t total = *requested > INT64_MAX - prompt_tokens ? INT64_MAX : prompt_tokens + *requested;
     throw ApiError(400, limit_text + "However, you requested " + std::to_string(total) + " tokens (" +
                             std::to_string(prompt_tokens) + " in the " + what + ", " + std::to_string(*requested) +
                             " in the completion). Please reduce the length of the " + what + " or completion.",
                    param, "context_length_exceeded");
   }
-  if (!requested && room < 1) {
+  if ((!requested || *requested == 0) && room < 1) {  // a limit of 0 still runs one token
     throw ApiError(400, limit_text + "However, your " + what + " resulted in " + std::to_string(prompt_tokens) +
                             " tokens, leaving no room for the completion. Please reduce the length of the " + what + ".",
                    param, "context_length_exceeded");
@@ -241,7 +241,11 @@ Json prepare_tokenize(std::string_view body, const PreparationContext& context) 
   if (has_prompt) {
     const std::optional<std::string> text = fields.string("prompt");
     const bool add_special_tokens = fields.boolean("add_special_tokens").value_or(true);
-    ids = tokenize_prompt(PromptSource{true, *text, {}}, add_special_tokens, context, "prompt");
+    try {
+      ids = context.codec->encode(*text, add_special_tokens);  // an empty prompt is 0 tokens here (vLLM)
+    } catch (const fathom::Error& error) {
+      throw ApiError(400, std::string("The prompt could not be tokenized: ") + error.what(), "prompt", "invalid_value");
+    }
   } else {
     ChatRequest request = parse_chat_request(json, context.limits);  // the generation's own rendering
     ChatOutputPlan output;
@@ -262,6 +266,10 @@ Json prepare_detokenize(std::string_view body, const PreparationContext& context
   check_model_name(fields.string("model").value_or(""), context.served_model_name);
   const std::optional<std::vector<int32_t>> tokens = fields.int32_list("tokens");
   if (!tokens) throw ApiError::missing("tokens");
+  if (!context.codec->has_text()) {
+    throw ApiError(400, "This server runs without a tokenizer (--skip-tokenizer-init): ids have no text.", "tokens",
+                   "tokenizer_unavailable");
+  }
   const int64_t vocab = context.codec->vocab_size();
   for (int32_t id : *tokens) {
     if (id < 0 || id >= vocab) {

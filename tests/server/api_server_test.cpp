@@ -252,6 +252,8 @@ TEST(ApiServer, TokenizeAndDetokenize) {
   EXPECT_EQ(http_call(harness.port(), "POST", "/tokenize", R"({})").status, 400);
   EXPECT_EQ(http_call(harness.port(), "POST", "/tokenize", R"({"prompt": 5})").json()["error"]["code"], "invalid_type");
   EXPECT_EQ(http_call(harness.port(), "POST", "/tokenize", R"({"model": "other", "prompt": "a"})").status, 404);
+  TestResponse empty = http_call(harness.port(), "POST", "/tokenize", R"({"prompt": "", "add_special_tokens": false})");
+  EXPECT_EQ(empty.json()["count"], 0);  // vLLM counts it, no error
 }
 
 TEST(ApiServer, ErrorsKeepTheConnectionAndServerServing) {

@@ -164,7 +164,7 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"native_unknown_sampling_field", Endpoint::kNative, R"({"text": "a", "sampling_params": {"max_tokens": 3}})", 400, "sampling_params.max_tokens", "Unknown parameter"},
         ErrorCase{"native_max_new_tokens_negative", Endpoint::kNative, R"({"text": "a", "sampling_params": {"max_new_tokens": -1}})", 400, "sampling_params.max_new_tokens", ">= 0"},
         ErrorCase{"completion_max_tokens_zero_without_echo", Endpoint::kCompletion, R"({"prompt": "a", "max_tokens": 0})", 400, "max_tokens", ">= 1"},
-        ErrorCase{"echo_only_prompt_fills_the_context", Endpoint::kCompletion, R"({"prompt": )" + [] { std::string ids = "["; for (int i = 0; i < 100; ++i) ids += (i ? ", " : "") + std::to_string(i + 1); return ids + "]"; }() + R"(, "max_tokens": 0, "echo": true})", 400, "prompt", "maximum context length"},
+        ErrorCase{"echo_only_prompt_fills_the_context", Endpoint::kCompletion, R"({"prompt": )" + [] { std::string ids = "["; for (int i = 0; i < 100; ++i) ids += (i ? ", " : "") + std::to_string(i + 1); return ids + "]"; }() + R"(, "max_tokens": 0, "echo": true})", 400, "prompt", "leaving no room for the completion"},
         ErrorCase{"native_sampling_list_mismatch", Endpoint::kNative, R"({"text": ["a", "b"], "sampling_params": [{}]})", 400, "sampling_params", "1 entries for 2 prompts"},
         ErrorCase{"native_input_ids_strings", Endpoint::kNative, R"({"input_ids": ["a"]})", 400, "input_ids", "expected an array of integers"},
         ErrorCase{"native_duplicate_rid", Endpoint::kNative, R"({"text": ["a", "b"], "rid": ["x", "x"]})", 400, "rid", "given twice"},
@@ -367,6 +367,19 @@ TEST(RequestPreparation, EchoWithLogprobsAndLogprobStartLenAskForPromptLogprobs)
   // Without return_logprob the start is ignored, as SGLang ignores it.
   EXPECT_EQ(prepare_native_generate(R"({"input_ids": [1, 2], "logprob_start_len": 0})", fixture.context)
                 .choices[0].request.sampling.prompt_logprob_start, -1);
+}
+
+TEST(RequestPreparation, DetokenizeNeedsATokenizer) {
+  Fixture fixture;
+  fixture.context.codec = std::make_shared<TokenIdsOnlyCodec>(1000);
+  try {
+    prepare_detokenize(R"({"tokens": [1, 2]})", fixture.context);
+    FAIL() << "ids without a tokenizer decoded to nothing";
+  } catch (const ApiError& error) {
+    EXPECT_EQ(error.status(), 400);
+    EXPECT_EQ(error.code(), "tokenizer_unavailable");
+  }
+  EXPECT_THROW(prepare_tokenize(R"({"prompt": "a"})", fixture.context), ApiError);
 }
 
 TEST(RequestPreparation, TextPromptsAddSpecialTokensButChatDoesNot) {
