@@ -96,6 +96,22 @@ test('greedy output is identical alone and with 64 concurrent requests', { skip 
   for (const prompt of prompts) alone.push((await client.completions.create(params(prompt))).choices[0].text);
   const concurrent = await Promise.all(Array.from({ length: 64 }, (_, i) => client.completions.create(params(prompts[i % 8]))));
   concurrent.forEach((response, i) => assert.equal(response.choices[0].text, alone[i % 8], `request ${i}`));
+  // Again beside requests that score their prompts (echo with logprobs) or change their logits, which take other
+  // scheduling paths (scored rows per step, the host sampler): neither they nor the greedy ones change.
+  const scoring = (prompt) => ({ model: MODEL, prompt, max_tokens: 1, temperature: 0, logprobs: 1, echo: true });
+  const biased = (prompt) => ({ ...params(prompt), logit_bias: { 1000: 5 }, min_tokens: 4, repetition_penalty: 1.3 });
+  const scoredAlone = (await client.completions.create(scoring(prompts[0]))).choices[0].logprobs.token_logprobs;
+  const biasedAlone = (await client.completions.create(biased(prompts[1]))).choices[0].text;
+  const mixed = await Promise.all(Array.from({ length: 48 }, (_, i) => {
+    if (i % 3 === 0) return client.completions.create(scoring(prompts[0]));
+    if (i % 3 === 1) return client.completions.create(biased(prompts[1]));
+    return client.completions.create(params(prompts[i % 8]));
+  }));
+  mixed.forEach((response, i) => {
+    if (i % 3 === 0) assert.deepEqual(response.choices[0].logprobs.token_logprobs, scoredAlone, `scoring ${i}`);
+    else if (i % 3 === 1) assert.equal(response.choices[0].text, biasedAlone, `biased ${i}`);
+    else assert.equal(response.choices[0].text, alone[i % 8], `greedy ${i}`);
+  });
 });
 
 test('stop strings end the text before the match', { skip }, async () => {
