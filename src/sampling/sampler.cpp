@@ -85,12 +85,17 @@ SampledToken score_token(const float* logits, int64_t vocab, int32_t token, int3
   // log_softmax's arithmetic for the needed entries only (the same bits), without a row-sized buffer.
   const float max_logit = *std::max_element(logits, logits + vocab);
   double sum = 0.0;
-  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i]) - max_logit);
+  int64_t larger = 0;
+  for (int64_t i = 0; i < vocab; ++i) {
+    sum += std::exp(static_cast<double>(logits[i]) - max_logit);
+    larger += logits[i] > logits[token] ? 1 : 0;
+  }
   const double log_sum = std::log(sum) + max_logit;
   auto logprob = [&](int32_t id) { return static_cast<float>(static_cast<double>(logits[id]) - log_sum); };
   SampledToken result;
   result.token_id = token;
   result.logprob = logprob(token);
+  result.rank = larger + 1;
   // The top_n largest logits, largest first, lowest id on ties: a sorted run of at most top_n candidates.
   const size_t keep = static_cast<size_t>(std::clamp<int64_t>(top_n, 0, vocab));
   std::vector<int32_t> best;

@@ -83,6 +83,7 @@ struct SampledToken {
   int32_t token_id = 0;
   float logprob = 0.0f;                          // when requested: log-softmax of the raw logits
   std::vector<std::pair<int32_t, float>> top;   // top_logprobs alternatives, best first (lowest id on ties)
+  int64_t rank = 0;                              // score_token: 1 + the tokens with a larger logit; 0: not computed
 };
 
 }  // namespace fathom::sampling

@@ -28,6 +28,7 @@ struct SamplingParams {
   // >= 0: also the logprobs of the prompt tokens at positions [max(this, 1), prompt length), with top_logprobs
   // alternatives when logprobs is set (SGLang's logprob_start_len; OpenAI's echo with logprobs). -1: none.
   int64_t prompt_logprob_start = -1;
+  int32_t prompt_top_logprobs = -1;  // 0..20 alternatives per prompt token; -1: top_logprobs (when logprobs is set)
   bool skip_special_tokens = true;
 };
 
@@ -43,6 +44,7 @@ struct TokenLogprob {
   int32_t token_id = 0;
   float logprob = 0.0f;
   std::vector<std::pair<int32_t, float>> top;  // top_logprobs alternatives, best first
+  int64_t rank = 0;                            // prompt tokens: 1 + the tokens more likely than it (0: unknown)
 };
 
 // One streamed update. Events of a request arrive in order on the engine's thread; the last has finished = true.

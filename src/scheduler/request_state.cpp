@@ -83,7 +83,7 @@ bool RequestState::accept_token(const sampling::SampledToken& sampled, const std
       return true;
     }
     for (const sampling::SampledToken& score : prompt_scores) {
-      event.prompt_logprobs.push_back(TokenLogprob{score.token_id, score.logprob, score.top});
+      event.prompt_logprobs.push_back(TokenLogprob{score.token_id, score.logprob, score.top, score.rank});
     }
   }
 

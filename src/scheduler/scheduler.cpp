@@ -52,6 +52,9 @@ std::string Scheduler::validate(const GenerateRequest& request) const {
   } else if (params.prompt_logprob_start < -1 || params.prompt_logprob_start > prompt_len) {
     problem << "request " << request.request_id << ": prompt_logprob_start must be in [-1, " << prompt_len
             << "] (the prompt's length), got " << params.prompt_logprob_start;
+  } else if (params.prompt_top_logprobs < -1 || params.prompt_top_logprobs > 20) {
+    problem << "request " << request.request_id << ": prompt_top_logprobs must be in [-1, 20], got "
+            << params.prompt_top_logprobs;
   } else if (params.max_new_tokens < 0) {
     problem << "request " << request.request_id << ": max_new_tokens must be >= 0, got " << params.max_new_tokens;
   } else if (std::string sampling_problem = sampling::validate(to_sampling_options(params)); !sampling_problem.empty()) {
@@ -204,7 +207,8 @@ void Scheduler::add_to_step(ScheduledStep& step, const RequestPtr& request, int6
     sequence.scored_targets.push_back(request->tokens[static_cast<size_t>(row + 1)]);
   }
   sequence.scored_row_begin = first_scored - begin;
-  sequence.scored_top_n = request->sampling_options.top_logprobs;
+  const int32_t prompt_top = request->request.sampling.prompt_top_logprobs;
+  sequence.scored_top_n = prompt_top >= 0 ? prompt_top : request->sampling_options.top_logprobs;
   step.batch.sequences.push_back(std::move(sequence));
   request->kv_len += num_new_tokens;
   if (samples) ++request->num_pending;

@@ -69,6 +69,16 @@ class ChatProtocol : public OpenAiProtocolBase {
       choice_list.push_back(std::move(choice_json));
     }
     response["choices"] = std::move(choice_list);
+    // One prompt for every choice (vLLM gives the response one list); any choice that started has it.
+    if (context_.prompt_logprobs) {
+      response["prompt_logprobs"] = nullptr;
+      for (const ChoiceResult& choice : choices) {
+        if (choice.prompt_logprobs_ready) {
+          response["prompt_logprobs"] = vllm_prompt_logprobs_json(choice, *context_.codec);
+          break;
+        }
+      }
+    }
     response["usage"] = usage_json(count_usage(choices));
     return response;
   }

@@ -77,6 +77,18 @@ void parse_sampling(const JsonFields& fields, const RequestLimits& limits, sched
                    "include_stop_str_in_output", "unsupported_parameter");
   }
   sampling.repetition_penalty = parse_repetition_penalty(fields, "repetition_penalty");
+  // vLLM's prompt_logprobs: each prompt token's logprob with this many alternatives (not streamed).
+  if (auto prompt_logprobs = fields.integer("prompt_logprobs")) {
+    if (*prompt_logprobs < 0 || *prompt_logprobs > limits.max_top_logprobs) {
+      throw ApiError::invalid_value("prompt_logprobs", "Invalid 'prompt_logprobs': must be between 0 and " +
+                                                           std::to_string(limits.max_top_logprobs) + ".");
+    }
+    if (fields.boolean("stream").value_or(false)) {
+      throw ApiError(400, "'prompt_logprobs' is not supported with 'stream'.", "prompt_logprobs", "unsupported_parameter");
+    }
+    sampling.prompt_logprob_start = 0;
+    sampling.prompt_top_logprobs = static_cast<int32_t>(*prompt_logprobs);
+  }
   sampling.logit_bias = parse_logit_bias(fields, "logit_bias", limits.max_logit_bias_entries);
   // SGLang's and vLLM's constrained-decoding fields: refused, never ignored (the output would not follow them).
   for (const char* constrained : {"regex", "json_schema", "ebnf", "guided_json", "guided_regex", "guided_choice",

@@ -66,6 +66,7 @@ class CompletionProtocol : public OpenAiProtocolBase {
       }
       Json choice_json{{"index", choice.index}, {"text", std::move(text)}, {"logprobs", std::move(logprobs)},
                        {"finish_reason", finish_json(choice)}};
+      if (context_.prompt_logprobs) choice_json["prompt_logprobs"] = vllm_prompt_logprobs_json(choice, *context_.codec);
       add_matched_stop(choice_json, choice);
       choice_list.push_back(std::move(choice_json));
     }
@@ -171,6 +172,24 @@ class CompletionProtocol : public OpenAiProtocolBase {
 };
 
 }  // namespace
+
+Json vllm_prompt_logprobs_json(const ChoiceResult& choice, const PromptCodec& codec) {
+  if (!choice.prompt_logprobs_ready) return nullptr;
+  Json list = Json::array();
+  if (choice.unscored_first_prompt_token) list.push_back(nullptr);
+  for (const scheduler::TokenLogprob& entry : choice.prompt_logprobs) {
+    Json tokens = Json::object();
+    for (const auto& [id, logprob] : entry.top) {
+      tokens[std::to_string(id)] = Json{{"logprob", logprob}, {"rank", nullptr}, {"decoded_token", codec.token_piece(id).text}};
+    }
+    for (size_t k = 0; k < entry.top.size(); ++k) tokens[std::to_string(entry.top[k].first)]["rank"] = k + 1;
+    tokens[std::to_string(entry.token_id)] = Json{{"logprob", entry.logprob},
+                                                  {"rank", entry.rank > 0 ? Json(entry.rank) : Json()},
+                                                  {"decoded_token", codec.token_piece(entry.token_id).text}};
+    list.push_back(std::move(tokens));
+  }
+  return list;
+}
 
 std::unique_ptr<GenerationProtocol> make_completion_protocol(OpenAiResponseContext context, std::vector<std::string> echo_prefixes,
                                                              bool logprobs, bool skip_special_tokens) {

@@ -16,7 +16,13 @@ struct OpenAiResponseContext {
   std::string model;
   bool include_usage = false;  // streaming: a final usage chunk (and "usage": null in the others)
   std::shared_ptr<const PromptCodec> codec;  // token strings for logprobs
+  bool prompt_logprobs = false;  // vLLM's prompt_logprobs field (each choice's for completions, the response's for chat)
 };
+
+// vLLM's prompt_logprobs list for a choice: null for the prompt's first token, then per token
+// {"<id>": {"logprob", "rank", "decoded_token"}} for it and its alternatives (rank null for those); null before the
+// first token's event brought them.
+nlohmann::ordered_json vllm_prompt_logprobs_json(const ChoiceResult& choice, const PromptCodec& codec);
 
 // `echo_prefixes[prompt_index]` is prepended to each choice's text (empty vector: no echo). skip_special_tokens: the
 // request's (special tokens then take no characters of the text in logprob offsets).

@@ -113,6 +113,8 @@ void add_choices(PreparedGeneration& prepared, int64_t prompt_index, const std::
 OpenAiResponseContext response_context(const PreparedGeneration& prepared, const PreparationContext& context,
                                        const std::string& requested_model, bool include_usage) {
   OpenAiResponseContext response;
+  // Only vLLM's prompt_logprobs sets prompt_top_logprobs (echo with logprobs puts prompt tokens in `logprobs`).
+  response.prompt_logprobs = !prepared.choices.empty() && prepared.choices.front().request.sampling.prompt_top_logprobs >= 0;
   response.id = prepared.response_id;
   response.created_unix_s = static_cast<int64_t>(std::time(nullptr));
   response.model = requested_model.empty() ? context.served_model_name : requested_model;

@@ -284,6 +284,17 @@ test('prompt logprobs (echo with logprobs, logprob_start_len) agree with the gen
   const scoredOnly = await generate({ ...scoredBody, sampling_params: { max_new_tokens: 0 } });
   assert.deepEqual(scoredOnly.output_ids, []);
   assert.deepEqual(scoredOnly.meta_info.input_token_logprobs, input);
+  // vLLM's prompt_logprobs on a chat: one dict per prompt token (null first), holding the token with its rank.
+  const chatIds = (await getJson(`${server.url}/tokenize`, authorized({
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ messages }) }))).body.tokens;
+  const scoredChat = await client.chat.completions.create({ model: MODEL, messages, max_tokens: 1, prompt_logprobs: 2 });
+  assert.equal(scoredChat.prompt_logprobs.length, chatIds.length);
+  assert.equal(scoredChat.prompt_logprobs[0], null);
+  scoredChat.prompt_logprobs.slice(1).forEach((entry, i) => {
+    const own = entry[String(chatIds[i + 1])];
+    assert.ok(own && own.rank >= 1 && own.logprob <= 0, JSON.stringify(entry));
+    assert.ok(Object.keys(entry).length >= 2 && Object.keys(entry).length <= 3);
+  });
   const greedy = completion.choices.find((choice) => choice.index === 0).logprobs;
   assert.ok(Math.abs(greedy.token_logprobs[prompt.length] - generated.meta_info.output_token_logprobs[0][0]) < 2e-3);
   assert.equal(Math.max(...Object.values(greedy.top_logprobs[prompt.length])), greedy.token_logprobs[prompt.length]);

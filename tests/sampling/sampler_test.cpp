@@ -291,6 +291,11 @@ TEST(Sampler, ScoreTokenIsTheLogSoftmaxEntryAndTheRowsTopN) {
     }
   }
   EXPECT_EQ(score_token(logits.data(), 5000, 0, 2).top.front().first, 17);
+  // rank: 1 + the tokens with a strictly larger logit (tied tops both rank 1).
+  EXPECT_EQ(score_token(logits.data(), 5000, 17, 0).rank, 1);
+  EXPECT_EQ(score_token(logits.data(), 5000, 4000, 0).rank, 1);
+  const int64_t larger = std::count_if(logits.begin(), logits.end(), [&](float value) { return value > logits[123]; });
+  EXPECT_EQ(score_token(logits.data(), 5000, 123, 0).rank, larger + 1);
   EXPECT_THROW(score_token(logits.data(), 5000, 5000, 1), Error);
 }
 

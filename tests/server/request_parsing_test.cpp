@@ -154,6 +154,8 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"prompt_token_out_of_vocab", Endpoint::kCompletion, R"({"prompt": [1, 5000]})", 400, "prompt", "outside the vocabulary [0, 1000)"},
         ErrorCase{"prompt_negative_token", Endpoint::kCompletion, R"({"prompt": [1, -1]})", 400, "prompt", "out of range"},
         ErrorCase{"prompt_empty_ids", Endpoint::kCompletion, R"({"prompt": [[]]})", 400, "prompt", "must not be empty"},
+        ErrorCase{"prompt_logprobs_range", Endpoint::kChat, R"({"prompt_logprobs": 21, )" + kMessages + "}", 400, "prompt_logprobs", "between 0 and 20"},
+        ErrorCase{"prompt_logprobs_streamed", Endpoint::kCompletion, R"({"prompt": "a", "prompt_logprobs": 1, "stream": true})", 400, "prompt_logprobs", "not supported with 'stream'"},
         ErrorCase{"native_logprob_start_past_prompt", Endpoint::kNative, R"({"input_ids": [1, 2, 3], "return_logprob": true, "logprob_start_len": 4})", 400, "logprob_start_len", "past the end of a prompt of 3 tokens"},
         ErrorCase{"native_logprob_start_negative", Endpoint::kNative, R"({"text": "a", "return_logprob": true, "logprob_start_len": -2})", 400, "logprob_start_len", ">= -1"},
         ErrorCase{"suffix", Endpoint::kCompletion, R"({"prompt": "a", "suffix": "b"})", 400, "suffix", "not supported"},
@@ -364,6 +366,13 @@ TEST(RequestPreparation, EchoWithLogprobsAndLogprobStartLenAskForPromptLogprobs)
       R"({"input_ids": [1, 2, 3, 4], "return_logprob": true, "top_logprobs_num": 2, "logprob_start_len": 2})", fixture.context);
   EXPECT_EQ(native.choices[0].request.sampling.prompt_logprob_start, 2);
   EXPECT_EQ(native.choices[0].request.sampling.top_logprobs, 2);
+  // vLLM's prompt_logprobs: from the first token, with its own count of alternatives.
+  for (const PreparedGeneration& prepared : {prepare_completion(R"({"prompt": "ab", "prompt_logprobs": 3, "logprobs": 1})", fixture.context),
+                                            prepare_chat(R"({"prompt_logprobs": 3, )" + kMessages + "}", fixture.context)}) {
+    EXPECT_EQ(prepared.choices[0].request.sampling.prompt_logprob_start, 0);
+    EXPECT_EQ(prepared.choices[0].request.sampling.prompt_top_logprobs, 3);
+  }
+  EXPECT_EQ(echo.choices[0].request.sampling.prompt_top_logprobs, -1);  // echo's prompt tokens: the output's count
   // Without return_logprob the start is ignored, as SGLang ignores it.
   EXPECT_EQ(prepare_native_generate(R"({"input_ids": [1, 2], "logprob_start_len": 0})", fixture.context)
                 .choices[0].request.sampling.prompt_logprob_start, -1);

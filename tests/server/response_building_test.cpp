@@ -215,6 +215,26 @@ TEST(ResponseBuilding, CompletionEchoWithPromptLogprobs) {
   EXPECT_TRUE(aborted_events[0]["choices"][0]["logprobs"].is_null());
 }
 
+// vLLM's prompt_logprobs: per prompt token a dict by id of {logprob, rank, decoded_token}, null for the first; a
+// choice's field in completions, the response's in chat.
+TEST(ResponseBuilding, VllmPromptLogprobs) {
+  OpenAiResponseContext scored_context = context();
+  scored_context.prompt_logprobs = true;
+  ChoiceResult choice = finished_choice(0, 0, "t11 t12 ", FinishReason::kLength);
+  choice.prompt_logprobs_ready = true;
+  choice.unscored_first_prompt_token = 7;
+  choice.prompt_logprobs = {scheduler::TokenLogprob{8, -1.5f, {{9, -0.25f}, {8, -1.5f}}, 2}};
+  const Json expected = Json::array(
+      {nullptr, Json{{"9", Json{{"logprob", -0.25f}, {"rank", 1}, {"decoded_token", "t9 "}}},
+                     {"8", Json{{"logprob", -1.5f}, {"rank", 2}, {"decoded_token", "t8 "}}}}});
+  EXPECT_EQ(make_completion_protocol(scored_context, {}, false)->final_response({choice})["choices"][0]["prompt_logprobs"],
+            expected);
+  EXPECT_EQ(make_chat_protocol(scored_context, false)->final_response({choice})["prompt_logprobs"], expected);
+  EXPECT_FALSE(make_completion_protocol(context(), {}, false)->final_response({choice})["choices"][0].contains("prompt_logprobs"));
+  ChoiceResult unstarted = finished_choice(0, 0, "", FinishReason::kAbort);
+  EXPECT_TRUE(make_chat_protocol(scored_context, false)->final_response({unstarted})["prompt_logprobs"].is_null());
+}
+
 // Tokens that are parts of UTF-8 characters (byte-level BPE): 21 "°" whole, 22 / 23 its two bytes, 24 "C",
 // 25 two of the three bytes of a CJK character.
 class Utf8PiecesCodec : public fathom::testing::FakeCodec {
