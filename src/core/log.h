@@ -22,6 +22,7 @@ class Logger {
   bool enabled(LogLevel level) const { return level >= threshold_; }
   // Writes the line (local time, level, message, newline) when `level` passes the threshold.
   void log(LogLevel level, std::string_view message) const;
+  void debug(std::string_view message) const { log(LogLevel::kDebug, message); }
   void info(std::string_view message) const { log(LogLevel::kInfo, message); }
   void warning(std::string_view message) const { log(LogLevel::kWarning, message); }
   void error(std::string_view message) const { log(LogLevel::kError, message); }

@@ -240,6 +240,29 @@ void LocalEngine::publish_stats() {
   submits_unpublished_ = 0;  // applied before this step: stats.waiting_requests counts the ones still waiting
 }
 
+namespace {
+
+// One --log-level debug line per scheduled step: what ran and where the engine stands after it.
+std::string step_line(const std::vector<StepRecord>& records, const EngineStats& stats, int64_t retractions) {
+  int64_t prefill_tokens = 0, prefill_sequences = 0, cached = 0, decodes = 0;
+  for (const StepRecord& record : records) {
+    if (record.num_new_tokens == 1 && record.samples) {
+      ++decodes;
+    } else {
+      prefill_tokens += record.num_new_tokens;
+      ++prefill_sequences;
+      cached += record.num_cached;
+    }
+  }
+  return "fathom: step: " + std::to_string(decodes) + " decodes, " + std::to_string(prefill_tokens) +
+         " prefill tokens in " + std::to_string(prefill_sequences) + " sequences (after " + std::to_string(cached) +
+         " cached positions); running " + std::to_string(stats.running_requests) + ", waiting " +
+         std::to_string(stats.waiting_requests) + ", KV " + std::to_string(stats.kv_used_tokens) + "/" +
+         std::to_string(stats.kv_total_tokens) + " tokens, retractions " + std::to_string(retractions);
+}
+
+}  // namespace
+
 void LocalEngine::run() {
   bool busy = false;
   while (true) {
@@ -259,6 +282,9 @@ void LocalEngine::run() {
     for (Command& command : commands) apply(command);
     try {
       busy = loop_->step();
+      if (busy && logger_->enabled(LogLevel::kDebug) && !scheduler_->last_step().empty()) {
+        logger_->debug(step_line(scheduler_->last_step(), scheduler_->stats(), scheduler_->num_retractions()));
+      }
     } catch (const std::exception& error) {
       // Logged as well as sent to the clients: an operator sees a failing device in the server's log.
       logger_->error(std::string("fathom: engine step failed: ") + error.what() +

@@ -63,6 +63,9 @@ class Scheduler {
   int64_t max_context_tokens() const;
   EngineStats stats() const;
   SchedulerSnapshot snapshot() const;
+  // What the last prepare_step() scheduled (cheaper than snapshot()).
+  const std::vector<StepRecord>& last_step() const { return last_step_; }
+  int64_t num_retractions() const { return num_retractions_; }
   // Throws fathom::Error when the KV accounting is broken: free + evictable + locked + owned != total, a request's
   // slots disagree with the totals, or (with no requests) anything is locked or owned.
   void check_invariants() const;

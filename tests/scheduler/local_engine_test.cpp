@@ -12,6 +12,7 @@
 
 #include "../model/tiny_model.h"
 #include "fake_model.h"
+#include "log_capture.h"
 #include "model/generation.h"
 #include "scheduler/local_engine.h"
 #include "tokenizer/tokenizer.h"
@@ -343,6 +344,33 @@ TEST_F(EngineTest, BadRequestsGetOneErrorEventAndShutdownDrains) {
   engine->submit(make_request("late", {5}, 3, greedy()), collector.callback("late"));
   EXPECT_EQ(collector.log("late").final_event.finish_reason, FinishReason::kError);
   engine->shutdown();  // idempotent
+}
+
+// --log-level debug: a line per scheduled step (decodes, prefill tokens, queue and KV); none at info.
+TEST_F(EngineTest, DebugLogsALinePerStep) {
+  for (const LogLevel level : {LogLevel::kDebug, LogLevel::kInfo}) {
+    fathom::testing::LogCapture capture;
+    EngineConfig config = base_config();
+    config.logger = std::make_shared<const Logger>(level, capture.file());
+    std::unique_ptr<Engine> engine = make_local_engine(config);
+    Collector collector;
+    engine->submit(make_request("a", {5, 6, 7, 8}, 3, greedy()), collector.callback("a"));
+    ASSERT_TRUE(collector.wait_finished(1));
+    engine->shutdown();
+    int steps = 0, prefills = 0;
+    for (const std::string& line : capture.lines()) {
+      if (line.find("fathom: step: ") == std::string::npos) continue;
+      ++steps;
+      if (line.find("0 decodes, 4 prefill tokens in 1 sequences (after 0 cached positions)") != std::string::npos) ++prefills;
+      EXPECT_NE(line.find(" DEBUG "), std::string::npos) << line;
+    }
+    if (level == LogLevel::kDebug) {
+      EXPECT_EQ(prefills, 1);
+      EXPECT_GE(steps, 3);  // the prefill and two decodes
+    } else {
+      EXPECT_EQ(steps, 0);
+    }
+  }
 }
 
 TEST_F(EngineTest, TextDeltasAndStopStringsWithATokenizer) {
