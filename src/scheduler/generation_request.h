@@ -22,7 +22,9 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;
   float repetition_penalty = 1.0f;   // (0, 2]; 1 = off; over the prompt's and the generated tokens (SGLang, vLLM)
   std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, bias in [-100, 100]), ids ascending and unique
-  int64_t min_new_tokens = 0;        // EOS / stop tokens cannot be drawn, and stop strings do not match, before this many
+  // EOS / stop tokens cannot be drawn before this many tokens; a stop string matches only if it ends at or after
+  // the min_new_tokens-th token.
+  int64_t min_new_tokens = 0;
   int32_t top_logprobs = 0;          // 0..20 alternatives per token when logprobs is set
   bool logprobs = false;
   // >= 0: also the logprobs of the prompt tokens at positions [max(this, 1), prompt length), with top_logprobs

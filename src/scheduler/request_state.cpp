@@ -95,7 +95,7 @@ bool RequestState::accept_token(const sampling::SampledToken& sampled, const std
     event.finish_reason = FinishReason::kStop;
     event.matched_stop_token = token;
   } else {
-    // Before min_new_tokens tokens, stop strings do not match (SGLang and vLLM check none before then).
+    // Only a stop string ending at or after the min_new_tokens-th token matches (as SGLang and vLLM check them).
     TextStream::Piece piece = text_.push(token, /*match_stop_strings=*/num_generated() >= params.min_new_tokens);
     event.text_delta = std::move(piece.text);
     if (piece.match) {

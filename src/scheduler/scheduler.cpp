@@ -206,7 +206,7 @@ void Scheduler::add_to_step(ScheduledStep& step, const RequestPtr& request, int6
   for (int64_t row = first_scored; row < scored_end; ++row) {
     sequence.scored_targets.push_back(request->tokens[static_cast<size_t>(row + 1)]);
   }
-  sequence.scored_row_begin = first_scored - begin;
+  if (!sequence.scored_targets.empty()) sequence.scored_row_begin = first_scored - begin;
   const int32_t prompt_top = request->request.sampling.prompt_top_logprobs;
   sequence.scored_top_n = prompt_top >= 0 ? prompt_top : request->sampling_options.top_logprobs;
   step.batch.sequences.push_back(std::move(sequence));

@@ -179,10 +179,10 @@ Json vllm_prompt_logprobs_json(const ChoiceResult& choice, const PromptCodec& co
   if (choice.unscored_first_prompt_token) list.push_back(nullptr);
   for (const scheduler::TokenLogprob& entry : choice.prompt_logprobs) {
     Json tokens = Json::object();
-    for (const auto& [id, logprob] : entry.top) {
-      tokens[std::to_string(id)] = Json{{"logprob", logprob}, {"rank", nullptr}, {"decoded_token", codec.token_piece(id).text}};
+    for (size_t k = 0; k < entry.top.size(); ++k) {  // alternatives, most likely first: rank k + 1
+      const auto& [id, logprob] = entry.top[k];
+      tokens[std::to_string(id)] = Json{{"logprob", logprob}, {"rank", k + 1}, {"decoded_token", codec.token_piece(id).text}};
     }
-    for (size_t k = 0; k < entry.top.size(); ++k) tokens[std::to_string(entry.top[k].first)]["rank"] = k + 1;
     tokens[std::to_string(entry.token_id)] = Json{{"logprob", entry.logprob},
                                                   {"rank", entry.rank > 0 ? Json(entry.rank) : Json()},
                                                   {"decoded_token", codec.token_piece(entry.token_id).text}};

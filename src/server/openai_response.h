@@ -20,8 +20,8 @@ struct OpenAiResponseContext {
 };
 
 // vLLM's prompt_logprobs list for a choice: null for the prompt's first token, then per token
-// {"<id>": {"logprob", "rank", "decoded_token"}} for it and its alternatives (rank null for those); null before the
-// first token's event brought them.
+// {"<id>": {"logprob", "rank", "decoded_token"}} for it and its alternatives (ranked by their order); null before
+// the first token's event brought them.
 nlohmann::ordered_json vllm_prompt_logprobs_json(const ChoiceResult& choice, const PromptCodec& codec);
 
 // `echo_prefixes[prompt_index]` is prepended to each choice's text (empty vector: no echo). skip_special_tokens: the

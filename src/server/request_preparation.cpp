@@ -19,6 +19,16 @@ namespace fathom::server {
 
 namespace {
 
+// Throws ApiError(400) on `param` for an id outside [0, vocab_size).
+void check_token_ids(const std::vector<int32_t>& ids, int64_t vocab_size, const std::string& param) {
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab_size) {
+      throw ApiError::invalid_value(param, "Invalid '" + param + "': token id " + std::to_string(id) +
+                                               " is outside the vocabulary [0, " + std::to_string(vocab_size) + ").");
+    }
+  }
+}
+
 std::vector<int32_t> tokenize_prompt(const PromptSource& prompt, bool add_special_tokens, const PreparationContext& context,
                                      const std::string& param) {
   std::vector<int32_t> ids;
@@ -32,13 +42,7 @@ std::vector<int32_t> tokenize_prompt(const PromptSource& prompt, bool add_specia
     ids = prompt.ids;
   }
   if (ids.empty()) throw ApiError::invalid_value(param, "Invalid '" + param + "': the prompt is empty (no tokens).");
-  const int64_t vocab = context.codec->vocab_size();
-  for (int32_t id : ids) {
-    if (id < 0 || id >= vocab) {
-      throw ApiError::invalid_value(param, "Invalid '" + param + "': token id " + std::to_string(id) +
-                                               " is outside the vocabulary [0, " + std::to_string(vocab) + ").");
-    }
-  }
+  check_token_ids(ids, context.codec->vocab_size(), param);
   return ids;
 }
 
@@ -272,13 +276,7 @@ Json prepare_detokenize(std::string_view body, const PreparationContext& context
     throw ApiError(400, "This server runs without a tokenizer (--skip-tokenizer-init): ids have no text.", "tokens",
                    "tokenizer_unavailable");
   }
-  const int64_t vocab = context.codec->vocab_size();
-  for (int32_t id : *tokens) {
-    if (id < 0 || id >= vocab) {
-      throw ApiError::invalid_value("tokens", "Invalid 'tokens': token id " + std::to_string(id) +
-                                                  " is outside the vocabulary [0, " + std::to_string(vocab) + ").");
-    }
-  }
+  check_token_ids(*tokens, context.codec->vocab_size(), "tokens");
   return Json{{"prompt", context.codec->decode(*tokens)}};
 }
 
