@@ -76,7 +76,7 @@ std::vector<int32_t> forward_greedy(executor::ModelBackend& backend, const model
   std::vector<int32_t> tokens(rows.size());
   if (device_sampling) {
     const std::vector<sampling::DeviceSamplingRow> greedy(rows.size());  // temperature 0
-    const executor::SampledForward out = backend.forward_sampled(batch, {}, rows, greedy);
+    const executor::SampledForward out = backend.forward_sampled(batch, {}, rows, greedy, {});
     FATHOM_CHECK(out.samples.size() == rows.size(), "bench-one-batch: " << out.samples.size() << " samples for "
                                                                          << rows.size() << " rows");
     for (size_t i = 0; i < rows.size(); ++i) tokens[i] = out.samples[i].token_id;

@@ -18,6 +18,11 @@ SampledForward to_sampled(model::cuda::ForwardResult result) {
     out.samples[i].token_id = result.tokens[i];
     out.samples[i].logprob = result.logprobs[i];
   }
+  for (auto& [sample, scores] : result.sample_scores) {
+    out.samples[sample].rank = scores.rank;
+    out.samples[sample].top = std::move(scores.top);
+  }
+  out.scored = std::move(result.scored);
   return out;
 }
 
@@ -57,8 +62,9 @@ class CudaModelBackend final : public ModelBackend {
   bool samples_on_device() const override { return true; }
   SampledForward forward_sampled(const model::ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
                                  const std::vector<int64_t>& sample_rows,
-                                 const std::vector<sampling::DeviceSamplingRow>& sampling) override {
-    return to_sampled(model_->forward(batch, logit_rows, sample_rows, sampling));
+                                 const std::vector<sampling::DeviceSamplingRow>& sampling,
+                                 const std::vector<sampling::DeviceScoredRow>& scored_rows) override {
+    return to_sampled(model_->forward(batch, logit_rows, sample_rows, sampling, scored_rows));
   }
   void set_trace(TraceRecorder* trace) override { model_->set_trace(trace); }
   std::string describe() const override {

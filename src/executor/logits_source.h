@@ -16,17 +16,21 @@ struct ForwardChunk {
   std::span<const int32_t> kv_slots;    // [>= num_cached + num_new] cache slot of every position
   bool needs_logits = false;            // return the logits of the chunk's last token
   bool extends_prompt = false;          // the new tokens are prompt tokens (deterministic inference: prefill form)
-  // With needs_logits: sample that token on the device instead (LogitsSource::samples_on_device()).
+  // With needs_logits: sample that token on the device instead (LogitsSource::samples_on_device()), with its
+  // top_logprobs alternatives.
   std::optional<sampling::DeviceSamplingRow> device_sampling;
-  // Also the logits of new-token rows [scored_row_begin, scored_row_begin + num_scored_rows) (prompt logprobs).
+  // Prompt logprobs: new-token row scored_row_begin + i scores scored_targets[i] (sampling::score_token with
+  // scored_top_n alternatives).
   int64_t scored_row_begin = 0;
-  int64_t num_scored_rows = 0;
+  std::span<const int32_t> scored_targets;
+  int32_t scored_top_n = 0;
+  int64_t num_scored_rows() const { return static_cast<int64_t>(scored_targets.size()); }
 };
 
 struct ForwardOutput {
   std::vector<float> logits;                    // [chunks with needs_logits and no device_sampling, V], chunk order
   std::vector<sampling::SampledToken> samples;  // [chunks with device_sampling], chunk order
-  std::vector<float> scored_logits;             // [sum of num_scored_rows, V], chunk order then row order
+  std::vector<sampling::SampledToken> scored;   // [sum of num_scored_rows()], chunk order then row order
 };
 
 class LogitsSource {
@@ -38,11 +42,11 @@ class LogitsSource {
   virtual std::vector<float> forward(const std::vector<ForwardChunk>& chunks) = 0;
   // Whether chunks may carry device_sampling.
   virtual bool samples_on_device() const { return false; }
-  // forward, with the device_sampling chunks' tokens sampled on the device and the scored rows' logits returned.
+  // forward, with the device_sampling chunks' tokens sampled on the device and the scored rows scored.
   virtual ForwardOutput forward_sampled(const std::vector<ForwardChunk>& chunks) {
     for (const ForwardChunk& chunk : chunks) {
       FATHOM_CHECK(!chunk.device_sampling, "this model does not sample on the device");
-      FATHOM_CHECK(chunk.num_scored_rows == 0, "this model does not return the logits of scored rows");
+      FATHOM_CHECK(chunk.scored_targets.empty(), "this model does not score prompt rows");
     }
     return ForwardOutput{forward(chunks), {}, {}};
   }

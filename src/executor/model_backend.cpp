@@ -30,9 +30,11 @@ std::vector<int32_t> default_cuda_graph_batch_sizes(int64_t max_batch) {
 
 SampledForward ModelBackend::forward_sampled(const model::ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
                                             const std::vector<int64_t>& sample_rows,
-                                            const std::vector<sampling::DeviceSamplingRow>& sampling) {
-  FATHOM_CHECK(sample_rows.empty() && sampling.empty(), "the " << device_name(device()) << " backend does not sample on the device");
-  return SampledForward{forward(batch, logit_rows), {}};
+                                            const std::vector<sampling::DeviceSamplingRow>& sampling,
+                                            const std::vector<sampling::DeviceScoredRow>& scored_rows) {
+  FATHOM_CHECK(sample_rows.empty() && sampling.empty() && scored_rows.empty(),
+               "the " << device_name(device()) << " backend does not sample or score on the device");
+  return SampledForward{forward(batch, logit_rows), {}, {}};
 }
 
 std::vector<float> ModelBackend::forward_mtp(const model::ForwardBatch&, const std::vector<int64_t>&,
@@ -45,7 +47,7 @@ SampledForward ModelBackend::forward_mtp_sampled(const model::ForwardBatch& batc
                                                 const std::vector<int64_t>& logit_rows, const std::vector<int64_t>& sample_rows,
                                                 const std::vector<sampling::DeviceSamplingRow>& sampling) {
   FATHOM_CHECK(sample_rows.empty() && sampling.empty(), "the " << device_name(device()) << " backend does not sample on the device");
-  return SampledForward{forward_mtp(batch, hidden_rows, logit_rows), {}};
+  return SampledForward{forward_mtp(batch, hidden_rows, logit_rows), {}, {}};
 }
 
 std::unique_ptr<ModelBackend> make_model_backend(const BackendConfig& config) {

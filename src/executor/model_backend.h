@@ -43,7 +43,10 @@ struct BackendConfig {
 // A forward whose sampled rows were sampled on the device.
 struct SampledForward {
   std::vector<float> logits;                    // [logit_rows, V] fp32, for the host sampler
-  std::vector<sampling::SampledToken> samples;  // [sample_rows]: token and log-softmax(raw logits)[token]
+  // [sample_rows]: token and log-softmax(raw logits)[token]; with DeviceSamplingRow::top_logprobs, its rank and
+  // alternatives too.
+  std::vector<sampling::SampledToken> samples;
+  std::vector<sampling::SampledToken> scored;   // [scored_rows] as sampling::score_token
 };
 
 // SGLang-style default capture list: 1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, up to max_batch.
@@ -72,13 +75,16 @@ class ModelBackend {
   virtual SampledForward forward_mtp_sampled(const model::ForwardBatch& batch, const std::vector<int64_t>& hidden_rows,
                                              const std::vector<int64_t>& logit_rows, const std::vector<int64_t>& sample_rows,
                                              const std::vector<sampling::DeviceSamplingRow>& sampling);
-  // Whether forward_sampled can sample rows on the device (CUDA: only token ids cross the bus, not logits).
+  // Whether forward_sampled can sample and score rows on the device (CUDA: only token ids and scores cross the bus,
+  // not logits).
   virtual bool samples_on_device() const { return false; }
   // forward, and the token rows in `sample_rows` (disjoint from logit_rows) are sampled on the device with
-  // `sampling` [sample_rows]. A backend without device sampling accepts only empty sample_rows.
+  // `sampling` [sample_rows], and the rows of `scored_rows` scored there (prompt logprobs). A backend without device
+  // sampling accepts only empty sample_rows and scored_rows.
   virtual SampledForward forward_sampled(const model::ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
                                          const std::vector<int64_t>& sample_rows,
-                                         const std::vector<sampling::DeviceSamplingRow>& sampling);
+                                         const std::vector<sampling::DeviceSamplingRow>& sampling,
+                                         const std::vector<sampling::DeviceScoredRow>& scored_rows);
   // One line for the startup log: device, memory, KV capacity.
   virtual std::string describe() const = 0;
   // The CPU backend's worker pool (also used for sampling); null for the CUDA backend.

@@ -1,5 +1,7 @@
 #include "executor/step_executor.h"
 
+#include <iterator>
+
 #include "core/error.h"
 #include "sampling/sampler.h"
 
@@ -34,7 +36,8 @@ StepOutput StepExecutor::execute(StepBatch& batch) {
                                               << ", " << sequence.scored_row_begin + rows << ") of "
                                               << sequence.new_tokens.size() << " new tokens");
       chunk.scored_row_begin = sequence.scored_row_begin;
-      chunk.num_scored_rows = rows;
+      chunk.scored_targets = sequence.scored_targets;
+      chunk.scored_top_n = sequence.scored_top_n;
     }
     if (sequence.sample) {
       if (device_sampling && sampling::device_can_sample(sequence.sampling, *sequence.sampling_state)) {
@@ -52,10 +55,9 @@ StepOutput StepExecutor::execute(StepBatch& batch) {
   std::vector<float>& logits = forward.logits;
   const int64_t vocab = source_.vocab_size();
   int64_t num_scored = 0;
-  for (const ForwardChunk& chunk : chunks) num_scored += chunk.num_scored_rows;
-  FATHOM_CHECK(static_cast<int64_t>(forward.scored_logits.size()) == num_scored * vocab,
-               "step executor: the model returned " << forward.scored_logits.size() << " scored logits for "
-                                                    << num_scored << " rows of " << vocab);
+  for (const ForwardChunk& chunk : chunks) num_scored += chunk.num_scored_rows();
+  FATHOM_CHECK(static_cast<int64_t>(forward.scored.size()) == num_scored,
+               "step executor: the model returned " << forward.scored.size() << " scored rows for " << num_scored);
   FATHOM_CHECK(static_cast<int64_t>(logits.size()) == static_cast<int64_t>(host_sampled.size()) * vocab &&
                    forward.samples.size() == device_sampled.size(),
                "step executor: the model returned " << logits.size() << " logits for " << host_sampled.size() << " rows of "
@@ -81,22 +83,11 @@ StepOutput StepExecutor::execute(StepBatch& batch) {
   if (sampling_pool_ && host_sampled.size() > 1) sampling_pool_->parallel_for(static_cast<int64_t>(host_sampled.size()), sample_rows);
   else sample_rows(0, static_cast<int64_t>(host_sampled.size()));
   output.scored.resize(batch.sequences.size());
-  if (num_scored > 0) {
-    std::vector<std::pair<size_t, size_t>> scored_rows;  // (sequence, target index) of each scored logits row
-    for (size_t i = 0; i < batch.sequences.size(); ++i) {
-      output.scored[i].resize(batch.sequences[i].scored_targets.size());
-      for (size_t t = 0; t < batch.sequences[i].scored_targets.size(); ++t) scored_rows.emplace_back(i, t);
-    }
-    auto score_rows = [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row) {
-        const auto [i, t] = scored_rows[static_cast<size_t>(row)];
-        const SequenceStep& sequence = batch.sequences[i];
-        output.scored[i][t] = sampling::score_token(forward.scored_logits.data() + row * vocab, vocab,
-                                                    sequence.scored_targets[t], sequence.scored_top_n);
-      }
-    };
-    if (sampling_pool_ && num_scored > 1) sampling_pool_->parallel_for(num_scored, score_rows);
-    else score_rows(0, num_scored);
+  auto scored = forward.scored.begin();
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    const auto rows = static_cast<std::ptrdiff_t>(batch.sequences[i].scored_targets.size());
+    output.scored[i].assign(std::make_move_iterator(scored), std::make_move_iterator(scored + rows));
+    scored += rows;
   }
   previous_tokens_.clear();
   for (const std::vector<size_t>* sampled : {&host_sampled, &device_sampled}) {

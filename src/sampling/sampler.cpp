@@ -172,7 +172,8 @@ SampledToken sample_token(float* logits, int64_t vocab, const SamplingOptions& o
   if (options.logprobs) {
     logprobs.resize(static_cast<size_t>(vocab));
     log_softmax(logits, vocab, logprobs.data());
-    for (int32_t id : top_indices(logprobs.data(), vocab, options.top_logprobs)) result.top.emplace_back(id, logprobs[id]);
+    // Ordered by the raw logits (as score_token and the device scorer): logits that round to one logprob keep their order.
+    for (int32_t id : top_indices(logits, vocab, options.top_logprobs)) result.top.emplace_back(id, logprobs[id]);
   }
   apply_logit_modifiers(logits, vocab, state, options);
   if (options.is_greedy()) {

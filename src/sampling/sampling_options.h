@@ -59,13 +59,22 @@ struct DeviceSamplingRow {
   float min_p = 0.0f;        // <= 0: off
   uint64_t seed = 0;
   uint64_t step = 0;         // the sequence's draw counter (SamplingState::num_sampled)
+  int32_t top_logprobs = 0;  // alternatives returned with the drawn token (SampledToken::top, rank); 0: none
 };
 
-// Whether a device sampler can serve the sequence's next draw: changed logits and top_logprobs alternatives need the
-// host sampler. A min_new_tokens ban alone moves the draws to the device once it is over (a seeded request's later
-// draws then come from the device sampler's arithmetic).
+// A token row scored on the device (prompt logprobs): target's log-probability and rank, and the top_n most likely
+// tokens, as score_token defines them (in fp32 on the device, where the host accumulates in double).
+struct DeviceScoredRow {
+  int64_t row = 0;     // token row of the forward
+  int32_t target = 0;  // token id in [0, vocab)
+  int32_t top_n = 0;
+};
+
+// Whether a device sampler can serve the sequence's next draw: changed logits need the host sampler. A
+// min_new_tokens ban alone moves the draws to the device once it is over (a seeded request's later draws then come
+// from the device sampler's arithmetic).
 inline bool device_can_sample(const SamplingOptions& options, const SamplingState& state) {
-  return !options.modifies_logits(state.num_sampled) && !(options.logprobs && options.top_logprobs > 0);
+  return !options.modifies_logits(state.num_sampled);
 }
 
 inline DeviceSamplingRow device_sampling_row(const SamplingOptions& options, const SamplingState& state) {
@@ -76,6 +85,7 @@ inline DeviceSamplingRow device_sampling_row(const SamplingOptions& options, con
   row.min_p = options.min_p;
   row.seed = state.seed;
   row.step = static_cast<uint64_t>(state.num_sampled);
+  row.top_logprobs = options.logprobs ? options.top_logprobs : 0;
   return row;
 }
 

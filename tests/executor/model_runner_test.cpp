@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "executor/cpu_model_backend.h"
 #include "executor/model_runner.h"
+#include "sampling/sampler.h"
 #include "model/generation.h"
 
 namespace fathom::executor {
@@ -85,38 +86,74 @@ TEST_F(ModelRunnerTest, GreedyStepsMatchGreedyGenerate) {
   EXPECT_EQ(generated, expected);
 }
 
-// Scored rows (prompt logprobs) of a prefill chunk and a decode chunk, beside a sampled row: each the logits of its
-// prefix (compute_sequence_logits' row), in chunk then row order.
-TEST_F(ModelRunnerTest, ScoredRowsAreThePrefixLogits) {
+// Scored rows (prompt logprobs) of a prefill chunk and a decode chunk, beside a sampled row: each scored on the logits
+// of its prefix (compute_sequence_logits' row), in chunk then row order.
+TEST_F(ModelRunnerTest, ScoredRowsAreScoredOnThePrefixLogits) {
   const int64_t vocab = runner_->vocab_size();
   const std::vector<int32_t> a = {5, 17, 33, 2, 250, 7};
   const std::vector<int32_t> b = {40, 41, 42, 43, 44};
   const std::vector<int32_t> slots_a = {9, 8, 7, 6, 5, 4};
   const std::vector<int32_t> slots_b = {20, 21, 22, 23, 24, 25};
+  const std::vector<int32_t> targets_a = {33, 2, 250, 7}, targets_b = {41, 42, 43, 44};
   ForwardChunk chunk_a{a, 0, slots_a, true, false, std::nullopt};
   chunk_a.scored_row_begin = 1;
-  chunk_a.num_scored_rows = 4;  // rows 1..4 (row 5 samples)
+  chunk_a.scored_targets = targets_a;  // rows 1..4 (row 5 samples)
+  chunk_a.scored_top_n = 3;
   const std::vector<int32_t> b_first(b.begin(), b.begin() + 4), b_last(b.begin() + 4, b.end());
   ForwardChunk chunk_b{b_first, 0, slots_b, false, false, std::nullopt};
-  chunk_b.num_scored_rows = 4;  // a chunk that does not sample scores all its rows
+  chunk_b.scored_targets = targets_b;  // a chunk that does not sample scores all its rows
   const ForwardOutput first = runner_->forward_sampled({chunk_a, chunk_b});
   ASSERT_EQ(first.logits.size(), static_cast<size_t>(vocab));
-  ASSERT_EQ(first.scored_logits.size(), static_cast<size_t>(8 * vocab));
+  ASSERT_EQ(first.scored.size(), 8u);
   const std::vector<float> a_full = full_logits(a), b_full = full_logits(b);
   for (int64_t r = 0; r < 4; ++r) {
-    EXPECT_LT(relative_l2(first.scored_logits.data() + r * vocab, a_full.data() + (1 + r) * vocab, vocab), 1e-5) << r;
-    EXPECT_LT(relative_l2(first.scored_logits.data() + (4 + r) * vocab, b_full.data() + r * vocab, vocab), 1e-5) << r;
+    const sampling::SampledToken want_a = sampling::score_token(a_full.data() + (1 + r) * vocab, vocab, targets_a[r], 3);
+    const sampling::SampledToken want_b = sampling::score_token(b_full.data() + r * vocab, vocab, targets_b[r], 0);
+    EXPECT_EQ(first.scored[r].token_id, targets_a[r]);
+    EXPECT_NEAR(first.scored[r].logprob, want_a.logprob, 1e-4) << r;
+    EXPECT_EQ(first.scored[r].rank, want_a.rank) << r;
+    ASSERT_EQ(first.scored[r].top.size(), 3u);
+    for (size_t k = 0; k < 3; ++k) EXPECT_EQ(first.scored[r].top[k].first, want_a.top[k].first) << r;
+    EXPECT_EQ(first.scored[4 + r].token_id, targets_b[r]);
+    EXPECT_NEAR(first.scored[4 + r].logprob, want_b.logprob, 1e-4) << r;
+    EXPECT_TRUE(first.scored[4 + r].top.empty());
   }
   EXPECT_LT(relative_l2(first.logits.data(), a_full.data() + 5 * vocab, vocab), 1e-5);
   ForwardChunk decode_b{b_last, 4, slots_b, false, false, std::nullopt};  // one token: the absorbed form
-  decode_b.num_scored_rows = 1;
+  const std::vector<int32_t> target_last = {9};
+  decode_b.scored_targets = target_last;
   const ForwardOutput second = runner_->forward_sampled({decode_b});
-  ASSERT_EQ(second.scored_logits.size(), static_cast<size_t>(vocab));
-  EXPECT_LT(relative_l2(second.scored_logits.data(), b_full.data() + 4 * vocab, vocab), 1e-4);
+  ASSERT_EQ(second.scored.size(), 1u);
+  EXPECT_NEAR(second.scored[0].logprob, sampling::score_token(b_full.data() + 4 * vocab, vocab, 9, 0).logprob, 1e-3);
+  // A prefill chunk before a decode chunk (the decode group runs first): the scores stay in chunk order.
+  const std::vector<int32_t> c = {60, 61, 62}, next_b = {45}, targets_c = {61, 62}, target_next_b = {3};
+  const std::vector<int32_t> slots_c = {40, 41, 42};
+  ForwardChunk chunk_c{c, 0, slots_c, false, false, std::nullopt};
+  chunk_c.scored_targets = targets_c;
+  chunk_c.scored_top_n = 1;
+  ForwardChunk decode_b2{next_b, 5, slots_b, false, false, std::nullopt};
+  decode_b2.scored_targets = target_next_b;
+  const ForwardOutput third = runner_->forward_sampled({chunk_c, decode_b2});
+  ASSERT_EQ(third.scored.size(), 3u);
+  const std::vector<float> c_full = full_logits(c);
+  std::vector<int32_t> b_longer = b;
+  b_longer.push_back(45);
+  const std::vector<float> b_longer_full = full_logits(b_longer);
+  for (int64_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(third.scored[r].token_id, targets_c[r]);
+    EXPECT_NEAR(third.scored[r].logprob, sampling::score_token(c_full.data() + r * vocab, vocab, targets_c[r], 0).logprob,
+                1e-4) << r;
+  }
+  EXPECT_EQ(third.scored[2].token_id, 3);
+  EXPECT_NEAR(third.scored[2].logprob, sampling::score_token(b_longer_full.data() + 5 * vocab, vocab, 3, 0).logprob, 1e-3);
   ForwardChunk outside{b_last, 4, slots_b, false, false, std::nullopt};
   outside.scored_row_begin = 1;
-  outside.num_scored_rows = 1;
+  outside.scored_targets = target_last;
   EXPECT_THROW(runner_->forward_sampled({outside}), Error);
+  ForwardChunk bad_target{b_last, 4, slots_b, false, false, std::nullopt};
+  const std::vector<int32_t> beyond = {static_cast<int32_t>(vocab)};
+  bad_target.scored_targets = beyond;
+  EXPECT_THROW(runner_->forward_sampled({bad_target}), Error);
 }
 
 TEST_F(ModelRunnerTest, RejectsTooFewSlots) {

@@ -57,7 +57,8 @@ TEST(StepExecutor, ResolvesPlaceholdersFromThePreviousStep) {
 }
 
 // A model that "samples on the device": the chunks that carry device_sampling get the argmax of their logits row
-// (and a marker log-probability); the parameters it was given are recorded.
+// (a marker log-probability, and the alternatives asked for); scored rows come from FakeModel; the parameters it was
+// given are recorded.
 class DeviceSamplingModel : public LogitsSource {
  public:
   explicit DeviceSamplingModel(fathom::testing::FakeModel& model) : model_(model) {}
@@ -67,9 +68,11 @@ class DeviceSamplingModel : public LogitsSource {
   ForwardOutput forward_sampled(const std::vector<ForwardChunk>& chunks) override {
     std::vector<ForwardChunk> plain = chunks;
     for (ForwardChunk& chunk : plain) chunk.device_sampling.reset();
-    const std::vector<float> all = model_.forward(plain);  // [needs_logits chunks, V]
+    ForwardOutput scored = model_.forward_sampled(plain);  // logits [needs_logits chunks, V] and the scored rows
+    const std::vector<float>& all = scored.logits;
     const int64_t vocab = vocab_size();
     ForwardOutput output;
+    output.scored = std::move(scored.scored);
     int64_t row = 0;
     for (const ForwardChunk& chunk : chunks) {
       if (!chunk.needs_logits) continue;
@@ -78,6 +81,7 @@ class DeviceSamplingModel : public LogitsSource {
         received.push_back(*chunk.device_sampling);
         sampling::SampledToken token;
         token.token_id = static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+        token.top = sampling::score_token(logits, vocab, token.token_id, chunk.device_sampling->top_logprobs).top;
         token.logprob = -0.5f;
         output.samples.push_back(token);
       } else {
@@ -92,7 +96,7 @@ class DeviceSamplingModel : public LogitsSource {
   fathom::testing::FakeModel& model_;
 };
 
-TEST(StepExecutor, SamplesOnTheDeviceUnlessChangedLogitsOrTopLogprobsNeedTheHost) {
+TEST(StepExecutor, SamplesOnTheDeviceUnlessChangedLogitsNeedTheHost) {
   fathom::testing::FakeModel fake(300, 32);
   DeviceSamplingModel model(fake);
   StepExecutor executor(model, nullptr);
@@ -118,20 +122,24 @@ TEST(StepExecutor, SamplesOnTheDeviceUnlessChangedLogitsOrTopLogprobsNeedTheHost
   batch.sequences.push_back(make_step(5, {50, 51}, 0, {8, 9}, biased));
   batch.sequences.back().sampling.logit_bias = {{123, 100.0f}};  // on the host, where the bias is applied
   StepOutput out = executor.execute(batch);
-  ASSERT_EQ(model.received.size(), 2u);  // sequences 1 and 4
+  ASSERT_EQ(model.received.size(), 3u);  // sequences 1, 3 (alternatives come from the device too) and 4
   ASSERT_TRUE(out.tokens[4]);
   EXPECT_EQ(out.tokens[4]->token_id, 123);
   EXPECT_EQ(model.received[0].temperature, 0.0f);
-  EXPECT_EQ(model.received[1].temperature, 0.7f);
-  EXPECT_EQ(model.received[1].top_k, 20);
-  EXPECT_EQ(model.received[1].top_p, 0.9f);
-  EXPECT_EQ(model.received[1].seed, 77u);
-  EXPECT_EQ(model.received[1].step, 5u);
+  EXPECT_EQ(model.received[0].top_logprobs, 0);
+  EXPECT_EQ(model.received[1].top_logprobs, 2);
+  EXPECT_EQ(model.received[2].temperature, 0.7f);
+  EXPECT_EQ(model.received[2].top_k, 20);
+  EXPECT_EQ(model.received[2].top_p, 0.9f);
+  EXPECT_EQ(model.received[2].seed, 77u);
+  EXPECT_EQ(model.received[2].step, 5u);
+  EXPECT_EQ(model.received[2].top_logprobs, 0);  // logprobs without alternatives
   for (size_t i = 0; i < 4; ++i) ASSERT_TRUE(out.tokens[i]) << i;
   EXPECT_EQ(out.tokens[0]->token_id, fake.next_token({10, 11}));
   EXPECT_EQ(out.tokens[0]->logprob, 0.0f);  // not requested
   EXPECT_EQ(out.tokens[3]->logprob, -0.5f);
-  EXPECT_EQ(out.tokens[2]->top.size(), 2u);  // the host sampler reported the alternatives
+  EXPECT_EQ(out.tokens[2]->top.size(), 2u);  // the device sampler reported the alternatives
+  EXPECT_EQ(out.tokens[2]->top[0].first, out.tokens[2]->token_id);
   EXPECT_EQ(greedy->num_sampled, 1);
   EXPECT_EQ(seeded->num_sampled, 6);
   EXPECT_EQ(seeded->output_counts[out.tokens[3]->token_id], 1);
@@ -162,6 +170,43 @@ TEST(StepExecutor, SamplesOnTheDeviceUnlessChangedLogitsOrTopLogprobsNeedTheHost
     EXPECT_EQ(model.received.size() - received_before, drawn == 0 ? 0u : 1u) << drawn;
     EXPECT_EQ(banned_out.tokens[0]->token_id == fake.next_token({60, 61}), drawn == 1) << drawn;
   }
+}
+
+// Prompt rows scored by the model go back to their sequences, in row order, beside device-sampled tokens: a
+// sequence scoring three rows and sampling, one scoring a row of a chunk that does not sample, one not scoring.
+TEST(StepExecutor, ScoredRowsReachTheirSequences) {
+  fathom::testing::FakeModel fake(300, 32);
+  DeviceSamplingModel model(fake);
+  StepExecutor executor(model, nullptr);
+  auto state = std::make_shared<sampling::SamplingState>();
+  StepBatch batch;
+  batch.sequences.push_back(make_step(1, {10, 11, 12, 13}, 0, {0, 1, 2, 3}, state));
+  batch.sequences.back().scored_row_begin = 0;
+  batch.sequences.back().scored_targets = {11, 12, 13};
+  batch.sequences.back().scored_top_n = 2;
+  batch.sequences.push_back(make_step(2, {20, 21}, 0, {4, 5}, std::make_shared<sampling::SamplingState>()));
+  batch.sequences.push_back(make_step(3, {30, 31, 32}, 0, {6, 7, 8}, nullptr));
+  batch.sequences.back().scored_row_begin = 1;
+  batch.sequences.back().scored_targets = {32};
+  const StepOutput out = executor.execute(batch);
+  ASSERT_EQ(out.scored.size(), 3u);
+  ASSERT_EQ(out.scored[0].size(), 3u);
+  EXPECT_TRUE(out.scored[1].empty());
+  ASSERT_EQ(out.scored[2].size(), 1u);
+  const std::vector<int32_t> first = {10, 11, 12, 13};
+  for (size_t r = 0; r < 3; ++r) {
+    const std::vector<int32_t> prefix(first.begin(), first.begin() + static_cast<std::ptrdiff_t>(r) + 1);
+    const std::vector<float> logits = fake.logits_for(prefix);
+    const sampling::SampledToken want = sampling::score_token(logits.data(), 300, first[r + 1], 2);
+    EXPECT_EQ(out.scored[0][r].token_id, first[r + 1]);
+    EXPECT_EQ(out.scored[0][r].logprob, want.logprob) << r;
+    EXPECT_EQ(out.scored[0][r].top, want.top) << r;
+  }
+  const std::vector<float> logits = fake.logits_for({30, 31});
+  EXPECT_EQ(out.scored[2][0].logprob, sampling::score_token(logits.data(), 300, 32, 0).logprob);
+  ASSERT_TRUE(out.tokens[0] && out.tokens[1]);
+  EXPECT_FALSE(out.tokens[2]);
+  EXPECT_EQ(out.tokens[0]->token_id, fake.next_token(first));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "executor/logits_source.h"
+#include "sampling/sampler.h"
 
 namespace fathom::testing {
 
@@ -74,7 +75,8 @@ class FakeModel : public executor::LogitsSource {
     return logits;
   }
 
-  // forward, plus the logits of each chunk's scored rows (prompt logprobs), read back through the slots as well.
+  // forward, plus each chunk's scored rows (prompt logprobs) scored on their logits, read back through the slots as
+  // well.
   executor::ForwardOutput forward_sampled(const std::vector<executor::ForwardChunk>& chunks) override {
     for (const executor::ForwardChunk& chunk : chunks) {
       if (chunk.device_sampling) throw std::logic_error("FakeModel samples on the host");
@@ -82,13 +84,14 @@ class FakeModel : public executor::LogitsSource {
     executor::ForwardOutput output;
     output.logits = forward(chunks);  // writes every chunk's tokens into its slots first
     for (const executor::ForwardChunk& chunk : chunks) {
-      for (int64_t r = 0; r < chunk.num_scored_rows; ++r) {
+      for (int64_t r = 0; r < chunk.num_scored_rows(); ++r) {
         std::vector<int32_t> sequence;
         for (int64_t position = 0; position <= chunk.num_cached + chunk.scored_row_begin + r; ++position) {
           sequence.push_back(kv_.at(static_cast<size_t>(chunk.kv_slots[static_cast<size_t>(position)])));
         }
         const std::vector<float> row = logits_for(sequence);
-        output.scored_logits.insert(output.scored_logits.end(), row.begin(), row.end());
+        output.scored.push_back(sampling::score_token(row.data(), vocab_, chunk.scored_targets[static_cast<size_t>(r)],
+                                                      chunk.scored_top_n));
       }
     }
     return output;

@@ -6,7 +6,7 @@
 #     cached or not, logprobs bit for bit); prompt logprobs against the generated tokens' (serve_prompt_logprobs.py);
 #  2. 2000 concurrent streaming requests (fathom bench-serving) against the V3 slice (dummy weights), with CUDA graphs,
 #     without, and with --enable-deterministic-inference (SLICE_VARIANTS picks): all must succeed and the server
-#     must stay healthy.
+#     must stay healthy; with graphs, then prompt-scoring throughput (serve_prompt_scoring_bench.py).
 # SERVE_EXTRA adds flags to every server (e.g. "--page-size 64": KV pages the decode reads by TMA); SLICE_VARIANTS
 # picks the slice runs (graphs, no-graphs, deterministic).
 # Needs .carry/gpu (tools/gpu/stage.sh).
@@ -85,6 +85,9 @@ for variant in ${SLICE_VARIANTS:-graphs no-graphs deterministic}; do
       > "$out/load_2000_$variant.log" 2>&1 || status=1
     grep -E "Successful requests|Benchmark duration|Total input|Total generated|Output token throughput|Concurrency|Median TTFT|P99 TTFT|Median ITL|P99 ITL|Median E2E|First failure" "$out/load_2000_$variant.log" | cut -c1-300
     http_get "http://127.0.0.1:30003/health_generate" > /dev/null 2>&1 && echo "healthy after the load" || { echo "unhealthy after the load"; status=1; }
+    if [ "$variant" = graphs ]; then  # prompt logprobs at the real vocabulary: scored on the GPU
+      python3 tools/gpu/serve_prompt_scoring_bench.py 30003 129280 32 1024 32 5 "$out/scores_slice.json" || status=1
+    fi
     http_get "http://127.0.0.1:30003/metrics" | grep -E "^fathom:(num_running_reqs|num_queue_reqs|token_usage|num_requests_total)" | head -8
     stop_server
   else

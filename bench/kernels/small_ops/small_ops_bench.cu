@@ -37,6 +37,7 @@
 #include "kernels/cuda/norm/rms_norm.h"
 #include "kernels/cuda/rope/rope.h"
 #include "kernels/cuda/sampling/sampling.h"
+#include "kernels/cuda/sampling/score_tokens.h"
 
 namespace fathom::kernels::cuda {
 namespace {
@@ -341,6 +342,33 @@ void run(int64_t tokens, const DeviceBuffer<__nv_bfloat16>& table, Timer& timer,
   print_row({"sample_greedy(B)", batch, timer.cold(sample_greedy), timer.warm(sample_greedy), sample_bytes}, bandwidth);
   print_row({"sample_top_p(B)", batch, timer.cold(sample_top_p), timer.warm(sample_top_p), sample_bytes}, bandwidth);
   print_row({"sample_k_p_minp(B)", batch, timer.cold(sample_full), timer.warm(sample_full), sample_bytes}, bandwidth);
+
+  // Scoring (prompt logprobs: every row scores a token, with 1 or 20 alternatives), against what it replaces: the
+  // rows' logits copied to pinned host memory for the host's score_token.
+  std::vector<ScoreRow> score_rows;
+  for (int64_t r = 0; r < batch; ++r) score_rows.push_back({static_cast<int32_t>(r), static_cast<int32_t>(r * 97 % kVocab), 0});
+  DeviceBuffer<ScoreRow> rows_top1, rows_top20;
+  for (auto [top_n, buffer] : {std::pair{1, &rows_top1}, std::pair{20, &rows_top20}}) {
+    for (ScoreRow& row : score_rows) row.top_n = top_n;
+    *buffer = DeviceBuffer<ScoreRow>(score_rows);
+  }
+  DeviceBuffer<float> scored_logprob(static_cast<size_t>(batch)), top_logprobs(static_cast<size_t>(batch * 20));
+  DeviceBuffer<int64_t> scored_rank(static_cast<size_t>(batch));
+  DeviceBuffer<int32_t> top_ids(static_cast<size_t>(batch * 20));
+  const ScoreOutputs score_out{scored_logprob.data(), scored_rank.data(), top_ids.data(), top_logprobs.data()};
+  auto score_top1 = [&] { score_tokens(vocab_logits.data(), kVocab, rows_top1.data(), batch, nullptr, 20, score_out, stream); };
+  auto score_top20 = [&] { score_tokens(vocab_logits.data(), kVocab, rows_top20.data(), batch, nullptr, 20, score_out, stream); };
+  print_row({"score_top1(B)", batch, timer.cold(score_top1), timer.warm(score_top1), sample_bytes}, bandwidth);
+  print_row({"score_top20(B)", batch, timer.cold(score_top20), timer.warm(score_top20), sample_bytes}, bandwidth);
+  float* pinned = nullptr;
+  FATHOM_CUDA_CHECK(cudaMallocHost(&pinned, static_cast<size_t>(sample_bytes)));
+  auto to_host = [&] {
+    FATHOM_CUDA_CHECK(cudaMemcpyAsync(pinned, vocab_logits.data(), static_cast<size_t>(sample_bytes), cudaMemcpyDeviceToHost, stream));
+  };
+  const float d2h_warm = timer.warm(to_host);
+  std::printf("%-22s %6lld %10s %10.2f   %.1f GB/s to pinned host memory (the host scoring path's copy alone)\n",
+              "logits_to_host(B)", static_cast<long long>(batch), "-", d2h_warm, d2h_warm > 0 ? sample_bytes / d2h_warm / 1e3 : 0.0);
+  FATHOM_CUDA_CHECK(cudaFreeHost(pinned));
 }
 
 // MLA's per-token preparation at DeepSeek-V3 dims (128 heads x (128 nope + 64 rope), kv_lora 512, page 64): the

@@ -134,17 +134,20 @@ int32_t CudaModelImpl::upload_padded_decode(const ForwardBatch& batch, const std
 
 ForwardResult CudaModelImpl::forward_padded_decode(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
                                                    const std::vector<int64_t>& sample_rows,
-                                                   const std::vector<sampling::DeviceSamplingRow>& sampling, const DecodeShape& shape) {
+                                                   const std::vector<sampling::DeviceSamplingRow>& sampling,
+                                                   const std::vector<sampling::DeviceScoredRow>& scored_rows,
+                                                   const DecodeShape& shape) {
   const int32_t actual = upload_padded_decode(batch, logit_rows, sample_rows, shape);
   return finish_padded_decode(shape, shape.exec, [&] { run_layers(static_decode_layout(shape)); }, actual, logit_rows,
-                              sample_rows, sampling);
+                              sample_rows, sampling, scored_rows);
 }
 
 ForwardResult CudaModelImpl::finish_padded_decode(const DecodeShape& shape, cudaGraphExec_t exec,
                                                   const std::function<void()>& layers, int32_t actual,
                                                   const std::vector<int64_t>& logit_rows,
                                                   const std::vector<int64_t>& sample_rows,
-                                                  const std::vector<sampling::DeviceSamplingRow>& sampling) {
+                                                  const std::vector<sampling::DeviceSamplingRow>& sampling,
+                                                  const std::vector<sampling::DeviceScoredRow>& scored_rows) {
   const int64_t forward_start_us = begin_forward_trace();
   if (exec && !trace_) {
     FATHOM_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
@@ -157,7 +160,8 @@ ForwardResult CudaModelImpl::finish_padded_decode(const DecodeShape& shape, cuda
     end_span(lm_head_span);
     ++stats_.eager_forwards;
   }
-  ForwardResult result = collect_results(graph_logits_.data(), actual, logit_rows, sample_rows, sampling);
+  // A decode sequence's token row is its row of graph_logits_.
+  ForwardResult result = collect_results(graph_logits_.data(), actual, logit_rows, sample_rows, sampling, scored_rows);
   last_forward_rows_ = actual;
   if (trace_) flush_spans(forward_start_us);
   return result;

@@ -13,7 +13,6 @@
 #include "kernels/cuda/mla/mla_prefill_windows.h"
 #include "kernels/cuda/norm/bf16x3_split.cuh"
 #include "kernels/cuda/norm/rms_norm.h"
-#include "kernels/cuda/sampling/sampling.h"
 #include "kv_cache/decode_page_table.h"
 #include "kv_cache/slot_checks.h"
 #include "model/cuda/cuda_model_impl.h"
@@ -626,11 +625,13 @@ void CudaModelImpl::run_decoder_layer(int64_t layer, const BatchLayout& layout, 
 }
 
 ForwardResult CudaModelImpl::forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
-                                     const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling) {
+                                     const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling,
+                                     const std::vector<sampling::DeviceScoredRow>& scored_rows) {
   last_forward_rows_ = 0;  // no MTP input survives a forward, failed or not, but this one's own rows
-  FATHOM_CHECK(sample_rows.size() == sampling.size(),
-               "CUDA backend: " << sample_rows.size() << " sampled rows with " << sampling.size() << " sampling entries");
-  if (const DecodeShape* shape = padded_decode_shape(batch)) return forward_padded_decode(batch, logit_rows, sample_rows, sampling, *shape);
+  check_row_requests(batch.num_tokens(), sample_rows, sampling, scored_rows);
+  if (const DecodeShape* shape = padded_decode_shape(batch)) {
+    return forward_padded_decode(batch, logit_rows, sample_rows, sampling, scored_rows, *shape);
+  }
   ++stats_.eager_forwards;
   const BatchLayout layout = upload_batch(batch);
   const int64_t forward_start_us = begin_forward_trace();
@@ -640,109 +641,9 @@ ForwardResult CudaModelImpl::forward(const ForwardBatch& batch, const std::vecto
     }
   }
   run_layers(layout);
-  ForwardResult result = results_for_rows(layout.num_tokens, logit_rows, sample_rows, sampling);
+  ForwardResult result = results_for_rows(layout.num_tokens, logit_rows, sample_rows, sampling, scored_rows);
   last_forward_rows_ = layout.num_tokens;
   if (trace_) flush_spans(forward_start_us);
-  return result;
-}
-
-ForwardResult CudaModelImpl::results_for_rows(int64_t n, const std::vector<int64_t>& logit_rows,
-                                              const std::vector<int64_t>& sample_rows,
-                                              const std::vector<sampling::DeviceSamplingRow>& sampling) {
-  const int64_t hidden = config_.hidden_size, vocab = config_.vocab_size;
-  std::vector<int32_t> row_ids;  // the host rows, then the sampled rows
-  for (const std::vector<int64_t>* rows : {&logit_rows, &sample_rows}) {
-    for (int64_t row : *rows) row_ids.push_back(static_cast<int32_t>(row));
-  }
-  const int64_t rows = static_cast<int64_t>(row_ids.size());
-  float* logits = nullptr;
-  if (rows > 0) {
-    const int32_t* row_ids_device = upload_ints(logit_rows_, row_ids);
-    bf16* selected = selected_hidden_.ensure(static_cast<size_t>(rows * hidden), stream_);  // [rows, H]
-    kc::embedding_gather_bf16(normed_.buffer.data(), n, hidden, row_ids_device, rows, selected, nullptr, stream_);
-    logits = logits_.ensure(static_cast<size_t>(rows * vocab), stream_);  // [rows, V]
-    const size_t lm_head_span = begin_span("lm_head", 0);
-    cublas_rows_gemm(*lm_head_gemm_, selected, rows, weights_.lm_head.data(), logits);
-    end_span(lm_head_span);
-  }
-  std::vector<int64_t> host_rows(logit_rows.size()), device_rows(sample_rows.size());
-  for (size_t i = 0; i < host_rows.size(); ++i) host_rows[i] = static_cast<int64_t>(i);
-  for (size_t i = 0; i < device_rows.size(); ++i) device_rows[i] = static_cast<int64_t>(logit_rows.size() + i);
-  return collect_results(logits, rows, host_rows, device_rows, sampling);
-}
-
-ForwardResult CudaModelImpl::collect_results(const float* logits, int64_t num_rows, const std::vector<int64_t>& host_rows,
-                                             const std::vector<int64_t>& sample_rows,
-                                             const std::vector<sampling::DeviceSamplingRow>& sampling) {
-  const int64_t vocab = config_.vocab_size;
-  ForwardResult result;
-  const int64_t num_host = static_cast<int64_t>(host_rows.size()), num_samples = static_cast<int64_t>(sample_rows.size());
-  float* pinned_logits = host_logits_.ensure(static_cast<size_t>(std::max<int64_t>(1, num_host * vocab)));
-  // Consecutive rows go back in one copy.
-  for (int64_t i = 0; i < num_host;) {
-    int64_t run = 1;
-    while (i + run < num_host && host_rows[static_cast<size_t>(i + run)] == host_rows[static_cast<size_t>(i)] + run) ++run;
-    FATHOM_CUDA_CHECK(cudaMemcpyAsync(pinned_logits + i * vocab, logits + host_rows[static_cast<size_t>(i)] * vocab,
-                                      static_cast<size_t>(run * vocab) * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-    i += run;
-  }
-  uint8_t* pinned_samples = nullptr;
-  if (num_samples > 0) {
-    // Every row is sampled (rows not asked for greedily, a few microseconds) so the kernel sees contiguous rows.
-    const size_t rows = static_cast<size_t>(num_rows);
-    const size_t bytes = rows * (2 * sizeof(uint64_t) + 3 * sizeof(float) + sizeof(int32_t));
-    uint8_t* host = host_sampling_.ensure(std::max(bytes, rows * (sizeof(int32_t) + sizeof(float))));
-    uint64_t* seed = reinterpret_cast<uint64_t*>(host);
-    uint64_t* step = seed + rows;
-    float* temperature = reinterpret_cast<float*>(step + rows);
-    float* top_p = temperature + rows;
-    float* min_p = top_p + rows;
-    int32_t* top_k = reinterpret_cast<int32_t*>(min_p + rows);
-    std::fill_n(seed, rows, 0);
-    std::fill_n(step, rows, 0);
-    std::fill_n(temperature, rows, 0.0f);
-    std::fill_n(top_p, rows, 1.0f);
-    std::fill_n(min_p, rows, 0.0f);
-    std::fill_n(top_k, rows, 0);
-    for (int64_t i = 0; i < num_samples; ++i) {
-      const int64_t row = sample_rows[static_cast<size_t>(i)];
-      FATHOM_CHECK(row >= 0 && row < num_rows, "CUDA backend: sampled row " << row << " of " << num_rows);
-      const sampling::DeviceSamplingRow& params = sampling[static_cast<size_t>(i)];
-      seed[row] = params.seed;
-      step[row] = params.step;
-      temperature[row] = params.temperature;
-      top_p[row] = params.top_p;
-      min_p[row] = params.min_p;
-      top_k[row] = params.top_k;
-    }
-    uint8_t* device = sampling_params_.ensure(bytes, stream_);
-    FATHOM_CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_));
-    kc::SamplingParams params;
-    params.seed = reinterpret_cast<const uint64_t*>(device);
-    params.step = params.seed + rows;
-    params.temperature = reinterpret_cast<const float*>(params.step + rows);
-    params.top_p = params.temperature + rows;
-    params.min_p = params.top_p + rows;
-    params.top_k = reinterpret_cast<const int32_t*>(params.min_p + rows);
-    int32_t* tokens = sampled_tokens_.ensure(rows, stream_);
-    float* logprobs = sampled_logprobs_.ensure(rows, stream_);
-    kc::sample_tokens(logits, num_rows, vocab, params, tokens, logprobs, stream_);
-    // The parameter upload above read `host` asynchronously; the results reuse it only after the kernel ran.
-    pinned_samples = host;
-    FATHOM_CUDA_CHECK(cudaMemcpyAsync(pinned_samples, tokens, rows * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
-    FATHOM_CUDA_CHECK(cudaMemcpyAsync(pinned_samples + rows * sizeof(int32_t), logprobs, rows * sizeof(float),
-                                      cudaMemcpyDeviceToHost, stream_));
-  }
-  FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  result.logits.assign(pinned_logits, pinned_logits + num_host * vocab);
-  if (num_samples > 0) {
-    const int32_t* tokens = reinterpret_cast<const int32_t*>(pinned_samples);
-    const float* logprobs = reinterpret_cast<const float*>(pinned_samples + static_cast<size_t>(num_rows) * sizeof(int32_t));
-    for (int64_t row : sample_rows) {
-      result.tokens.push_back(tokens[row]);
-      result.logprobs.push_back(logprobs[row]);
-    }
-  }
   return result;
 }
 
@@ -754,11 +655,12 @@ const ModelConfig& CudaDeepseekV3Model::config() const { return impl_->config();
 const CudaModelStats& CudaDeepseekV3Model::stats() const { return impl_->stats(); }
 int64_t CudaDeepseekV3Model::num_kv_slots() const { return impl_->stats().num_kv_slots; }
 std::vector<float> CudaDeepseekV3Model::forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows) {
-  return impl_->forward(batch, logit_rows, {}, {}).logits;
+  return impl_->forward(batch, logit_rows, {}, {}, {}).logits;
 }
 ForwardResult CudaDeepseekV3Model::forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
-                                           const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling) {
-  return impl_->forward(batch, logit_rows, sample_rows, sampling);
+                                           const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling,
+                                           const std::vector<sampling::DeviceScoredRow>& scored_rows) {
+  return impl_->forward(batch, logit_rows, sample_rows, sampling, scored_rows);
 }
 void CudaDeepseekV3Model::set_trace(TraceRecorder* trace) { impl_->set_trace(trace); }
 bool CudaDeepseekV3Model::has_mtp() const { return impl_->has_mtp(); }

@@ -3,6 +3,7 @@
 // token-granular slots (page size 1, the slots the scheduler's KvSlotPool hands out), bf16 activations, FP8 w8a8
 // linears (FP32 accumulation promoted per 128-block), absorbed MLA decode and expanded MLA prefill / extend.
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/trace.h"
@@ -44,11 +45,15 @@ struct CudaModelOptions {
   bool deterministic = false;
 };
 
-// A forward's results: logits of the host rows and the tokens sampled on the device.
+// A forward's results: logits of the host rows, the tokens sampled on the device and the rows scored there.
 struct ForwardResult {
   std::vector<float> logits;        // [logit_rows, V] fp32
   std::vector<int32_t> tokens;      // [sample_rows]
   std::vector<float> logprobs;      // [sample_rows] log_softmax(raw logits)[token]
+  // The sampled rows with DeviceSamplingRow::top_logprobs: (index into sample_rows, the drawn token scored: rank and
+  // alternatives).
+  std::vector<std::pair<size_t, sampling::SampledToken>> sample_scores;
+  std::vector<sampling::SampledToken> scored;  // [scored_rows] as sampling::score_token
 };
 
 // What a constructed model reports at startup.
@@ -82,9 +87,12 @@ class CudaDeepseekV3Model {
   // Pure-decode batches use absorbed attention, others expanded attention per chunk. Blocks until done.
   std::vector<float> forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows);
   // The same forward; the rows in `sample_rows` (token rows, as logit_rows; disjoint from them) are sampled on the
-  // device with `sampling` [sample_rows] and only their tokens and log-probabilities come back to the host.
+  // device with `sampling` [sample_rows] and only their tokens and log-probabilities (and top_logprobs alternatives)
+  // come back to the host; the token rows of `scored_rows` are scored on the device (kernels/cuda/sampling/
+  // score_tokens.h), only their scores coming back.
   ForwardResult forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
-                        const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling);
+                        const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling,
+                        const std::vector<sampling::DeviceScoredRow>& scored_rows = {});
 
   // Whether the MTP (NextN) module was uploaded (the loaded weights had it; its KV cache is one more layer).
   bool has_mtp() const;

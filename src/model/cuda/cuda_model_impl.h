@@ -128,7 +128,8 @@ class CudaModelImpl {
   ~CudaModelImpl();
 
   ForwardResult forward(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
-                        const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling);
+                        const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling,
+                        const std::vector<sampling::DeviceScoredRow>& scored_rows);
 
   // The MTP module (cuda_mtp.cpp), as CudaDeepseekV3Model::forward_mtp, with forward's device sampling.
   ForwardResult forward_mtp(const ForwardBatch& batch, const std::vector<int64_t>& hidden_rows,
@@ -164,9 +165,11 @@ class CudaModelImpl {
   const DeviceLayer& layer_weights(int64_t layer) const {
     return layer < static_cast<int64_t>(weights_.layers.size()) ? weights_.layers[static_cast<size_t>(layer)] : weights_.mtp->layer;
   }
-  // Logits of the listed rows of normed_ [n, H] (the host rows, then the sampled ones) and collect_results.
+  // Logits of the listed rows of normed_ [n, H] (the sampled rows, the host ones, then the scored ones) and
+  // collect_results (cuda_results.cpp).
   ForwardResult results_for_rows(int64_t n, const std::vector<int64_t>& logit_rows, const std::vector<int64_t>& sample_rows,
-                                 const std::vector<sampling::DeviceSamplingRow>& sampling);
+                                 const std::vector<sampling::DeviceSamplingRow>& sampling,
+                                 const std::vector<sampling::DeviceScoredRow>& scored_rows);
   // Padded pure-decode forwards (cuda_decode_graphs.cpp): one shape per (padded batch size, context bucket), replayed
   // from a CUDA graph when captured, else run eagerly over the same static buffers (same kernels, same bits).
   struct DecodeShape {
@@ -188,7 +191,7 @@ class CudaModelImpl {
   BatchLayout static_decode_layout(const DecodeShape& shape) const;
   ForwardResult forward_padded_decode(const ForwardBatch& batch, const std::vector<int64_t>& logit_rows,
                                       const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling,
-                                      const DecodeShape& shape);
+                                      const std::vector<sampling::DeviceScoredRow>& scored_rows, const DecodeShape& shape);
   // A pure-decode batch into the static decode inputs (graph_*), padded to shape.batch; checks its rows. With
   // hidden_rows (an MTP step: [batch.num_tokens()] rows of normed_ per token) their padded rows go up too. Returns the
   // number of real sequences.
@@ -214,13 +217,20 @@ class CudaModelImpl {
   ForwardResult finish_padded_decode(const DecodeShape& shape, cudaGraphExec_t exec, const std::function<void()>& layers,
                                      int32_t actual, const std::vector<int64_t>& logit_rows,
                                      const std::vector<int64_t>& sample_rows,
-                                     const std::vector<sampling::DeviceSamplingRow>& sampling);
+                                     const std::vector<sampling::DeviceSamplingRow>& sampling,
+                                     const std::vector<sampling::DeviceScoredRow>& scored_rows);
   // A pure-decode batch's padded shape when decode shapes exist (null: run it unpadded).
   const DecodeShape* padded_decode_shape(const ForwardBatch& batch) const;
-  // Device logits [num_rows, V] -> host logits of `host_rows` and device-sampled tokens of `sample_rows` (both
-  // indices into the rows; `sampling` [sample_rows]). Synchronizes the stream.
+  // Throws (before any work is queued) on a sampled or scored row outside [0, num_rows), a scored token outside the
+  // vocabulary, or more alternatives than the scoring kernel returns.
+  void check_row_requests(int64_t num_rows, const std::vector<int64_t>& sample_rows,
+                          const std::vector<sampling::DeviceSamplingRow>& sampling,
+                          const std::vector<sampling::DeviceScoredRow>& scored_rows) const;
+  // Device logits [num_rows, V] -> host logits of `host_rows`, device-sampled tokens of `sample_rows` and scores of
+  // `scored_rows` (all indices into the rows; `sampling` [sample_rows]). Synchronizes the stream.
   ForwardResult collect_results(const float* logits, int64_t num_rows, const std::vector<int64_t>& host_rows,
-                                const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling);
+                                const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling,
+                                const std::vector<sampling::DeviceScoredRow>& scored_rows);
   // GPU spans for --profile: events recorded on the stream, converted to trace events after the forward's sync.
   size_t begin_span(std::string name, int depth);
   void end_span(size_t span);
@@ -386,6 +396,9 @@ class CudaModelImpl {
   GrowableBuffer<int32_t> sampled_tokens_;
   GrowableBuffer<float> sampled_logprobs_;
   PinnedHostBuffer<uint8_t> host_sampling_;
+  // Device scoring (collect_results): the requests (kc::ScoreRow), then rank, logprob, top ids and top logprobs.
+  GrowableBuffer<uint8_t> score_buffer_;
+  PinnedHostBuffer<uint8_t> host_scores_;
   GrowableBuffer<float> normed_f32_;  // [n, H] unrounded post-attention norm of MoE layers (router input)
   GrowableBuffer<bf16> normed_planes_;  // [n, 3, H] the same as bf16 planes (the router's tensor-core form)
   GrowableBuffer<float> router_plane_logits_;  // [n, 3, E] the planes' partial logits

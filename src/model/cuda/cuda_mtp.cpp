@@ -76,7 +76,7 @@ ForwardResult CudaModelImpl::forward_mtp(const ForwardBatch& batch, const std::v
   inputs.embedded = mtp_embedded_.ensure(static_cast<size_t>(n * config_.hidden_size), stream_);
   inputs.concatenated = mtp_concat_.ensure(static_cast<size_t>(n * 2 * config_.hidden_size), stream_);
   run_mtp_layers(layout, hidden_rows_device, inputs);
-  ForwardResult result = results_for_rows(n, logit_rows, sample_rows, sampling);
+  ForwardResult result = results_for_rows(n, logit_rows, sample_rows, sampling, {});
   last_forward_rows_ = n;
   if (trace_) flush_spans(forward_start_us);
   return result;
@@ -91,7 +91,7 @@ ForwardResult CudaModelImpl::forward_padded_mtp_decode(const ForwardBatch& batch
   return finish_padded_decode(
       shape, shape.mtp_exec,
       [&] { run_mtp_layers(static_decode_layout(shape), graph_input(kGraphHiddenRows), graph_mtp_inputs()); }, actual,
-      logit_rows, sample_rows, sampling);
+      logit_rows, sample_rows, sampling, {});
 }
 
 }  // namespace fathom::model::cuda

@@ -18,6 +18,7 @@
 #include "model/generation.h"
 #include "model/safetensors.h"
 #include "model/weight_loader.h"
+#include "sampling/sampler.h"
 #include "cuda_model_test_support.h"
 
 namespace fathom::model {
@@ -274,6 +275,83 @@ TEST_P(CudaGoldenFixture, DeviceSamplingMatchesHostLogits) {
   std::sort(draws.begin(), draws.end());
   EXPECT_GT(std::unique(draws.begin(), draws.end()) - draws.begin(), 1);
   EXPECT_THROW(model.forward(decode_batch({0}), {}, {0, 1}, {greedy}), Error);  // one sampling entry per sampled row
+}
+
+// Device scoring (prompt logprobs, top_logprobs of sampled tokens) against sampling::score_token on the logits the
+// host would have received: decode rows (graph replay) and a prefill's rows, scored and sampled in one forward.
+void expect_scores_match(const sampling::SampledToken& got, const float* host_row, int64_t vocab, int32_t target,
+                         int32_t top_n, const std::string& what) {
+  const sampling::SampledToken want = sampling::score_token(host_row, vocab, target, top_n);
+  EXPECT_EQ(got.token_id, target) << what;
+  EXPECT_NEAR(got.logprob, want.logprob, 1e-3) << what;
+  EXPECT_NEAR(static_cast<double>(got.rank), static_cast<double>(want.rank), 2.0) << what;
+  ASSERT_EQ(got.top.size(), want.top.size()) << what;
+  for (size_t k = 0; k < want.top.size(); ++k) {
+    // Rows of other forwards may round differently: the device's k-th token holds the host's k-th value.
+    EXPECT_NEAR(log_softmax_at(host_row, vocab, got.top[k].first), want.top[k].second, 1e-3) << what << " entry " << k;
+    EXPECT_NEAR(got.top[k].second, want.top[k].second, 1e-3) << what << " entry " << k;
+  }
+}
+
+TEST_P(CudaGoldenFixture, DeviceScoringMatchesHostLogits) {
+  REQUIRE_GPU();
+  LoadedModel loaded = load_fixture(GetParam());
+  cuda::CudaModelOptions options = small_options(4096);
+  options.cuda_graph_batch_sizes = {1, 4};
+  cuda::CudaDeepseekV3Model model(loaded.config, loaded.weights, options);
+  const int64_t vocab = loaded.config.vocab_size;
+  std::vector<GoldenSequence> goldens = read_golden(GetParam());
+  goldens.resize(std::min<size_t>(goldens.size(), 3));
+  ASSERT_EQ(goldens.size(), 3u);
+  std::vector<std::vector<int32_t>> slots;
+  for (size_t s = 0; s < goldens.size(); ++s) {
+    slots.push_back(iota_slots(static_cast<int64_t>(goldens[s].ids.size()) + 8, static_cast<int32_t>(s * 512)));
+    prefill_logits(model, goldens[s].ids, slots.back(), 0);
+  }
+  ForwardBatch decode;
+  for (size_t s = 0; s < 3; ++s) {
+    decode.add_sequence({goldens[s].ids.back()}, static_cast<int64_t>(goldens[s].ids.size()), slots[s].data());
+  }
+  const std::vector<float> host = model.forward(decode, {0, 1, 2});  // [3, V]
+  sampling::DeviceSamplingRow with_top;
+  with_top.top_logprobs = 5;
+  const sampling::DeviceSamplingRow plain;
+  const cuda::ForwardResult decoded =
+      model.forward(decode, {}, {0, 1}, {with_top, plain}, {{2, 17, 3}, {0, 5, 0}, {1, 0, 20}});
+  ASSERT_EQ(decoded.tokens.size(), 2u);
+  ASSERT_EQ(decoded.sample_scores.size(), 1u);
+  EXPECT_EQ(decoded.sample_scores[0].first, 0u);
+  EXPECT_EQ(decoded.sample_scores[0].second.logprob, decoded.logprobs[0]);  // the sampler's bits
+  EXPECT_EQ(decoded.sample_scores[0].second.top.at(0).first, decoded.tokens[0]);  // greedy: the top token
+  expect_scores_match(decoded.sample_scores[0].second, host.data(), vocab, decoded.tokens[0], 5, "sampled row 0");
+  ASSERT_EQ(decoded.scored.size(), 3u);
+  expect_scores_match(decoded.scored[0], host.data() + 2 * vocab, vocab, 17, 3, "decode row 2");
+  expect_scores_match(decoded.scored[1], host.data(), vocab, 5, 0, "decode row 0");
+  expect_scores_match(decoded.scored[2], host.data() + vocab, vocab, 0, 20, "decode row 1");
+  // A prefill (eager, expanded attention) scoring every row but the last, which samples with alternatives.
+  const std::vector<int32_t>& ids = goldens[0].ids;
+  const int64_t count = static_cast<int64_t>(ids.size());
+  ForwardBatch prefill;
+  prefill.add_sequence(ids, 0, slots[0].data());
+  prefill.attention_form = AttentionForm::kExpanded;
+  std::vector<int64_t> all_rows(static_cast<size_t>(count));
+  std::iota(all_rows.begin(), all_rows.end(), 0);
+  const std::vector<float> prefill_host = model.forward(prefill, all_rows);  // [count, V]
+  std::vector<sampling::DeviceScoredRow> scored_rows;
+  for (int64_t r = 0; r + 1 < count; ++r) scored_rows.push_back({r, ids[static_cast<size_t>(r + 1)], static_cast<int32_t>(r % 6)});
+  sampling::DeviceSamplingRow last = with_top;
+  last.top_logprobs = 2;
+  const cuda::ForwardResult scored = model.forward(prefill, {}, {count - 1}, {last}, scored_rows);
+  ASSERT_EQ(scored.scored.size(), scored_rows.size());
+  for (size_t r = 0; r < scored_rows.size(); ++r) {
+    expect_scores_match(scored.scored[r], prefill_host.data() + static_cast<int64_t>(r) * vocab, vocab,
+                        scored_rows[r].target, scored_rows[r].top_n, "prefill row " + std::to_string(r));
+  }
+  ASSERT_EQ(scored.sample_scores.size(), 1u);
+  expect_scores_match(scored.sample_scores[0].second, prefill_host.data() + (count - 1) * vocab, vocab, scored.tokens[0],
+                      2, "prefill sampled row");
+  EXPECT_THROW(model.forward(prefill, {}, {}, {}, {{count, 1, 0}}), Error);             // a row past the batch
+  EXPECT_THROW(model.forward(prefill, {}, {}, {}, {{0, static_cast<int32_t>(vocab), 0}}), Error);  // a token past V
 }
 
 // --enable-deterministic-inference: a token's logits are bit-identical whether its prompt runs in one chunk or in

@@ -1,0 +1,150 @@
+#include "kernels/cuda/sampling/score_tokens.h"
+
+#include <climits>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/sampling/cluster_row.cuh"
+
+namespace fathom::kernels::cuda {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kWarps = kRowThreads / 32;
+constexpr int32_t kNoToken = INT_MAX;
+
+// A (logit, token id) pair in the order of the top list: larger logit first, lower id on ties.
+struct Candidate {
+  float value;
+  int32_t id;  // kNoToken: no candidate (loses to every token, -inf ones included)
+};
+
+__device__ __forceinline__ bool better(const Candidate& a, const Candidate& b) {
+  return a.value > b.value || (a.value == b.value && a.id < b.id);
+}
+
+__device__ __forceinline__ Candidate warp_best(Candidate c) {
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const Candidate other{__shfl_xor_sync(0xffffffffu, c.value, offset), __shfl_xor_sync(0xffffffffu, c.id, offset)};
+    if (better(other, c)) c = other;
+  }
+  return c;
+}
+
+// This thread's best element strictly after `cut` in the top-list order.
+__device__ __forceinline__ Candidate best_after(const RowSlice& s, const Candidate& cut) {
+  Candidate best{-INFINITY, kNoToken};
+  for (int j = 0; j < s.per_thread; ++j) {
+    if (!s.valid(j)) break;  // a thread's indices ascend: the rest lie past the vocabulary too
+    const Candidate e{s.get(j), static_cast<int32_t>(s.index(j))};
+    if (better(cut, e) && better(e, best)) best = e;
+  }
+  return best;
+}
+
+struct SharedState {
+  RowSoftmaxStats partials[32];
+  RowSoftmaxStats block_stats;        // read by the cluster's other blocks
+  Candidate warp_candidates[kWarps];
+  Candidate block_top[kMaxScoreTopN]; // this block's slice's top list; read by block 0
+  unsigned warp_counts[kWarps];
+  unsigned long long block_count;     // logits of this slice above the target's; read by block 0
+};
+
+// One cluster of kClusterBlocks blocks per scored row: the row's stats and the target's count over the cluster, each
+// block's top list by rounds of block-wide argmax (only the winner's thread rescans its elements), merged by block 0.
+__global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kRowThreads, 2)
+    score_tokens_kernel(const float* __restrict__ logits,  // [logits rows, vocab]
+                        int64_t vocab, int per_thread,
+                        const ScoreRow* __restrict__ rows,  // [num_scored]
+                        const int32_t* __restrict__ sampled_tokens, int32_t max_top_n, ScoreOutputs out) {
+  extern __shared__ float slice[];  // [per_thread * kRowThreads]
+  __shared__ SharedState sh;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int64_t b = blockIdx.x / kClusterBlocks;
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const ScoreRow request = rows[b];
+  const float* row = logits + static_cast<int64_t>(request.logits_row) * vocab;
+  const int32_t target = request.target == kScoreSampledToken ? sampled_tokens[request.logits_row] : request.target;
+  const bool target_valid = target >= 0 && target < vocab;
+  const float target_value = target_valid ? logit_or_minus_inf(row[target]) : NAN;
+  const int top_n = min(max(request.top_n, 0), max_top_n);
+  const RowSlice s = load_row_slice(row, vocab, per_thread, rank, slice);
+  const RowSoftmaxStats stats = cluster_row_stats(s, sh.partials, &sh.block_stats, cluster);
+
+  unsigned above = 0;  // NaN target: nothing compares greater
+  for (int j = 0; j < per_thread; ++j) above += s.valid(j) && s.get(j) > target_value ? 1u : 0u;
+  above = __reduce_add_sync(0xffffffffu, above);
+  if (lane == 0) sh.warp_counts[warp] = above;
+
+  Candidate mine = best_after(s, Candidate{INFINITY, -1});
+  for (int round = 0; round < top_n; ++round) {
+    const Candidate w = warp_best(mine);
+    if (lane == 0) sh.warp_candidates[warp] = w;
+    __syncthreads();
+    if (warp == 0) {
+      const Candidate c = warp_best(lane < kWarps ? sh.warp_candidates[lane] : Candidate{-INFINITY, kNoToken});
+      if (lane == 0) sh.block_top[round] = c;
+    }
+    __syncthreads();
+    const Candidate winner = sh.block_top[round];
+    if (winner.id == mine.id && winner.id != kNoToken) mine = best_after(s, winner);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned long long count = 0;
+    for (int w = 0; w < kWarps; ++w) count += sh.warp_counts[w];
+    sh.block_count = count;
+  }
+  cluster.sync();
+  if (rank == 0 && threadIdx.x == 0) {
+    const float log_normalizer = stats.max + logf(stats.sum_exp);
+    unsigned long long count = 0;
+    for (int r = 0; r < kClusterBlocks; ++r) count += cluster.map_shared_rank(&sh.block_count, r)[0];
+    out.logprob[b] = target_valid ? target_value - log_normalizer : NAN;
+    out.rank[b] = target_valid ? static_cast<int64_t>(count) + 1 : 0;
+    int head[kClusterBlocks] = {};
+    const int64_t keep = min(static_cast<int64_t>(top_n), vocab);
+    for (int64_t k = 0; k < keep; ++k) {
+      Candidate best{-INFINITY, kNoToken};
+      int from = -1;
+      for (int r = 0; r < kClusterBlocks; ++r) {
+        if (head[r] >= top_n) continue;
+        const Candidate c = cluster.map_shared_rank(sh.block_top, r)[head[r]];
+        if (c.id != kNoToken && better(c, best)) {
+          best = c;
+          from = r;
+        }
+      }
+      if (from < 0) break;  // cannot happen: the blocks hold min(top_n, vocab) tokens between them
+      ++head[from];
+      out.top_ids[b * max_top_n + k] = best.id;
+      out.top_logprobs[b * max_top_n + k] = best.value - log_normalizer;
+    }
+  }
+  cluster.sync();  // block 0 reads the other blocks' shared memory until here
+}
+
+}  // namespace
+
+void score_tokens(const float* logits, int64_t vocab, const ScoreRow* rows, int64_t num_scored,
+                  const int32_t* sampled_tokens, int32_t max_top_n, const ScoreOutputs& out, cudaStream_t stream) {
+  FATHOM_CHECK(num_scored >= 0 && num_scored * kClusterBlocks < (int64_t{1} << 31), "score_tokens: " << num_scored << " rows");
+  FATHOM_CHECK(vocab > 0 && vocab < kNoToken && row_elements_per_thread(vocab) <= kMaxElementsPerThread,
+               "score_tokens: vocab " << vocab << " above " << int64_t{kClusterBlocks} * kRowThreads * kMaxElementsPerThread);
+  FATHOM_CHECK(max_top_n >= 0 && max_top_n <= kMaxScoreTopN, "score_tokens: max_top_n " << max_top_n << " outside [0, "
+                                                                                          << kMaxScoreTopN << "]");
+  FATHOM_CHECK(out.logprob && out.rank && (max_top_n == 0 || (out.top_ids && out.top_logprobs)),
+               "score_tokens: missing outputs");
+  if (num_scored == 0) return;
+  const int per_thread = row_elements_per_thread(vocab);
+  const size_t shared_bytes = row_slice_bytes(per_thread);
+  FATHOM_CUDA_CHECK(cudaFuncSetAttribute(score_tokens_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(shared_bytes)));
+  score_tokens_kernel<<<static_cast<unsigned>(num_scored * kClusterBlocks), kRowThreads, shared_bytes, stream>>>(
+      logits, vocab, per_thread, rows, sampled_tokens, max_top_n, out);
+  FATHOM_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace fathom::kernels::cuda
