@@ -134,6 +134,11 @@ LocalEngine::LocalEngine(const EngineConfig& config)
                      " tokens per step, the most one CUDA forward carries");
   }
   scheduler_config.max_running_requests = config.max_running_requests;
+  // The CUDA backend scores prompt rows on the device in passes of a bounded logits buffer: every row of a forward
+  // may be scored. The CPU backend's rows come to the host whole: the default bounds them.
+  if (config.device == executor::Device::kCuda) {
+    scheduler_config.max_scored_rows_per_step = runner_max_batch_tokens(config);
+  }
   scheduler_config.max_prefill_keys = max_prefill_keys;
   scheduler_config.schedule_policy = config.schedule_policy;
   scheduler_config.disable_radix_cache = config.disable_radix_cache;

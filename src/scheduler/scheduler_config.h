@@ -18,7 +18,7 @@ struct SchedulerConfig {
   // expands them all through kv_b); <= 0: unlimited. A step's first prefill is always taken, alone if need be.
   int64_t max_prefill_keys = 0;
   int64_t max_running_requests = 64;    // requests holding KV (prefilling or decoding) at once
-  // Prompt rows scored for prompt logprobs per step (each a logits row: scored on the GPU, or on the host); >= 1.
+  // Prompt rows scored for prompt logprobs per step (each a logits row to the host; the CUDA engine lifts it); >= 1.
   int64_t max_scored_rows_per_step = 256;
   SchedulePolicy schedule_policy = SchedulePolicy::kFcfs;
   bool disable_radix_cache = false;

@@ -23,62 +23,12 @@
 #include "kernels/cuda/rope/rope.h"
 #include "model/cuda/cuda_model.h"
 #include "model/cuda/device_weights.h"
+#include "model/cuda/growable_buffers.h"
+#include "model/cuda/result_transfer.h"
 
 namespace fathom::model::cuda {
 
 using bf16 = __nv_bfloat16;
-
-// A device buffer that grows (never shrinks) to what a forward needs; growth synchronizes the stream first and
-// drops the contents. Once CUDA graphs hold its address it is frozen: growing it then is a bug (the graphs would keep
-// the freed pointer), reported as an error instead of a corrupted replay.
-template <typename T>
-struct GrowableBuffer {
-  kc::DeviceBuffer<T> buffer;
-  bool frozen = false;
-  T* ensure(size_t count, cudaStream_t stream) {
-    if (buffer.size() < count) {
-      FATHOM_CHECK(!frozen, "CUDA backend: a buffer captured by CUDA graphs needs " << count << " elements, has "
-                                                                                    << buffer.size()
-                                                                                    << " (warm-up sizing missed it)");
-      FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
-      const size_t grown = count + count / 4;
-      buffer = kc::DeviceBuffer<T>();  // the old allocation goes first: the peak is the new size, not both
-      try {
-        buffer = kc::DeviceBuffer<T>(grown);
-      } catch (const Error& e) {
-        FATHOM_FAIL("CUDA backend: growing an activation buffer to " << grown * sizeof(T) / (1 << 20)
-                                                                      << " MiB for this forward failed (fewer tokens "
-                                                                         "per forward need less): "
-                                                                      << e.what());
-      }
-    }
-    return buffer.data();
-  }
-};
-
-// Page-locked host memory that grows (never shrinks): results come back through it (faster than pageable copies).
-template <typename T>
-class PinnedHostBuffer {
- public:
-  PinnedHostBuffer() = default;
-  PinnedHostBuffer(const PinnedHostBuffer&) = delete;
-  PinnedHostBuffer& operator=(const PinnedHostBuffer&) = delete;
-  ~PinnedHostBuffer() { if (data_) cudaFreeHost(data_); }
-  T* ensure(size_t count) {
-    if (count > count_) {
-      if (data_) FATHOM_CUDA_CHECK(cudaFreeHost(data_));
-      data_ = nullptr;
-      count_ = 0;  // a failed allocation below leaves an empty buffer, never a stale size over a null pointer
-      FATHOM_CUDA_CHECK(cudaMallocHost(&data_, count * sizeof(T)));
-      count_ = count;
-    }
-    return data_;
-  }
-
- private:
-  T* data_ = nullptr;
-  size_t count_ = 0;
-};
 
 // e4m3 activations of one linear input with their per-token-per-128 scales (both layouts cuBLASLt / ours read).
 struct QuantizedActivations {
@@ -165,8 +115,8 @@ class CudaModelImpl {
   const DeviceLayer& layer_weights(int64_t layer) const {
     return layer < static_cast<int64_t>(weights_.layers.size()) ? weights_.layers[static_cast<size_t>(layer)] : weights_.mtp->layer;
   }
-  // Logits of the listed rows of normed_ [n, H] (the sampled rows, the host ones, then the scored ones) and
-  // collect_results (cuda_results.cpp).
+  // Logits of the listed rows of normed_ [n, H] (the sampled rows, the host ones, then the scored ones in passes of
+  // kScoredRowsPerPass, which bound logits_) and their results (cuda_results.cpp).
   ForwardResult results_for_rows(int64_t n, const std::vector<int64_t>& logit_rows, const std::vector<int64_t>& sample_rows,
                                  const std::vector<sampling::DeviceSamplingRow>& sampling,
                                  const std::vector<sampling::DeviceScoredRow>& scored_rows);
@@ -226,6 +176,7 @@ class CudaModelImpl {
   void check_row_requests(int64_t num_rows, const std::vector<int64_t>& sample_rows,
                           const std::vector<sampling::DeviceSamplingRow>& sampling,
                           const std::vector<sampling::DeviceScoredRow>& scored_rows) const;
+  static constexpr size_t kScoredRowsPerPass = 512;  // logits_ holds them with the sampled and host rows
   // Device logits [num_rows, V] -> host logits of `host_rows`, device-sampled tokens of `sample_rows` and scores of
   // `scored_rows` (all indices into the rows; `sampling` [sample_rows]). Synchronizes the stream.
   ForwardResult collect_results(const float* logits, int64_t num_rows, const std::vector<int64_t>& host_rows,
@@ -389,16 +340,7 @@ class CudaModelImpl {
   GrowableBuffer<int32_t> mtp_hidden_rows_;
   kc::DeviceBuffer<uint8_t> fixed_rows_in_;  // [kFixedGemmRows, max k] operand rows of a padded chunk
   kc::DeviceBuffer<float> fixed_rows_out_;   // [kFixedGemmRows, max n]
-  PinnedHostBuffer<float> host_logits_;
-  // Device sampling: per-row parameters packed [seed u64, step u64, temperature f32, top_p f32, min_p f32, top_k i32]
-  // x rows, and the sampled tokens / log-probabilities.
-  GrowableBuffer<uint8_t> sampling_params_;
-  GrowableBuffer<int32_t> sampled_tokens_;
-  GrowableBuffer<float> sampled_logprobs_;
-  PinnedHostBuffer<uint8_t> host_sampling_;
-  // Device scoring (collect_results): the requests (kc::ScoreRow), then rank, logprob, top ids and top logprobs.
-  GrowableBuffer<uint8_t> score_buffer_;
-  PinnedHostBuffer<uint8_t> host_scores_;
+  ResultTransfer results_;  // host logits, device samples and scores of the forward's rows
   GrowableBuffer<float> normed_f32_;  // [n, H] unrounded post-attention norm of MoE layers (router input)
   GrowableBuffer<bf16> normed_planes_;  // [n, 3, H] the same as bf16 planes (the router's tensor-core form)
   GrowableBuffer<float> router_plane_logits_;  // [n, 3, E] the planes' partial logits

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <numeric>
+#include <random>
 
 #include <gtest/gtest.h>
 
@@ -298,6 +299,8 @@ TEST_P(CudaGoldenFixture, DeviceScoringMatchesHostLogits) {
   LoadedModel loaded = load_fixture(GetParam());
   cuda::CudaModelOptions options = small_options(4096);
   options.cuda_graph_batch_sizes = {1, 4};
+  options.max_batch_tokens = 2048;
+  options.max_context_tokens = 2048;  // the long prefill below, past some fixtures' max_position_embeddings
   cuda::CudaDeepseekV3Model model(loaded.config, loaded.weights, options);
   const int64_t vocab = loaded.config.vocab_size;
   std::vector<GoldenSequence> goldens = read_golden(GetParam());
@@ -350,6 +353,32 @@ TEST_P(CudaGoldenFixture, DeviceScoringMatchesHostLogits) {
   ASSERT_EQ(scored.sample_scores.size(), 1u);
   expect_scores_match(scored.sample_scores[0].second, prefill_host.data() + (count - 1) * vocab, vocab, scored.tokens[0],
                       2, "prefill sampled row");
+  // More scored rows than one pass of logits holds (kScoredRowsPerPass, 512), beside a host row.
+  std::mt19937 rng(3);
+  std::vector<int32_t> long_ids(1100);
+  for (int32_t& id : long_ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
+  const std::vector<int32_t> long_slots = iota_slots(static_cast<int64_t>(long_ids.size()), 2048);
+  ForwardBatch long_prefill;
+  long_prefill.add_sequence(long_ids, 0, long_slots.data());
+  long_prefill.attention_form = AttentionForm::kExpanded;
+  const int64_t long_count = static_cast<int64_t>(long_ids.size());
+  std::vector<int64_t> long_rows(static_cast<size_t>(long_count));
+  std::iota(long_rows.begin(), long_rows.end(), 0);
+  const std::vector<float> long_host = model.forward(long_prefill, long_rows);  // [long_count, V]
+  std::vector<sampling::DeviceScoredRow> long_scored;
+  for (int64_t r = 0; r + 1 < long_count; ++r) {
+    long_scored.push_back({r, long_ids[static_cast<size_t>(r + 1)], static_cast<int32_t>(r % 3)});
+  }
+  const cuda::ForwardResult passes = model.forward(long_prefill, {long_count - 1}, {}, {}, long_scored);
+  ASSERT_EQ(passes.scored.size(), long_scored.size());
+  ASSERT_EQ(passes.logits.size(), static_cast<size_t>(vocab));
+  for (int64_t v = 0; v < vocab; ++v) {
+    ASSERT_NEAR(passes.logits[static_cast<size_t>(v)], long_host[static_cast<size_t>((long_count - 1) * vocab + v)], 1e-2);
+  }
+  for (size_t r = 0; r < long_scored.size(); ++r) {
+    expect_scores_match(passes.scored[r], long_host.data() + static_cast<int64_t>(r) * vocab, vocab, long_scored[r].target,
+                        long_scored[r].top_n, "long prefill row " + std::to_string(r));
+  }
   EXPECT_THROW(model.forward(prefill, {}, {}, {}, {{count, 1, 0}}), Error);             // a row past the batch
   EXPECT_THROW(model.forward(prefill, {}, {}, {}, {{0, static_cast<int32_t>(vocab), 0}}), Error);  // a token past V
 }
