@@ -276,6 +276,7 @@ CompletionRequest parse_completion_request(const Json& body, const RequestLimits
   parse_stream_options(fields, request.stream, request.include_usage);
   parse_sampling(fields, limits, request.sampling, request.n);
   request.echo = fields.boolean("echo").value_or(false);
+  request.add_special_tokens = fields.boolean("add_special_tokens").value_or(true);
   // vLLM's echo without generation: max_tokens 0 returns the prompt (and its logprobs) only.
   request.max_tokens = fields.integer("max_tokens");
   if (request.max_tokens && !(request.echo && *request.max_tokens == 0)) {
@@ -316,6 +317,7 @@ ChatRequest parse_chat_request(const Json& body, const RequestLimits& limits) {
   request.separate_reasoning = fields.boolean("separate_reasoning").value_or(true);
   if (const Json* kwargs = fields.object("chat_template_kwargs")) request.template_kwargs = *kwargs;
   request.add_generation_prompt = fields.boolean("add_generation_prompt").value_or(true);
+  request.add_special_tokens = fields.boolean("add_special_tokens").value_or(false);
   if (fields.boolean("continue_final_message").value_or(false)) request.assistant_prefix = take_final_assistant_text(request.messages);
   if (fields.boolean("echo").value_or(false)) {
     throw ApiError(400, "'echo' is not supported for chat completions.", "echo", "unsupported_parameter");

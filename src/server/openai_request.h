@@ -37,6 +37,7 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;
   bool echo = false;
+  bool add_special_tokens = true;      // vLLM: text prompts get the tokenizer's special tokens (BOS)
   std::optional<int64_t> max_tokens;   // absent: kDefaultCompletionMaxTokens
   scheduler::SamplingParams sampling;  // max_new_tokens is set later
 };
@@ -48,6 +49,7 @@ struct ChatRequest {
   bool separate_reasoning = true;      // SGLang's option: reasoning_content apart from content (with --reasoning-parser)
   Json template_kwargs = Json::object();  // chat_template_kwargs
   bool add_generation_prompt = true;
+  bool add_special_tokens = false;     // vLLM: the tokenizer's special tokens on top of what the template renders
   // continue_final_message (vLLM / SGLang): the final assistant message's text, taken out of `messages`; the prompt is
   // the rest rendered with the generation prompt, then this text, which the model continues.
   std::optional<std::string> assistant_prefix;

@@ -3,6 +3,7 @@
 // prompt text, and token strings for logprobs. Implemented over fathom::tokenizer + fathom::chat by
 // TokenizerPromptCodec; faked in tests. All methods are const and may run concurrently.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ class PromptCodec {
   virtual std::string render_chat(const ChatPromptInputs& inputs) const = 0;
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
   virtual TokenPiece token_piece(int32_t id) const = 0;
+  // The tokenizer's own string for the id (HF convert_ids_to_tokens: the ByteLevel alphabet, "Ġworld"); nullopt for
+  // an id the tokenizer has no token for, or without a tokenizer.
+  virtual std::optional<std::string> vocabulary_token(int32_t id) const { return std::nullopt; }
   // Valid token ids are [0, vocab_size()).
   virtual int64_t vocab_size() const = 0;
   // The texts of the tokenizer's special tokens (what skip_special_tokens drops when decoding).

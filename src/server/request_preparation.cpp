@@ -155,7 +155,7 @@ PreparedGeneration prepare_completion(std::string_view body, const PreparationCo
   std::vector<std::string> echo_prefixes;
   for (size_t p = 0; p < request.prompts.size(); ++p) {
     const PromptSource& prompt = request.prompts[p];
-    std::vector<int32_t> ids = tokenize_prompt(prompt, /*add_special_tokens=*/true, context, "prompt");
+    std::vector<int32_t> ids = tokenize_prompt(prompt, request.add_special_tokens, context, "prompt");
     scheduler::SamplingParams sampling = request.sampling;
     sampling.max_new_tokens = completion_budget(static_cast<int64_t>(ids.size()), request.max_tokens,
                                                 kDefaultCompletionMaxTokens, context, "prompt", "prompt");
@@ -187,7 +187,7 @@ std::vector<int32_t> chat_prompt_ids(ChatRequest& request, const PreparationCont
   output = plan_chat_output(context.parsers, request, prompt.text, context.special_token_texts);
   prompt.text += request.assistant_prefix.value_or("") + output.prompt_suffix;
   if (output.decode_special_tokens) request.sampling.skip_special_tokens = false;  // the parsers need the markers
-  return tokenize_prompt(prompt, /*add_special_tokens=*/false, context, "messages");
+  return tokenize_prompt(prompt, request.add_special_tokens, context, "messages");
 }
 
 }  // namespace
@@ -260,7 +260,10 @@ Json prepare_tokenize(std::string_view body, const PreparationContext& context) 
   Json response{{"count", static_cast<int64_t>(ids.size())}, {"max_model_len", context.max_context_tokens}, {"tokens", ids}};
   if (fields.boolean("return_token_strs").value_or(false)) {
     Json strings = Json::array();
-    for (int32_t id : ids) strings.push_back(context.codec->token_piece(id).text);
+    for (int32_t id : ids) {
+      const std::optional<std::string> token = context.codec->vocabulary_token(id);
+      strings.push_back(token ? Json(*token) : Json(nullptr));
+    }
     response["token_strs"] = std::move(strings);
   }
   return response;

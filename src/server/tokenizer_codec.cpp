@@ -111,6 +111,12 @@ std::vector<std::string> TokenizerPromptCodec::special_token_texts() const {
   return texts;
 }
 
+std::optional<std::string> TokenizerPromptCodec::vocabulary_token(int32_t id) const {
+  std::string token = tokenizer_.id_to_token(id);
+  if (token.empty()) return std::nullopt;
+  return token;
+}
+
 TokenPiece TokenizerPromptCodec::token_piece(int32_t id) const {
   TokenPiece piece;
   piece.text = tokenizer_.decode({id}, false);

@@ -20,6 +20,7 @@ class TokenizerPromptCodec : public PromptCodec {
   std::string render_chat(const ChatPromptInputs& inputs) const override;
   std::string decode(const std::vector<int32_t>& ids) const override;
   TokenPiece token_piece(int32_t id) const override;
+  std::optional<std::string> vocabulary_token(int32_t id) const override;
   int64_t vocab_size() const override { return tokenizer_.model_vocab_size(); }
   std::vector<std::string> special_token_texts() const override;
 

@@ -316,9 +316,11 @@ test('SGLang-style endpoints', { skip }, async () => {
 
   // vLLM's /tokenize and /detokenize with the real tokenizer: a round trip, and a chat's ids as the chat runs them.
   const tokenized = await getJson(`${server.url}/tokenize`, authorized({
-    method: 'POST', headers: json, body: JSON.stringify({ prompt: 'Hello world', add_special_tokens: false }) }));
+    method: 'POST', headers: json,
+    body: JSON.stringify({ prompt: 'Hello world', add_special_tokens: false, return_token_strs: true }) }));
   assert.equal(tokenized.status, 200);
   assert.equal(tokenized.body.count, tokenized.body.tokens.length);
+  assert.deepEqual(tokenized.body.token_strs, ['Hello', '\u0120world']);  // the vocabulary's strings, as vLLM's
   const detokenized = await getJson(`${server.url}/detokenize`, authorized({
     method: 'POST', headers: json, body: JSON.stringify({ tokens: tokenized.body.tokens }) }));
   assert.equal(detokenized.body.prompt, 'Hello world');

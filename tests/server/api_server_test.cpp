@@ -229,7 +229,7 @@ TEST(ApiServer, TokenizeAndDetokenize) {
   EXPECT_EQ(text.json()["tokens"], json::array({FakeCodec::kBos, 'h', 'i'}));
   EXPECT_EQ(text.json()["count"], 3);
   EXPECT_EQ(text.json()["max_model_len"], harness.engine.max_context_tokens());
-  EXPECT_EQ(text.json()["token_strs"][1], FakeEngine::token_text('h'));
+  EXPECT_EQ(text.json()["token_strs"], json::array({"v256", "v104", "v105"}));  // the vocabulary's strings (vLLM)
   TestResponse plain = http_call(harness.port(), "POST", "/tokenize", R"({"prompt": "hi", "add_special_tokens": false})");
   EXPECT_EQ(plain.json()["tokens"], json::array({'h', 'i'}));
   EXPECT_FALSE(plain.json().contains("token_strs"));
@@ -242,6 +242,21 @@ TEST(ApiServer, TokenizeAndDetokenize) {
   // The same ids a chat completion runs.
   http_call(harness.port(), "POST", "/v1/chat/completions", R"({"messages": [{"role": "user", "content": "yo"}], "max_tokens": 1})");
   EXPECT_EQ(harness.engine.submitted().back().input_ids, expected);
+  // add_special_tokens (vLLM): off for chats by default (the template renders them), on for completions' text prompts.
+  std::vector<int32_t> with_bos = expected;
+  with_bos.insert(with_bos.begin(), FakeCodec::kBos);
+  TestResponse chat_bos = http_call(harness.port(), "POST", "/tokenize",
+                                    R"({"messages": [{"role": "user", "content": "yo"}], "add_special_tokens": true,
+                                        "return_token_strs": true})");
+  EXPECT_EQ(chat_bos.json()["tokens"], json(with_bos));
+  EXPECT_EQ(chat_bos.json()["token_strs"][0], "v256");
+  http_call(harness.port(), "POST", "/v1/chat/completions",
+            R"({"messages": [{"role": "user", "content": "yo"}], "max_tokens": 1, "add_special_tokens": true})");
+  EXPECT_EQ(harness.engine.submitted().back().input_ids, with_bos);
+  http_call(harness.port(), "POST", "/v1/completions", R"({"prompt": "hi", "max_tokens": 1, "add_special_tokens": false})");
+  EXPECT_EQ(harness.engine.submitted().back().input_ids, std::vector<int32_t>({'h', 'i'}));
+  http_call(harness.port(), "POST", "/v1/completions", R"({"prompt": "hi", "max_tokens": 1})");
+  EXPECT_EQ(harness.engine.submitted().back().input_ids, std::vector<int32_t>({FakeCodec::kBos, 'h', 'i'}));
 
   TestResponse detokenized = http_call(harness.port(), "POST", "/detokenize", R"({"tokens": [104, 105]})");
   ASSERT_EQ(detokenized.status, 200) << detokenized.body;

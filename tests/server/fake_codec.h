@@ -51,6 +51,11 @@ class FakeCodec : public server::PromptCodec {
     piece.bytes.assign(piece.text.begin(), piece.text.end());
     return piece;
   }
+  // The vocabulary's strings differ from the decoded texts (as ByteLevel's "Ġ" forms do); ids past 300 have none.
+  std::optional<std::string> vocabulary_token(int32_t id) const override {
+    if (id >= 300) return std::nullopt;
+    return "v" + std::to_string(id);
+  }
   int64_t vocab_size() const override { return 1000; }
   std::vector<std::string> special_token_texts() const override { return {kEndOfTurn}; }
   static constexpr const char* kEndOfTurn = "<|eot|>";  // a "special token" text for the output-parsing tests

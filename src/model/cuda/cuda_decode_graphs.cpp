@@ -194,6 +194,12 @@ void CudaModelImpl::warm_up_buffers() {
   expand_q_.scales_block_major.ensure(static_cast<size_t>(cublas_rows(window_keys) * kc::ceil_div(lora, 128)), stream_);
   attn_window_.ensure(static_cast<size_t>(options_.max_batch_tokens * heads * config_.v_head_dim), stream_);
   attn_lse_.ensure(static_cast<size_t>(2 * options_.max_batch_tokens * heads), stream_);
+  // The eager lm_head's rows (results_for_rows), budgeted by logits_bytes(): the first prompt-logprobs request finds
+  // them allocated.
+  const int64_t logits_rows = max_logits_rows();
+  logits_.ensure(static_cast<size_t>(logits_rows * config_.vocab_size), stream_);
+  selected_hidden_.ensure(static_cast<size_t>(logits_rows * config_.hidden_size), stream_);
+  logit_rows_.ensure(static_cast<size_t>(logits_rows), stream_);
   std::vector<int32_t> padding_slots(static_cast<size_t>(context), padding_slot_);
   ForwardBatch prefill;
   prefill.attention_form = AttentionForm::kExpanded;

@@ -145,7 +145,7 @@ CudaModelImpl::CudaModelImpl(const ModelConfig& config, const ModelWeights& weig
   const size_t workspace_estimate = activation_bytes_per_token(config, weights_.mtp.has_value()) *
                                         static_cast<size_t>(options.max_batch_tokens) +
                                     prefill_key_bytes(config) * static_cast<size_t>(std::max<int64_t>(0, options.max_prefill_keys)) +
-                                    decode_workspace_bytes +
+                                    decode_workspace_bytes + logits_bytes() +
                                     (size_t{1} << 30);  // + split-K partials, cuBLASLt, fragmentation
   stats_.workspace_bytes = workspace_estimate;
   size_t free_bytes = 0, total_bytes = 0;

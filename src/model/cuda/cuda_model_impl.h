@@ -102,6 +102,10 @@ class CudaModelImpl {
   // Bytes of MLA decode workspace every plan needs at most (max_decode_batch sequences, contexts up to
   // max_context_tokens_; the deterministic plans' fixed-size splits need the most): mla_workspace_'s size.
   size_t decode_workspace_bound() const;
+  // Rows of logits_ a forward fills at most: its sampled and host rows (one per sequence, at most max_decode_batch
+  // budgeted), or a scoring pass (cuda_results.cpp); logits_bytes() is their device memory with the gathered rows.
+  int64_t max_logits_rows() const;
+  size_t logits_bytes() const;
   // The layers of one forward over `layout` (token_ids -> final-normed rows in normed_): kernels only, no host
   // synchronization or allocation once the buffers have grown to the forward's size (graph-capturable).
   void run_layers(const BatchLayout& layout);
@@ -176,7 +180,7 @@ class CudaModelImpl {
   void check_row_requests(int64_t num_rows, const std::vector<int64_t>& sample_rows,
                           const std::vector<sampling::DeviceSamplingRow>& sampling,
                           const std::vector<sampling::DeviceScoredRow>& scored_rows) const;
-  static constexpr size_t kScoredRowsPerPass = 512;  // logits_ holds them with the sampled and host rows
+  static constexpr size_t kScoredRowsPerPass = 512;  // rows of logits_ a scoring pass fills (budgeted at startup)
   // Device logits [num_rows, V] -> host logits of `host_rows`, device-sampled tokens of `sample_rows` and scores of
   // `scored_rows` (all indices into the rows; `sampling` [sample_rows]). Synchronizes the stream.
   ForwardResult collect_results(const float* logits, int64_t num_rows, const std::vector<int64_t>& host_rows,

@@ -31,6 +31,16 @@ void CudaModelImpl::check_row_requests(int64_t num_rows, const std::vector<int64
   }
 }
 
+int64_t CudaModelImpl::max_logits_rows() const {
+  return std::max<int64_t>(options_.max_decode_batch, static_cast<int64_t>(kScoredRowsPerPass));
+}
+
+size_t CudaModelImpl::logits_bytes() const {
+  const size_t row_bytes = static_cast<size_t>(config_.vocab_size) * sizeof(float) +
+                           static_cast<size_t>(config_.hidden_size) * sizeof(bf16) + sizeof(int32_t);
+  return static_cast<size_t>(max_logits_rows()) * row_bytes * 5 / 4;  // GrowableBuffer's 1.25x growth
+}
+
 ForwardResult CudaModelImpl::results_for_rows(int64_t n, const std::vector<int64_t>& logit_rows,
                                               const std::vector<int64_t>& sample_rows,
                                               const std::vector<sampling::DeviceSamplingRow>& sampling,
@@ -51,9 +61,11 @@ ForwardResult CudaModelImpl::results_for_rows(int64_t n, const std::vector<int64
     return logits;
   };
   // The first pass: the sampled rows (the sampler runs over logits rows [0, last sampled row]), the host rows, then
-  // up to kScoredRowsPerPass scored rows; later passes: kScoredRowsPerPass more scored rows each, in the same buffer.
-  const size_t num_scored = scored_rows.size();
-  const size_t first_pass_scored = std::min(num_scored, kScoredRowsPerPass);
+  // scored rows up to kScoredRowsPerPass rows in all; later passes: kScoredRowsPerPass more scored rows each, in the
+  // same buffer (logits_ holds max(sampled + host rows, kScoredRowsPerPass) rows).
+  const size_t num_scored = scored_rows.size(), direct_rows = sample_rows.size() + logit_rows.size();
+  const size_t first_pass_scored =
+      std::min(num_scored, direct_rows < kScoredRowsPerPass ? kScoredRowsPerPass - direct_rows : size_t{0});
   std::vector<int32_t> row_ids;
   for (const std::vector<int64_t>* rows : {&sample_rows, &logit_rows}) {
     for (int64_t row : *rows) row_ids.push_back(static_cast<int32_t>(row));

@@ -14,8 +14,8 @@ size_t align8(size_t bytes) { return (bytes + 7) / 8 * 8; }
 
 // Byte offsets of the scoring requests and results in one buffer (the same layout on the host and the device).
 struct ScoreLayout {
-  size_t rows = 0, top = 0;  // requests, alternatives per request (max top_n)
-  size_t requests = 0, rank = 0, logprob = 0, top_ids = 0, top_logprobs = 0, end = 0;
+  size_t rows = 0, top = 0;  // requests, alternatives per request (max top_n); the requests start at 0
+  size_t rank = 0, logprob = 0, top_ids = 0, top_logprobs = 0, end = 0;
   ScoreLayout(size_t num_rows, size_t max_top) : rows(num_rows), top(max_top) {
     rank = align8(rows * sizeof(kc::ScoreRow));
     logprob = rank + rows * sizeof(int64_t);
@@ -36,6 +36,11 @@ void ResultTransfer::enqueue_direct(const float* logits, int64_t num_rows, int64
                                     const std::vector<int64_t>& host_rows, const std::vector<int64_t>& sample_rows,
                                     const std::vector<sampling::DeviceSamplingRow>& sampling, size_t num_scored,
                                     int32_t max_scored_top_n, cudaStream_t stream) {
+  if (in_flight_) (void)cudaStreamSynchronize(stream);  // its error, if any, was the previous forward's to report
+  in_flight_ = true;
+  for (const std::vector<int64_t>* rows : {&host_rows, &sample_rows}) {
+    for (int64_t row : *rows) FATHOM_CHECK(row >= 0 && row < num_rows, "CUDA backend: logits row " << row << " of " << num_rows);
+  }
   vocab_ = vocab;
   num_host_ = host_rows.size();
   sample_rows_ = sample_rows;
@@ -51,7 +56,7 @@ void ResultTransfer::enqueue_direct(const float* logits, int64_t num_rows, int64
                                       static_cast<size_t>(run * vocab) * sizeof(float), cudaMemcpyDeviceToHost, stream));
     i += run;
   }
-  sampled_tokens_device_ = nullptr;
+  int32_t* sampled_tokens_device = nullptr;  // [sample_extent_] once sampled
   if (!sample_rows.empty()) {
     // Rows [0, sample_extent_) are sampled (rows not asked for greedily, a few microseconds): contiguous rows.
     const size_t rows = static_cast<size_t>(sample_extent_);
@@ -87,11 +92,11 @@ void ResultTransfer::enqueue_direct(const float* logits, int64_t num_rows, int64
     params.top_p = params.temperature + rows;
     params.min_p = params.top_p + rows;
     params.top_k = reinterpret_cast<const int32_t*>(params.min_p + rows);
-    sampled_tokens_device_ = sampled_tokens_.ensure(rows, stream);
+    sampled_tokens_device = sampled_tokens_.ensure(rows, stream);
     float* logprobs = sampled_logprobs_.ensure(rows, stream);
-    kc::sample_tokens(logits, sample_extent_, vocab, params, sampled_tokens_device_, logprobs, stream);
+    kc::sample_tokens(logits, sample_extent_, vocab, params, sampled_tokens_device, logprobs, stream);
     // The parameter upload above read `host` asynchronously; the results reuse it only after the kernel ran.
-    FATHOM_CUDA_CHECK(cudaMemcpyAsync(host, sampled_tokens_device_, rows * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
+    FATHOM_CUDA_CHECK(cudaMemcpyAsync(host, sampled_tokens_device, rows * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
     FATHOM_CUDA_CHECK(cudaMemcpyAsync(host + rows * sizeof(int32_t), logprobs, rows * sizeof(float),
                                       cudaMemcpyDeviceToHost, stream));
   }
@@ -108,18 +113,19 @@ void ResultTransfer::enqueue_direct(const float* logits, int64_t num_rows, int64
   num_sampled_scores_ = sampled_requests.size();
   num_requests_ = num_sampled_scores_ + num_scored;
   requests_enqueued_ = 0;
+  scores_pinned_ = scores_device_ = nullptr;
   if (num_requests_ == 0) return;
   const ScoreLayout layout(num_requests_, static_cast<size_t>(max_top_));
-  host_scores_.ensure(layout.end);
-  score_buffer_.ensure(layout.end, stream);
+  scores_pinned_ = host_scores_.ensure(layout.end);
+  scores_device_ = score_buffer_.ensure(layout.end, stream);
   if (!sampled_requests.empty()) {
-    uint8_t* pinned = host_scores_.ensure(layout.end);
-    uint8_t* device = score_buffer_.ensure(layout.end, stream);
+    uint8_t* pinned = scores_pinned_;
+    uint8_t* device = scores_device_;
     std::copy(sampled_requests.begin(), sampled_requests.end(), reinterpret_cast<kc::ScoreRow*>(pinned));
     const size_t bytes = sampled_requests.size() * sizeof(kc::ScoreRow);
     FATHOM_CUDA_CHECK(cudaMemcpyAsync(device, pinned, bytes, cudaMemcpyHostToDevice, stream));
     kc::score_tokens(logits, vocab, reinterpret_cast<const kc::ScoreRow*>(device),
-                     static_cast<int64_t>(sampled_requests.size()), sampled_tokens_device_, max_top_,
+                     static_cast<int64_t>(sampled_requests.size()), sampled_tokens_device, max_top_,
                      layout.outputs(device, 0), stream);
     requests_enqueued_ = sampled_requests.size();
   }
@@ -133,8 +139,8 @@ void ResultTransfer::enqueue_scored(const float* logits, std::span<const samplin
                "CUDA backend: scored rows [" << first << ", " << first + rows.size() << ") out of order or beyond the "
                                              << num_requests_ - num_sampled_scores_ << " planned");
   const ScoreLayout layout(num_requests_, static_cast<size_t>(max_top_));
-  uint8_t* pinned = host_scores_.ensure(layout.end);
-  uint8_t* device = score_buffer_.ensure(layout.end, stream);
+  uint8_t* pinned = scores_pinned_;
+  uint8_t* device = scores_device_;
   kc::ScoreRow* requests = reinterpret_cast<kc::ScoreRow*>(pinned) + begin;  // this pass's own slice: never reused
   for (size_t i = 0; i < rows.size(); ++i) {
     requests[i] = {static_cast<int32_t>(rows[i].row), rows[i].target, rows[i].top_n};
@@ -151,13 +157,13 @@ ForwardResult ResultTransfer::finish(cudaStream_t stream) {
   FATHOM_CHECK(requests_enqueued_ == num_requests_,
                "CUDA backend: " << requests_enqueued_ << " of " << num_requests_ << " scorings enqueued");
   const ScoreLayout layout(num_requests_, static_cast<size_t>(max_top_));
-  uint8_t* pinned_scores = nullptr;
+  uint8_t* pinned_scores = scores_pinned_;
   if (num_requests_ > 0) {
-    pinned_scores = host_scores_.ensure(layout.end);
-    FATHOM_CUDA_CHECK(cudaMemcpyAsync(pinned_scores + layout.rank, score_buffer_.ensure(layout.end, stream) + layout.rank,
-                                      layout.end - layout.rank, cudaMemcpyDeviceToHost, stream));
+    FATHOM_CUDA_CHECK(cudaMemcpyAsync(pinned_scores + layout.rank, scores_device_ + layout.rank, layout.end - layout.rank,
+                                      cudaMemcpyDeviceToHost, stream));
   }
   FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  in_flight_ = false;
   ForwardResult result;
   const float* pinned_logits = host_logits_.ensure(1);
   result.logits.assign(pinned_logits, pinned_logits + num_host_ * static_cast<size_t>(vocab_));

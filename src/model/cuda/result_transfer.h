@@ -21,7 +21,8 @@ class ResultTransfer {
   // Enqueues the copy of `host_rows` and the sampling of `sample_rows` (rows of `logits` [num_rows, vocab]; the
   // sampler runs over rows [0, last sampled row]) and the scoring of the sampled rows with top_logprobs; sizes the
   // score buffers for them and `num_scored` more rows of at most `max_scored_top_n` alternatives. Rows are checked
-  // by the caller (CudaModelImpl::check_row_requests).
+  // by the caller (CudaModelImpl::check_row_requests). A previous forward that threw before finish() is waited for
+  // first: its copies may still target the pinned buffers.
   void enqueue_direct(const float* logits, int64_t num_rows, int64_t vocab, const std::vector<int64_t>& host_rows,
                       const std::vector<int64_t>& sample_rows, const std::vector<sampling::DeviceSamplingRow>& sampling,
                       size_t num_scored, int32_t max_scored_top_n, cudaStream_t stream);
@@ -40,7 +41,9 @@ class ResultTransfer {
   std::vector<size_t> sample_of_request_;
   size_t num_requests_ = 0, requests_enqueued_ = 0;
   int32_t max_top_ = 0;
-  int32_t* sampled_tokens_device_ = nullptr;  // null when nothing was sampled
+  bool in_flight_ = false;  // enqueue_direct ran and finish() has not synchronized yet
+  uint8_t* scores_device_ = nullptr;  // the score buffers as sized by enqueue_direct (never grown after it)
+  uint8_t* scores_pinned_ = nullptr;
 
   PinnedHostBuffer<float> host_logits_;  // [host rows, vocab]
   // Device sampling: per-row parameters packed [seed u64, step u64, temperature f32, top_p f32, min_p f32, top_k i32]

@@ -353,7 +353,8 @@ TEST_P(CudaGoldenFixture, DeviceScoringMatchesHostLogits) {
   ASSERT_EQ(scored.sample_scores.size(), 1u);
   expect_scores_match(scored.sample_scores[0].second, prefill_host.data() + (count - 1) * vocab, vocab, scored.tokens[0],
                       2, "prefill sampled row");
-  // More scored rows than one pass of logits holds (kScoredRowsPerPass, 512), beside a host row.
+  // More scored rows than one pass of logits holds (kScoredRowsPerPass, 512), beside a host row and a sampled row
+  // with more alternatives than any scored row (the scores' stride), before any forward grew the logits past a pass.
   std::mt19937 rng(3);
   std::vector<int32_t> long_ids(1100);
   for (int32_t& id : long_ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
@@ -362,23 +363,28 @@ TEST_P(CudaGoldenFixture, DeviceScoringMatchesHostLogits) {
   long_prefill.add_sequence(long_ids, 0, long_slots.data());
   long_prefill.attention_form = AttentionForm::kExpanded;
   const int64_t long_count = static_cast<int64_t>(long_ids.size());
-  std::vector<int64_t> long_rows(static_cast<size_t>(long_count));
-  std::iota(long_rows.begin(), long_rows.end(), 0);
-  const std::vector<float> long_host = model.forward(long_prefill, long_rows);  // [long_count, V]
   std::vector<sampling::DeviceScoredRow> long_scored;
   for (int64_t r = 0; r + 1 < long_count; ++r) {
     long_scored.push_back({r, long_ids[static_cast<size_t>(r + 1)], static_cast<int32_t>(r % 3)});
   }
-  const cuda::ForwardResult passes = model.forward(long_prefill, {long_count - 1}, {}, {}, long_scored);
+  sampling::DeviceSamplingRow five;
+  five.top_logprobs = 5;
+  const cuda::ForwardResult passes = model.forward(long_prefill, {long_count - 2}, {long_count - 1}, {five}, long_scored);
+  std::vector<int64_t> long_rows(static_cast<size_t>(long_count));
+  std::iota(long_rows.begin(), long_rows.end(), 0);
+  const std::vector<float> long_host = model.forward(long_prefill, long_rows);  // [long_count, V]
   ASSERT_EQ(passes.scored.size(), long_scored.size());
   ASSERT_EQ(passes.logits.size(), static_cast<size_t>(vocab));
   for (int64_t v = 0; v < vocab; ++v) {
-    ASSERT_NEAR(passes.logits[static_cast<size_t>(v)], long_host[static_cast<size_t>((long_count - 1) * vocab + v)], 1e-2);
+    ASSERT_NEAR(passes.logits[static_cast<size_t>(v)], long_host[static_cast<size_t>((long_count - 2) * vocab + v)], 1e-2);
   }
   for (size_t r = 0; r < long_scored.size(); ++r) {
     expect_scores_match(passes.scored[r], long_host.data() + static_cast<int64_t>(r) * vocab, vocab, long_scored[r].target,
                         long_scored[r].top_n, "long prefill row " + std::to_string(r));
   }
+  ASSERT_EQ(passes.sample_scores.size(), 1u);
+  expect_scores_match(passes.sample_scores[0].second, long_host.data() + (long_count - 1) * vocab, vocab,
+                      passes.tokens.at(0), 5, "long prefill sampled row");
   EXPECT_THROW(model.forward(prefill, {}, {}, {}, {{count, 1, 0}}), Error);             // a row past the batch
   EXPECT_THROW(model.forward(prefill, {}, {}, {}, {{0, static_cast<int32_t>(vocab), 0}}), Error);  // a token past V
 }
