@@ -14,16 +14,18 @@ void CudaModelImpl::check_row_requests(int64_t num_rows, const std::vector<int64
                                        const std::vector<sampling::DeviceSamplingRow>& sampling,
                                        const std::vector<sampling::DeviceScoredRow>& scored_rows) const {
   const int64_t vocab = config_.vocab_size;
-  FATHOM_CHECK(sampling.size() == sample_rows.size(),
-               "CUDA backend: " << sample_rows.size() << " sampled rows with " << sampling.size() << " sampling entries");
+  FATHOM_CHECK(sampling.size() == sample_rows.size(), "CUDA backend: " << sample_rows.size() << " sampled rows with "
+                                                                       << sampling.size() << " sampling entries");
   for (size_t i = 0; i < sample_rows.size(); ++i) {
     FATHOM_CHECK(sample_rows[i] >= 0 && sample_rows[i] < num_rows,
                  "CUDA backend: sampled row " << sample_rows[i] << " of " << num_rows);
-    FATHOM_CHECK(sampling[i].top_logprobs >= 0 && sampling[i].top_logprobs <= kc::kMaxScoreTopN,
-                 "CUDA backend: " << sampling[i].top_logprobs << " top_logprobs asked for, at most " << kc::kMaxScoreTopN);
+    FATHOM_CHECK(
+        sampling[i].top_logprobs >= 0 && sampling[i].top_logprobs <= kc::kMaxScoreTopN,
+        "CUDA backend: " << sampling[i].top_logprobs << " top_logprobs asked for, at most " << kc::kMaxScoreTopN);
   }
   for (const sampling::DeviceScoredRow& scored : scored_rows) {
-    FATHOM_CHECK(scored.row >= 0 && scored.row < num_rows, "CUDA backend: scored row " << scored.row << " of " << num_rows);
+    FATHOM_CHECK(scored.row >= 0 && scored.row < num_rows,
+                 "CUDA backend: scored row " << scored.row << " of " << num_rows);
     FATHOM_CHECK(scored.target >= 0 && scored.target < vocab,
                  "CUDA backend: scored token " << scored.target << " outside the vocabulary [0, " << vocab << ")");
     FATHOM_CHECK(scored.top_n >= 0 && scored.top_n <= kc::kMaxScoreTopN,
@@ -98,7 +100,8 @@ ForwardResult CudaModelImpl::results_for_rows(int64_t n, const std::vector<int64
   return results_.finish(stream_);
 }
 
-ForwardResult CudaModelImpl::collect_results(const float* logits, int64_t num_rows, const std::vector<int64_t>& host_rows,
+ForwardResult CudaModelImpl::collect_results(const float* logits, int64_t num_rows,
+                                             const std::vector<int64_t>& host_rows,
                                              const std::vector<int64_t>& sample_rows,
                                              const std::vector<sampling::DeviceSamplingRow>& sampling,
                                              const std::vector<sampling::DeviceScoredRow>& scored_rows) {

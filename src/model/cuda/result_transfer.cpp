@@ -39,7 +39,8 @@ void ResultTransfer::enqueue_direct(const float* logits, int64_t num_rows, int64
   if (in_flight_) (void)cudaStreamSynchronize(stream);  // its error, if any, was the previous forward's to report
   in_flight_ = true;
   for (const std::vector<int64_t>* rows : {&host_rows, &sample_rows}) {
-    for (int64_t row : *rows) FATHOM_CHECK(row >= 0 && row < num_rows, "CUDA backend: logits row " << row << " of " << num_rows);
+    for (int64_t row : *rows)
+      FATHOM_CHECK(row >= 0 && row < num_rows, "CUDA backend: logits row " << row << " of " << num_rows);
   }
   vocab_ = vocab;
   num_host_ = host_rows.size();
@@ -51,9 +52,11 @@ void ResultTransfer::enqueue_direct(const float* logits, int64_t num_rows, int64
   // Consecutive rows go back in one copy.
   for (int64_t i = 0; i < num_host;) {
     int64_t run = 1;
-    while (i + run < num_host && host_rows[static_cast<size_t>(i + run)] == host_rows[static_cast<size_t>(i)] + run) ++run;
+    while (i + run < num_host && host_rows[static_cast<size_t>(i + run)] == host_rows[static_cast<size_t>(i)] + run)
+      ++run;
     FATHOM_CUDA_CHECK(cudaMemcpyAsync(pinned_logits + i * vocab, logits + host_rows[static_cast<size_t>(i)] * vocab,
-                                      static_cast<size_t>(run * vocab) * sizeof(float), cudaMemcpyDeviceToHost, stream));
+                                      static_cast<size_t>(run * vocab) * sizeof(float), cudaMemcpyDeviceToHost,
+                                      stream));
     i += run;
   }
   int32_t* sampled_tokens_device = nullptr;  // [sample_extent_] once sampled
@@ -96,9 +99,10 @@ void ResultTransfer::enqueue_direct(const float* logits, int64_t num_rows, int64
     float* logprobs = sampled_logprobs_.ensure(rows, stream);
     kc::sample_tokens(logits, sample_extent_, vocab, params, sampled_tokens_device, logprobs, stream);
     // The parameter upload above read `host` asynchronously; the results reuse it only after the kernel ran.
-    FATHOM_CUDA_CHECK(cudaMemcpyAsync(host, sampled_tokens_device, rows * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
-    FATHOM_CUDA_CHECK(cudaMemcpyAsync(host + rows * sizeof(int32_t), logprobs, rows * sizeof(float),
-                                      cudaMemcpyDeviceToHost, stream));
+    FATHOM_CUDA_CHECK(
+        cudaMemcpyAsync(host, sampled_tokens_device, rows * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
+    FATHOM_CUDA_CHECK(
+        cudaMemcpyAsync(host + rows * sizeof(int32_t), logprobs, rows * sizeof(float), cudaMemcpyDeviceToHost, stream));
   }
   // Scoring: the sampled rows that want alternatives (their drawn token) first, then the scored rows (later calls).
   std::vector<kc::ScoreRow> sampled_requests;
@@ -106,7 +110,8 @@ void ResultTransfer::enqueue_direct(const float* logits, int64_t num_rows, int64
   max_top_ = max_scored_top_n;
   for (size_t i = 0; i < sampling.size(); ++i) {
     if (sampling[i].top_logprobs <= 0) continue;
-    sampled_requests.push_back({static_cast<int32_t>(sample_rows[i]), kc::kScoreSampledToken, sampling[i].top_logprobs});
+    sampled_requests.push_back(
+        {static_cast<int32_t>(sample_rows[i]), kc::kScoreSampledToken, sampling[i].top_logprobs});
     sample_of_request_.push_back(i);
     max_top_ = std::max(max_top_, sampling[i].top_logprobs);
   }
@@ -146,8 +151,8 @@ void ResultTransfer::enqueue_scored(const float* logits, std::span<const samplin
     requests[i] = {static_cast<int32_t>(rows[i].row), rows[i].target, rows[i].top_n};
   }
   kc::ScoreRow* device_requests = reinterpret_cast<kc::ScoreRow*>(device) + begin;
-  FATHOM_CUDA_CHECK(cudaMemcpyAsync(device_requests, requests, rows.size() * sizeof(kc::ScoreRow),
-                                    cudaMemcpyHostToDevice, stream));
+  FATHOM_CUDA_CHECK(
+      cudaMemcpyAsync(device_requests, requests, rows.size() * sizeof(kc::ScoreRow), cudaMemcpyHostToDevice, stream));
   kc::score_tokens(logits, vocab_, device_requests, static_cast<int64_t>(rows.size()), nullptr, max_top_,
                    layout.outputs(device, begin), stream);
   requests_enqueued_ += rows.size();
@@ -159,8 +164,8 @@ ForwardResult ResultTransfer::finish(cudaStream_t stream) {
   const ScoreLayout layout(num_requests_, static_cast<size_t>(max_top_));
   uint8_t* pinned_scores = scores_pinned_;
   if (num_requests_ > 0) {
-    FATHOM_CUDA_CHECK(cudaMemcpyAsync(pinned_scores + layout.rank, scores_device_ + layout.rank, layout.end - layout.rank,
-                                      cudaMemcpyDeviceToHost, stream));
+    FATHOM_CUDA_CHECK(cudaMemcpyAsync(pinned_scores + layout.rank, scores_device_ + layout.rank,
+                                      layout.end - layout.rank, cudaMemcpyDeviceToHost, stream));
   }
   FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
   in_flight_ = false;
@@ -170,7 +175,8 @@ ForwardResult ResultTransfer::finish(cudaStream_t stream) {
   if (!sample_rows_.empty()) {
     const uint8_t* pinned_samples = host_sampling_.ensure(1);
     const int32_t* sampled = reinterpret_cast<const int32_t*>(pinned_samples);
-    const float* logprobs = reinterpret_cast<const float*>(pinned_samples + static_cast<size_t>(sample_extent_) * sizeof(int32_t));
+    const float* logprobs =
+        reinterpret_cast<const float*>(pinned_samples + static_cast<size_t>(sample_extent_) * sizeof(int32_t));
     for (int64_t row : sample_rows_) {
       result.tokens.push_back(sampled[row]);
       result.logprobs.push_back(logprobs[row]);
@@ -187,8 +193,10 @@ ForwardResult ResultTransfer::finish(cudaStream_t stream) {
     const int32_t* ids = reinterpret_cast<const int32_t*>(pinned_scores + layout.top_ids) + r * layout.top;
     const float* values = reinterpret_cast<const float*>(pinned_scores + layout.top_logprobs) + r * layout.top;
     for (int64_t k = 0; k < keep; ++k) token.top.emplace_back(ids[k], values[k]);
-    if (sampled) result.sample_scores.emplace_back(sample_of_request_[r], std::move(token));
-    else result.scored.push_back(std::move(token));
+    if (sampled)
+      result.sample_scores.emplace_back(sample_of_request_[r], std::move(token));
+    else
+      result.scored.push_back(std::move(token));
   }
   return result;
 }

@@ -36,12 +36,12 @@ class ResultTransfer {
   int64_t vocab_ = 0;
   size_t num_host_ = 0;
   std::vector<int64_t> sample_rows_;
-  int64_t sample_extent_ = 0;          // rows [0, sample_extent_) were sampled
-  size_t num_sampled_scores_ = 0;      // requests [0, this): sampled rows with alternatives
+  int64_t sample_extent_ = 0;      // rows [0, sample_extent_) were sampled
+  size_t num_sampled_scores_ = 0;  // requests [0, this): sampled rows with alternatives
   std::vector<size_t> sample_of_request_;
   size_t num_requests_ = 0, requests_enqueued_ = 0;
   int32_t max_top_ = 0;
-  bool in_flight_ = false;  // enqueue_direct ran and finish() has not synchronized yet
+  bool in_flight_ = false;            // enqueue_direct ran and finish() has not synchronized yet
   uint8_t* scores_device_ = nullptr;  // the score buffers as sized by enqueue_direct (never grown after it)
   uint8_t* scores_pinned_ = nullptr;
 

@@ -17,8 +17,8 @@ namespace {
 struct Scored {
   std::vector<float> logprob;
   std::vector<int64_t> rank;
-  std::vector<int32_t> top_ids;       // [rows, max_top_n]
-  std::vector<float> top_logprobs;    // [rows, max_top_n]
+  std::vector<int32_t> top_ids;     // [rows, max_top_n]
+  std::vector<float> top_logprobs;  // [rows, max_top_n]
 };
 
 Scored run_scoring(const std::vector<float>& logits, int64_t vocab, const std::vector<ScoreRow>& rows,
@@ -52,14 +52,18 @@ void expect_matches_host(const std::vector<float>& logits, int64_t vocab, const 
     const float* row = logits.data() + static_cast<int64_t>(rows[i].logits_row) * vocab;
     const sampling::SampledToken want = host_score(row, vocab, targets[i], rows[i].top_n);
     EXPECT_EQ(got.rank[i], want.rank) << "row " << i << " vocab " << vocab;
-    if (std::isinf(want.logprob)) EXPECT_EQ(got.logprob[i], want.logprob) << i;
-    else EXPECT_NEAR(got.logprob[i], want.logprob, tolerance) << "row " << i << " vocab " << vocab;
+    if (std::isinf(want.logprob))
+      EXPECT_EQ(got.logprob[i], want.logprob) << i;
+    else
+      EXPECT_NEAR(got.logprob[i], want.logprob, tolerance) << "row " << i << " vocab " << vocab;
     ASSERT_EQ(want.top.size(), static_cast<size_t>(std::min<int64_t>(rows[i].top_n, vocab)));
     for (size_t k = 0; k < want.top.size(); ++k) {
       const size_t at = i * static_cast<size_t>(max_top_n) + k;
       ASSERT_EQ(got.top_ids[at], want.top[k].first) << "row " << i << " entry " << k << " vocab " << vocab;
-      if (std::isinf(want.top[k].second)) EXPECT_EQ(got.top_logprobs[at], want.top[k].second);
-      else EXPECT_NEAR(got.top_logprobs[at], want.top[k].second, tolerance) << "row " << i << " entry " << k;
+      if (std::isinf(want.top[k].second))
+        EXPECT_EQ(got.top_logprobs[at], want.top[k].second);
+      else
+        EXPECT_NEAR(got.top_logprobs[at], want.top[k].second, tolerance) << "row " << i << " entry " << k;
     }
   }
 }
@@ -107,8 +111,8 @@ TEST(CudaScoreTokens, TiesNanAndMinusInfinityFollowTheHostOrder) {
   sparse[70000] = 2.0f;
   sparse[3] = 1.0f;
   logits.insert(logits.end(), sparse.begin(), sparse.end());
-  const std::vector<ScoreRow> rows = {{0, 17, 20}, {0, 129279, 64}, {1, 5000, 20}, {2, 129277, 20}, {2, 97, 8},
-                                      {2, 5, 3},   {3, 3, 5},       {3, 4, 5}};
+  const std::vector<ScoreRow> rows = {{0, 17, 20}, {0, 129279, 64}, {1, 5000, 20}, {2, 129277, 20},
+                                      {2, 97, 8},  {2, 5, 3},       {3, 3, 5},     {3, 4, 5}};
   std::vector<int32_t> targets;
   for (const ScoreRow& row : rows) targets.push_back(row.target);
   const Scored got = run_scoring(logits, vocab, rows, kMaxScoreTopN);

@@ -44,11 +44,11 @@ __device__ __forceinline__ Candidate best_after(const RowSlice& s, const Candida
 
 struct SharedState {
   RowSoftmaxStats partials[32];
-  RowSoftmaxStats block_stats;        // read by the cluster's other blocks
+  RowSoftmaxStats block_stats;  // read by the cluster's other blocks
   Candidate warp_candidates[kWarps];
-  Candidate block_top[kMaxScoreTopN]; // this block's slice's top list; read by block 0
+  Candidate block_top[kMaxScoreTopN];  // this block's slice's top list; read by block 0
   unsigned warp_counts[kWarps];
-  unsigned long long block_count;     // logits of this slice above the target's; read by block 0
+  unsigned long long block_count;  // logits of this slice above the target's; read by block 0
 };
 
 // One cluster of kClusterBlocks blocks per scored row: the row's stats and the target's count over the cluster, each
@@ -130,11 +130,13 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kRowThr
 
 void score_tokens(const float* logits, int64_t vocab, const ScoreRow* rows, int64_t num_scored,
                   const int32_t* sampled_tokens, int32_t max_top_n, const ScoreOutputs& out, cudaStream_t stream) {
-  FATHOM_CHECK(num_scored >= 0 && num_scored * kClusterBlocks < (int64_t{1} << 31), "score_tokens: " << num_scored << " rows");
-  FATHOM_CHECK(vocab > 0 && vocab < kNoToken && row_elements_per_thread(vocab) <= kMaxElementsPerThread,
-               "score_tokens: vocab " << vocab << " above " << int64_t{kClusterBlocks} * kRowThreads * kMaxElementsPerThread);
-  FATHOM_CHECK(max_top_n >= 0 && max_top_n <= kMaxScoreTopN, "score_tokens: max_top_n " << max_top_n << " outside [0, "
-                                                                                          << kMaxScoreTopN << "]");
+  FATHOM_CHECK(num_scored >= 0 && num_scored * kClusterBlocks < (int64_t{1} << 31),
+               "score_tokens: " << num_scored << " rows");
+  FATHOM_CHECK(
+      vocab > 0 && vocab < kNoToken && row_elements_per_thread(vocab) <= kMaxElementsPerThread,
+      "score_tokens: vocab " << vocab << " above " << int64_t{kClusterBlocks} * kRowThreads * kMaxElementsPerThread);
+  FATHOM_CHECK(max_top_n >= 0 && max_top_n <= kMaxScoreTopN,
+               "score_tokens: max_top_n " << max_top_n << " outside [0, " << kMaxScoreTopN << "]");
   FATHOM_CHECK(out.logprob && out.rank && (max_top_n == 0 || (out.top_ids && out.top_logprobs)),
                "score_tokens: missing outputs");
   if (num_scored == 0) return;

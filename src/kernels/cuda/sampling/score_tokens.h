@@ -12,7 +12,7 @@
 
 namespace fathom::kernels::cuda {
 
-constexpr int32_t kMaxScoreTopN = 64;     // most alternatives per scored row
+constexpr int32_t kMaxScoreTopN = 64;       // most alternatives per scored row
 constexpr int32_t kScoreSampledToken = -1;  // ScoreRow::target: the token sample_tokens wrote for that logits row
 
 struct ScoreRow {
