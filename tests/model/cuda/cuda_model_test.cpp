@@ -217,6 +217,19 @@ double log_softmax_at(const float* logits, int64_t vocab, int32_t token) {
 // Device sampling (the serving path): greedy rows give the argmax of the logits the host would have received, the
 // log-probability is log_softmax(logits)[token], seeded rows draw the same token alone or batched, in graph replays
 // and in eager forwards, and rows sampled on the host and on the device can be mixed in one forward.
+// The fixture's first three golden sequences (fewer if it has fewer), prefilled at slots from s * 512 with 8 slots
+// each to grow into (`slots`).
+std::vector<GoldenSequence> prefill_three_goldens(cuda::CudaDeepseekV3Model& model, const std::string& fixture,
+                                                  std::vector<std::vector<int32_t>>& slots) {
+  std::vector<GoldenSequence> goldens = read_golden(fixture);
+  goldens.resize(std::min<size_t>(goldens.size(), 3));
+  for (size_t s = 0; s < goldens.size(); ++s) {
+    slots.push_back(iota_slots(static_cast<int64_t>(goldens[s].ids.size()) + 8, static_cast<int32_t>(s * 512)));
+    prefill_logits(model, goldens[s].ids, slots.back(), 0);
+  }
+  return goldens;
+}
+
 TEST_P(CudaGoldenFixture, DeviceSamplingMatchesHostLogits) {
   REQUIRE_GPU();
   LoadedModel loaded = load_fixture(GetParam());
@@ -224,14 +237,9 @@ TEST_P(CudaGoldenFixture, DeviceSamplingMatchesHostLogits) {
   options.cuda_graph_batch_sizes = {1, 4};
   cuda::CudaDeepseekV3Model model(loaded.config, loaded.weights, options);
   const int64_t vocab = loaded.config.vocab_size;
-  std::vector<GoldenSequence> goldens = read_golden(GetParam());
-  goldens.resize(std::min<size_t>(goldens.size(), 3));
-  ASSERT_EQ(goldens.size(), 3u);
   std::vector<std::vector<int32_t>> slots;
-  for (size_t s = 0; s < goldens.size(); ++s) {
-    slots.push_back(iota_slots(static_cast<int64_t>(goldens[s].ids.size()) + 8, static_cast<int32_t>(s * 512)));
-    prefill_logits(model, goldens[s].ids, slots.back(), 0);
-  }
+  const std::vector<GoldenSequence> goldens = prefill_three_goldens(model, GetParam(), slots);
+  ASSERT_EQ(goldens.size(), 3u);
   auto decode_batch = [&](const std::vector<size_t>& members) {
     ForwardBatch batch;
     for (size_t s : members) batch.add_sequence({goldens[s].ids.back()}, static_cast<int64_t>(goldens[s].ids.size()), slots[s].data());
@@ -303,14 +311,9 @@ TEST_P(CudaGoldenFixture, DeviceScoringMatchesHostLogits) {
   options.max_context_tokens = 2048;  // the long prefill below, past some fixtures' max_position_embeddings
   cuda::CudaDeepseekV3Model model(loaded.config, loaded.weights, options);
   const int64_t vocab = loaded.config.vocab_size;
-  std::vector<GoldenSequence> goldens = read_golden(GetParam());
-  goldens.resize(std::min<size_t>(goldens.size(), 3));
-  ASSERT_EQ(goldens.size(), 3u);
   std::vector<std::vector<int32_t>> slots;
-  for (size_t s = 0; s < goldens.size(); ++s) {
-    slots.push_back(iota_slots(static_cast<int64_t>(goldens[s].ids.size()) + 8, static_cast<int32_t>(s * 512)));
-    prefill_logits(model, goldens[s].ids, slots.back(), 0);
-  }
+  const std::vector<GoldenSequence> goldens = prefill_three_goldens(model, GetParam(), slots);
+  ASSERT_EQ(goldens.size(), 3u);
   ForwardBatch decode;
   for (size_t s = 0; s < 3; ++s) {
     decode.add_sequence({goldens[s].ids.back()}, static_cast<int64_t>(goldens[s].ids.size()), slots[s].data());
