@@ -301,8 +301,9 @@ int run_serve(const Args& raw_args) {
     while (loading) {
       const int signal_number = sigtimedwait(&stop_signals, nullptr, &poll_interval);
       if (signal_number > 0) {
-        std::fprintf(stderr, "fathom serve: %s received while loading: exiting\n",
-                     signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+        // Stamped like the log, whatever --log-level says (the process is about to end).
+        const std::string name = signal_number == SIGTERM ? "SIGTERM" : "SIGINT";
+        Logger(LogLevel::kDebug, stderr).info("fathom serve: " + name + " received while loading: exiting");
         std::fflush(stderr);
         // Die by the signal itself (its default action), so that systemd counts a clean stop and a calling shell
         // sees the interrupt; the exit status is only the fallback.
@@ -328,9 +329,11 @@ int run_serve(const Args& raw_args) {
   load_watcher.join();
   server::ApiServer api_server(server_config, *engine, codec);
   api_server.start();
-  std::printf("fathom serve: listening on %s (model '%s', context %lld tokens, KV pool %lld tokens)\n", api_server.url().c_str(),
-              server_config.served_model_name.c_str(), static_cast<long long>(engine->max_context_tokens()),
-              static_cast<long long>(engine->stats().kv_total_tokens));
+  // On stdout, stamped like the log and whatever --log-level says: scripts wait for this line.
+  Logger(LogLevel::kDebug, stdout).info("fathom serve: listening on " + api_server.url() + " (model '" +
+                                        server_config.served_model_name + "', context " +
+                                        std::to_string(engine->max_context_tokens()) + " tokens, KV pool " +
+                                        std::to_string(engine->stats().kv_total_tokens) + " tokens)");
   std::fflush(stdout);
   std::optional<server::EngineStatsLog> stats_log;
   if (stats_interval_s > 0 && logger->enabled(LogLevel::kInfo)) {
