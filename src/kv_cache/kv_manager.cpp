@@ -41,16 +41,23 @@ bool KvManager::reserve(SequenceKv& seq, int64_t num_positions) {
   return true;
 }
 
-void KvManager::commit(std::span<const int32_t> tokens, SequenceKv& seq) {
+std::vector<TokenScore> KvManager::cached_scores(std::span<const int32_t> tokens, size_t begin, int32_t min_top_n) const {
+  return radix_ ? radix_->cached_scores(tokens, begin, min_top_n) : std::vector<TokenScore>{};
+}
+
+void KvManager::commit(std::span<const int32_t> tokens, SequenceKv& seq, std::span<const std::optional<TokenScore>> scores) {
   if (!radix_) return;
   FATHOM_CHECK(static_cast<int64_t>(tokens.size()) <= seq.reserved_positions(),
                "KV manager: committing " << tokens.size() << " tokens of a sequence with " << seq.reserved_positions()
                                          << " reserved positions");
+  FATHOM_CHECK(scores.empty() || scores.size() == tokens.size(),
+               "KV manager: committing " << tokens.size() << " tokens with " << scores.size() << " scores");
   const int64_t aligned = static_cast<int64_t>(tokens.size()) / page_size() * page_size();
   if (aligned <= seq.cached_len) return;
   tokens = tokens.first(static_cast<size_t>(aligned));
+  if (!scores.empty()) scores = scores.first(static_cast<size_t>(aligned));
   const std::span<const int32_t> slots(seq.slots.data(), static_cast<size_t>(aligned));
-  const int64_t already_cached = radix_->insert(tokens, slots);
+  const int64_t already_cached = radix_->insert(tokens, slots, scores);
   FATHOM_CHECK(already_cached >= seq.cached_len, "KV manager: the cache lost a locked prefix (" << already_cached << " < "
                                                                                               << seq.cached_len << ")");
   // Our slots for tokens someone else cached first are duplicates: free them and use the tree's.
@@ -68,8 +75,9 @@ void KvManager::commit(std::span<const int32_t> tokens, SequenceKv& seq) {
   seq.locked_node = match.node;
 }
 
-void KvManager::release(std::span<const int32_t> tokens, SequenceKv& seq, bool cache_tokens) {
-  if (cache_tokens) commit(tokens, seq);
+void KvManager::release(std::span<const int32_t> tokens, SequenceKv& seq, bool cache_tokens,
+                        std::span<const std::optional<TokenScore>> scores) {
+  if (cache_tokens) commit(tokens, seq, scores);
   const int64_t owned = seq.owned_slots();
   if (owned > 0) pool_.free(std::span<const int32_t>(seq.slots.data() + seq.cached_len, static_cast<size_t>(owned)));
   owned_slots_ -= owned;

@@ -55,12 +55,16 @@ class KvManager {
   // cache entries as needed; false with no change when not enough can be freed.
   bool reserve(SequenceKv& seq, int64_t num_positions);
   // Single-threaded; publishes the page-aligned prefix of `tokens` (their KV must be written, tokens.size() <=
-  // reserved positions) in the prefix cache; the sequence then shares it: its duplicate slots are freed and its
-  // lock moves to the new deepest node. No-op when disabled.
-  void commit(std::span<const int32_t> tokens, SequenceKv& seq);
-  // Single-threaded; ends the sequence: commits `tokens` first when cache_tokens, then frees its own pages and
-  // unlocks its prefix; `seq` becomes empty. Never fails for a sequence this manager set up.
-  void release(std::span<const int32_t> tokens, SequenceKv& seq, bool cache_tokens);
+  // reserved positions) in the prefix cache, with the known `scores` of its tokens (empty or [tokens]); the sequence
+  // then shares it: its duplicate slots are freed and its lock moves to the new deepest node. No-op when disabled.
+  void commit(std::span<const int32_t> tokens, SequenceKv& seq, std::span<const std::optional<TokenScore>> scores = {});
+  // Single-threaded; ends the sequence: commits `tokens` (and `scores`) first when cache_tokens, then frees its own
+  // pages and unlocks its prefix; `seq` becomes empty. Never fails for a sequence this manager set up.
+  void release(std::span<const int32_t> tokens, SequenceKv& seq, bool cache_tokens,
+               std::span<const std::optional<TokenScore>> scores = {});
+  // Read-only; the prompt scores cached for tokens[begin], tokens[begin + 1], ... (RadixCache::cached_scores); none
+  // when disabled.
+  std::vector<TokenScore> cached_scores(std::span<const int32_t> tokens, size_t begin, int32_t min_top_n) const;
 
   // Single-threaded; frees up to num_slots of unlocked cache (LRU); returns the amount freed.
   int64_t evict(int64_t num_slots);

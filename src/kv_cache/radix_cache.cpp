@@ -38,6 +38,11 @@ RadixNode* RadixCache::split(RadixNode* node, size_t length) {
   upper->id = next_node_id_++;
   node->key.erase(node->key.begin(), node->key.begin() + static_cast<std::ptrdiff_t>(length));
   node->slots.erase(node->slots.begin(), node->slots.begin() + static_cast<std::ptrdiff_t>(length));
+  if (!node->scores.empty()) {
+    upper->scores.assign(std::make_move_iterator(node->scores.begin()),
+                         std::make_move_iterator(node->scores.begin() + static_cast<std::ptrdiff_t>(length)));
+    node->scores.erase(node->scores.begin(), node->scores.begin() + static_cast<std::ptrdiff_t>(length));
+  }
   auto entry = parent->children.find(page_key(upper->key, 0));
   std::unique_ptr<RadixNode> lower = std::move(entry->second);
   lower->parent = upper.get();
@@ -89,9 +94,46 @@ int64_t RadixCache::peek_prefix_length(std::span<const int32_t> tokens) const {
   return static_cast<int64_t>(pos);
 }
 
-int64_t RadixCache::insert(std::span<const int32_t> tokens, std::span<const int32_t> slots) {
+namespace {
+
+// Keeps `score` for the token of `node` at `index` unless the node holds one with as many alternatives.
+void keep_score(RadixNode& node, size_t index, const std::optional<TokenScore>& score) {
+  if (!score) return;
+  if (node.scores.empty()) node.scores.resize(node.key.size());
+  std::optional<TokenScore>& kept = node.scores[index];
+  if (!kept || kept->top_n < score->top_n) kept = score;
+}
+
+}  // namespace
+
+std::vector<TokenScore> RadixCache::cached_scores(std::span<const int32_t> tokens, size_t begin, int32_t min_top_n) const {
+  std::vector<TokenScore> result;
+  const RadixNode* node = root_.get();
+  size_t pos = 0;  // tokens[0, pos) are on the path, ending at node's edge end
+  while (pos < tokens.size()) {
+    // Children are filed under their first page: a partial last page of `tokens` cannot be looked up.
+    if (tokens.size() - pos < static_cast<size_t>(page_size_)) break;
+    auto it = node->children.find(page_key(tokens, pos));
+    if (it == node->children.end()) break;
+    const RadixNode& child = *it->second;
+    for (size_t i = 0; i < child.key.size() && pos + i < tokens.size(); ++i) {
+      if (child.key[i] != tokens[pos + i]) return result;
+      if (pos + i < begin) continue;
+      if (child.scores.empty() || !child.scores[i] || child.scores[i]->top_n < min_top_n) return result;
+      result.push_back(*child.scores[i]);
+    }
+    pos += child.key.size();
+    node = &child;
+  }
+  return result;
+}
+
+int64_t RadixCache::insert(std::span<const int32_t> tokens, std::span<const int32_t> slots,
+                           std::span<const std::optional<TokenScore>> scores) {
   FATHOM_CHECK(tokens.size() == slots.size(),
                "radix cache insert: " << tokens.size() << " tokens but " << slots.size() << " slots");
+  FATHOM_CHECK(scores.empty() || scores.size() == tokens.size(),
+               "radix cache insert: " << tokens.size() << " tokens but " << scores.size() << " scores");
   FATHOM_CHECK(static_cast<int64_t>(tokens.size()) % page_size_ == 0,
                "radix cache insert: " << tokens.size() << " tokens are not a whole number of pages of " << page_size_);
   RadixNode* node = root_.get();
@@ -105,6 +147,7 @@ int64_t RadixCache::insert(std::span<const int32_t> tokens, std::span<const int3
       auto leaf = std::make_unique<RadixNode>();
       leaf->key.assign(tokens.begin() + static_cast<std::ptrdiff_t>(pos), tokens.end());
       leaf->slots.assign(slots.begin() + static_cast<std::ptrdiff_t>(pos), slots.end());
+      for (size_t i = pos; i < scores.size(); ++i) keep_score(*leaf, i - pos, scores[i]);
       leaf->parent = node;
       leaf->last_access = now;
       leaf->id = next_node_id_++;
@@ -117,6 +160,7 @@ int64_t RadixCache::insert(std::span<const int32_t> tokens, std::span<const int3
     const size_t same = matched_length(*child, tokens, pos);
     if (same < child->key.size()) child = split(child, same);
     child->last_access = now;
+    for (size_t i = 0; i < same && pos + i < scores.size(); ++i) keep_score(*child, i, scores[pos + i]);
     pos += same;
     node = child;
   }
@@ -222,6 +266,9 @@ void RadixCache::check_consistency() const {
                    "radix cache: node " << child->id << " has " << child->key.size() << " tokens and "
                                         << child->slots.size() << " slots (page size " << page_size_ << ")");
       FATHOM_CHECK(first_page == page_key(child->key, 0), "radix cache: node " << child->id << " is filed under a wrong key");
+      FATHOM_CHECK(child->scores.empty() || child->scores.size() == child->key.size(),
+                   "radix cache: node " << child->id << " has " << child->scores.size() << " scores for "
+                                        << child->key.size() << " tokens");
       FATHOM_CHECK(child->last_access <= node.last_access || &node == root_.get(),
                    "radix cache: node " << child->id << " was used after its parent");
       for (int32_t slot : child->slots) {

@@ -6,16 +6,19 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "kv_cache/kv_slot_pool.h"
+#include "kv_cache/token_score.h"
 
 namespace fathom::kv_cache {
 
 struct RadixNode {
   std::vector<int32_t> key;    // [edge_len] tokens of the edge from the parent (a multiple of the page size)
   std::vector<int32_t> slots;  // [edge_len] KV slot of each token, owned by the tree
+  std::vector<std::optional<TokenScore>> scores;  // [edge_len] or empty (none): each token's prompt score, if known
   RadixNode* parent = nullptr;
   std::map<std::vector<int32_t>, std::unique_ptr<RadixNode>> children;  // keyed by the child's first page of tokens
   int64_t lock_ref = 0;        // requests using this node (or a descendant)
@@ -43,8 +46,13 @@ class RadixCache {
   int64_t peek_prefix_length(std::span<const int32_t> tokens) const;
   // Single-threaded; caches tokens -> slots (equal sizes, a page multiple, else throws). Returns the length p of the
   // prefix that was already cached: the tree takes ownership of slots[p:], the caller keeps slots[:p] (the tree
-  // has its own slots for those tokens).
-  int64_t insert(std::span<const int32_t> tokens, std::span<const int32_t> slots);
+  // has its own slots for those tokens). `scores` is empty or [tokens]: each known one is kept for its token, also
+  // where the token was cached already (unless the tree's has as many alternatives).
+  int64_t insert(std::span<const int32_t> tokens, std::span<const int32_t> slots,
+                 std::span<const std::optional<TokenScore>> scores = {});
+  // Single-threaded, read-only; the scores cached for tokens[begin], tokens[begin + 1], ... along the cached path of
+  // `tokens`, up to the first token without one (or with fewer than min_top_n alternatives) or off the path.
+  std::vector<TokenScore> cached_scores(std::span<const int32_t> tokens, size_t begin, int32_t min_top_n) const;
 
   // Single-threaded; reference counts on node and all its ancestors; locked nodes are never evicted.
   // unlock throws fathom::Error when the node is not locked.

@@ -31,10 +31,11 @@ class KvSharingPolicy {
     return std::min(request.cacheable_len(), position_limit(request));
   }
   // Tokens of `request` that a prefix match may cover: all but the last known one, within the position limit and
-  // before the prompt rows it still has to score (prompt logprobs).
-  int64_t matchable_len(const RequestState& request) const {
+  // before the prompt rows it still has to score (prompt logprobs) but for the next `cached_score_rows` of them,
+  // whose scores the prefix cache holds.
+  int64_t matchable_len(const RequestState& request, int64_t cached_score_rows = 0) const {
     return std::min({static_cast<int64_t>(request.tokens.size()) - 1, position_limit(request),
-                     request.scoring_match_limit()});
+                     request.scoring_match_limit(cached_score_rows)});
   }
   // Most new tokens of one prefill chunk starting at position kv_len (>= 1).
   int64_t max_chunk(const RequestState& request, int64_t kv_len) const {

@@ -57,6 +57,41 @@ void RequestState::store_scores(int64_t first_row, const std::vector<sampling::S
   if (first_row <= first + scored_rows_done) scored_rows_done = std::max(scored_rows_done, first_row + count - first);
 }
 
+int32_t RequestState::prompt_top_n() const {
+  const int32_t prompt_top = request.sampling.prompt_top_logprobs;
+  return prompt_top >= 0 ? prompt_top : sampling_options.top_logprobs;
+}
+
+void RequestState::take_cached_scores(const std::vector<kv_cache::TokenScore>& cached, int64_t count) {
+  const int64_t first_row = first_unscored_row();
+  FATHOM_CHECK(count >= 0 && count <= static_cast<int64_t>(cached.size()),
+               "request " << request_id() << ": " << count << " of " << cached.size() << " cached scores taken");
+  const int32_t top_n = prompt_top_n();
+  std::vector<sampling::SampledToken> scores(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    const kv_cache::TokenScore& score = cached[static_cast<size_t>(i)];
+    sampling::SampledToken& token = scores[static_cast<size_t>(i)];
+    token.token_id = tokens[static_cast<size_t>(first_row + i + 1)];
+    token.logprob = score.logprob;
+    token.rank = score.rank;
+    token.top.assign(score.top.begin(), score.top.begin() + std::min<std::ptrdiff_t>(score.top.size(), top_n));
+  }
+  store_scores(first_row, scores);
+}
+
+std::vector<std::optional<kv_cache::TokenScore>> RequestState::known_scores(int64_t length) const {
+  const int64_t first = first_scored_row();
+  const int64_t end = std::min(first + scored_rows_done, length - 1);  // rows [first, end) score positions [first + 1, end + 1)
+  if (end <= first) return {};
+  std::vector<std::optional<kv_cache::TokenScore>> known(static_cast<size_t>(length));
+  const int32_t top_n = prompt_top_n();
+  for (int64_t row = first; row < end; ++row) {
+    const sampling::SampledToken& score = prompt_scores[static_cast<size_t>(row - first)];
+    known[static_cast<size_t>(row + 1)] = kv_cache::TokenScore{score.logprob, score.rank, top_n, score.top};
+  }
+  return known;
+}
+
 GenerationEvent RequestState::make_event() const {
   GenerationEvent event;
   event.request_id = request.request_id;

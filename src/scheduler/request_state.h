@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,13 +61,22 @@ struct RequestState {
   }
   // The first prompt row not scored yet (scored_rows_end() once all are).
   int64_t first_unscored_row() const { return first_scored_row() + scored_rows_done; }
-  // Positions a prefix-cache match may cover: the rows still to score must run (no limit once all are scored).
-  int64_t scoring_match_limit() const {
-    const int64_t first = first_unscored_row();
+  // Positions a prefix-cache match may cover: the rows still to score must run, but for the next `cached_rows` of
+  // them, whose scores the cache holds (no limit once all are scored or cached).
+  int64_t scoring_match_limit(int64_t cached_rows = 0) const {
+    const int64_t first = first_unscored_row() + cached_rows;
     return first >= scored_rows_end() ? std::numeric_limits<int64_t>::max() : first;
   }
+  // Alternatives each scored prompt row returns.
+  int32_t prompt_top_n() const;
   // Stores the scores of rows [first_row, first_row + scores.size()) (a step's results for this request).
   void store_scores(int64_t first_row, const std::vector<sampling::SampledToken>& scores);
+  // Stores the first `count` of `cached` (the prefix cache's scores of positions first_unscored_row() + 1, ...) as
+  // the scores of rows [first_unscored_row(), + count), their alternatives cut to prompt_top_n().
+  void take_cached_scores(const std::vector<kv_cache::TokenScore>& cached, int64_t count);
+  // The scores this request knows of positions [0, length) (row r scores position r + 1), for the prefix cache; empty
+  // when it knows none.
+  std::vector<std::optional<kv_cache::TokenScore>> known_scores(int64_t length) const;
 
   // Appends a resolved sampled token (num_pending must be > 0), applies stop conditions and delivers one event.
   // Returns true when the request finished (phase is then kFinished; the caller releases its KV).

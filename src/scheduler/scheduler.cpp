@@ -160,7 +160,8 @@ void Scheduler::remove_running(const RequestPtr& request) {
 
 void Scheduler::retract(const RequestPtr& request) {
   const int64_t publishable = sharing_.publishable_len(*request);
-  kv_.release(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(publishable)), request->kv, true);
+  kv_.release(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(publishable)), request->kv, true,
+              request->known_scores(publishable));
   request->kv_len = 0;
   request->phase = RequestPhase::kWaiting;
   remove_running(request);
@@ -207,8 +208,7 @@ void Scheduler::add_to_step(ScheduledStep& step, const RequestPtr& request, int6
     sequence.scored_targets.push_back(request->tokens[static_cast<size_t>(row + 1)]);
   }
   if (!sequence.scored_targets.empty()) sequence.scored_row_begin = first_scored - begin;
-  const int32_t prompt_top = request->request.sampling.prompt_top_logprobs;
-  sequence.scored_top_n = prompt_top >= 0 ? prompt_top : request->sampling_options.top_logprobs;
+  sequence.scored_top_n = request->prompt_top_n();
   step.batch.sequences.push_back(std::move(sequence));
   request->kv_len += num_new_tokens;
   if (samples) ++request->num_pending;
@@ -269,8 +269,15 @@ void Scheduler::admit_waiting(ScheduledStep& step, PrefillBudget* budget) {
   for (const RequestPtr& request : admission_order()) {
     if (static_cast<int64_t>(running_.size()) >= config_.max_running_requests || budget->tokens <= 0) break;
     const int64_t total = static_cast<int64_t>(request->tokens.size());
+    // Prompt rows still to score whose scores the prefix cache holds (positions first + 1, ...) need not run.
+    std::vector<kv_cache::TokenScore> cached_scores;
+    const int64_t first_unscored = request->first_unscored_row();
+    if (first_unscored < request->scored_rows_end()) {
+      cached_scores = kv_.cached_scores(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(request->prompt_len)),
+                                        static_cast<size_t>(first_unscored + 1), request->prompt_top_n());
+    }
     // Match at most total - 1 tokens (the last one must run to produce logits), within what the policy shares.
-    const int64_t matchable = sharing_.matchable_len(*request);
+    const int64_t matchable = sharing_.matchable_len(*request, static_cast<int64_t>(cached_scores.size()));
     const int64_t cached =
         kv_.acquire_prefix(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(matchable)), request->kv);
     const int64_t wanted = budget->scoring_limited_chunk(
@@ -292,6 +299,10 @@ void Scheduler::admit_waiting(ScheduledStep& step, PrefillBudget* budget) {
     if (request->admissions++ == 0) {
       request->cached_prompt_tokens = std::min(cached, request->prompt_len);
       cached_prompt_tokens_total_ += request->cached_prompt_tokens;
+    }
+    // The matched rows still to score are served from the cached scores (the match stopped within them).
+    if (cached > first_unscored && first_unscored < request->scored_rows_end()) {
+      request->take_cached_scores(cached_scores, std::min(cached, request->scored_rows_end()) - first_unscored);
     }
     budget->take(*request, cached, chunk, runs_expanded(*request, cached, chunk));
     add_to_step(step, request, chunk, /*samples=*/chunk == total - cached);
@@ -347,7 +358,8 @@ void Scheduler::finalize(const RequestPtr& request, bool was_running) {
     waiting_.erase(request->id);  // retracted while its last token was in flight
   } else {
     const int64_t publishable = sharing_.publishable_len(*request);
-    kv_.release(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(publishable)), request->kv, true);
+    kv_.release(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(publishable)), request->kv, true,
+                request->known_scores(publishable));
     remove_running(request);
   }
   by_request_id_.erase(request->request_id());
@@ -373,7 +385,8 @@ void Scheduler::complete_step(ScheduledStep& step, const executor::StepOutput& o
       // A prefill chunk is in the cache now: share it with later requests (what the policy publishes of it).
       const int64_t length = std::min({entry.kv_end, static_cast<int64_t>(request->tokens.size()),
                                        sharing_.position_limit(*request)});
-      kv_.commit(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(length)), request->kv);
+      const std::vector<std::optional<kv_cache::TokenScore>> scores = request->known_scores(length);
+      kv_.commit(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(length)), request->kv, scores);
     }
   }
   if (config_.check_invariants_every_step) check_invariants();

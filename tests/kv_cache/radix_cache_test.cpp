@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -18,6 +19,47 @@ std::vector<int32_t> take(KvSlotPool& pool, int64_t count) {
   auto slots = pool.allocate(count);
   EXPECT_TRUE(slots.has_value());
   return slots.value_or(std::vector<int32_t>{});
+}
+
+// Prompt scores ride with their tokens: kept through splits, read along the cached path until a token without one
+// (or with too few alternatives), filled in (or upgraded) by a later insert of the same tokens, freed with the node.
+TEST(RadixCache, ScoresFollowTheirTokens) {
+  KvSlotPool pool(32);
+  RadixCache cache(pool);
+  auto score = [](float logprob, int32_t top_n) { return std::optional<TokenScore>(TokenScore{logprob, 1, top_n, {}}); };
+  const Tokens a = {1, 2, 3, 4, 5, 6};
+  std::vector<std::optional<TokenScore>> scores_a = {std::nullopt, score(-1, 2), score(-2, 2), score(-3, 2),
+                                                     std::nullopt, score(-6, 2)};
+  EXPECT_EQ(cache.insert(a, take(pool, 6), scores_a), 0);
+  auto logprobs = [&](const Tokens& tokens, size_t begin, int32_t top_n) {
+    std::vector<float> values;
+    for (const TokenScore& s : cache.cached_scores(tokens, begin, top_n)) values.push_back(s.logprob);
+    return values;
+  };
+  EXPECT_EQ(logprobs(a, 1, 2), std::vector<float>({-1, -2, -3}));  // stops at token 5 (none)
+  EXPECT_EQ(logprobs(a, 0, 0), std::vector<float>());               // token 1 has none
+  EXPECT_EQ(logprobs(a, 1, 3), std::vector<float>());               // too few alternatives
+  EXPECT_EQ(logprobs(Tokens{1, 2, 9}, 1, 0), std::vector<float>({-1}));  // off the path after token 2
+  EXPECT_EQ(logprobs(a, 5, 1), std::vector<float>({-6}));
+  // A split keeps each token's score.
+  const Tokens b = {1, 2, 3, 8};
+  std::vector<int32_t> slots_b = cache.match_prefix(b).slots;  // the tree's own slots for the shared prefix
+  slots_b.push_back(take(pool, 1).front());
+  EXPECT_EQ(cache.insert(b, slots_b, std::vector<std::optional<TokenScore>>{std::nullopt, std::nullopt, score(-20, 5),
+                                                                            score(-8, 5)}),
+            3);
+  EXPECT_EQ(logprobs(a, 1, 2), std::vector<float>({-1, -20, -3}));  // token 3 upgraded to 5 alternatives
+  EXPECT_EQ(logprobs(b, 1, 2), std::vector<float>({-1, -20, -8}));
+  EXPECT_EQ(logprobs(b, 2, 5), std::vector<float>({-20, -8}));
+  // Filling in a token that had none.
+  std::vector<std::optional<TokenScore>> fill(6);
+  fill[4] = score(-5, 2);
+  EXPECT_EQ(cache.insert(a, cache.match_prefix(a).slots, fill), 6);
+  EXPECT_EQ(logprobs(a, 1, 2), std::vector<float>({-1, -20, -3, -5, -6}));
+  cache.check_consistency();
+  EXPECT_EQ(cache.evict(100), 7);
+  EXPECT_TRUE(cache.cached_scores(a, 1, 0).empty());
+  EXPECT_THROW(cache.insert(Tokens{1, 2}, take(pool, 2), std::vector<std::optional<TokenScore>>(1)), Error);
 }
 
 TEST(RadixCache, MatchInsertSplitAndLock) {
