@@ -41,8 +41,13 @@ bool KvManager::reserve(SequenceKv& seq, int64_t num_positions) {
   return true;
 }
 
-std::vector<TokenScore> KvManager::cached_scores(std::span<const int32_t> tokens, size_t begin, int32_t min_top_n) const {
-  return radix_ ? radix_->cached_scores(tokens, begin, min_top_n) : std::vector<TokenScore>{};
+size_t KvManager::cached_score_run(std::span<const int32_t> tokens, size_t begin, int32_t min_top_n) const {
+  return radix_ ? radix_->cached_score_run(tokens, begin, min_top_n) : 0;
+}
+
+std::vector<TokenScore> KvManager::cached_scores(std::span<const int32_t> tokens, size_t begin, int32_t min_top_n,
+                                                 size_t count) const {
+  return radix_ ? radix_->cached_scores(tokens, begin, min_top_n, count) : std::vector<TokenScore>{};
 }
 
 void KvManager::commit(std::span<const int32_t> tokens, SequenceKv& seq, std::span<const std::optional<TokenScore>> scores) {

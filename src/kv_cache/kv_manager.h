@@ -62,9 +62,10 @@ class KvManager {
   // pages and unlocks its prefix; `seq` becomes empty. Never fails for a sequence this manager set up.
   void release(std::span<const int32_t> tokens, SequenceKv& seq, bool cache_tokens,
                std::span<const std::optional<TokenScore>> scores = {});
-  // Read-only; the prompt scores cached for tokens[begin], tokens[begin + 1], ... (RadixCache::cached_scores); none
-  // when disabled.
-  std::vector<TokenScore> cached_scores(std::span<const int32_t> tokens, size_t begin, int32_t min_top_n) const;
+  // Read-only; RadixCache::cached_score_run and cached_scores (0 and none when disabled).
+  size_t cached_score_run(std::span<const int32_t> tokens, size_t begin, int32_t min_top_n) const;
+  std::vector<TokenScore> cached_scores(std::span<const int32_t> tokens, size_t begin, int32_t min_top_n,
+                                        size_t count) const;
 
   // Single-threaded; frees up to num_slots of unlocked cache (LRU); returns the amount freed.
   int64_t evict(int64_t num_slots);

@@ -42,6 +42,11 @@ RadixNode* RadixCache::split(RadixNode* node, size_t length) {
     upper->scores.assign(std::make_move_iterator(node->scores.begin()),
                          std::make_move_iterator(node->scores.begin() + static_cast<std::ptrdiff_t>(length)));
     node->scores.erase(node->scores.begin(), node->scores.begin() + static_cast<std::ptrdiff_t>(length));
+    for (RadixNode* half : {upper.get(), node}) {  // a half without any score keeps none
+      if (std::none_of(half->scores.begin(), half->scores.end(), [](const auto& s) { return s.has_value(); })) {
+        half->scores.clear();
+      }
+    }
   }
   auto entry = parent->children.find(page_key(upper->key, 0));
   std::unique_ptr<RadixNode> lower = std::move(entry->second);
@@ -106,25 +111,59 @@ void keep_score(RadixNode& node, size_t index, const std::optional<TokenScore>& 
 
 }  // namespace
 
-std::vector<TokenScore> RadixCache::cached_scores(std::span<const int32_t> tokens, size_t begin, int32_t min_top_n) const {
-  std::vector<TokenScore> result;
+template <typename Visit>
+void RadixCache::walk_scores(std::span<const int32_t> tokens, size_t begin, int32_t min_top_n, Visit&& visit) const {
   const RadixNode* node = root_.get();
   size_t pos = 0;  // tokens[0, pos) are on the path, ending at node's edge end
   while (pos < tokens.size()) {
-    // Children are filed under their first page: a partial last page of `tokens` cannot be looked up.
-    if (tokens.size() - pos < static_cast<size_t>(page_size_)) break;
-    auto it = node->children.find(page_key(tokens, pos));
-    if (it == node->children.end()) break;
-    const RadixNode& child = *it->second;
-    for (size_t i = 0; i < child.key.size() && pos + i < tokens.size(); ++i) {
-      if (child.key[i] != tokens[pos + i]) return result;
-      if (pos + i < begin) continue;
-      if (child.scores.empty() || !child.scores[i] || child.scores[i]->top_n < min_top_n) return result;
-      result.push_back(*child.scores[i]);
+    // Children are filed under their first page; a last partial page (or one the request shares only in part) is
+    // found by scanning: any child agreeing on the tokens read holds the same scores for them.
+    const RadixNode* child = nullptr;
+    if (tokens.size() - pos >= static_cast<size_t>(page_size_)) {
+      auto it = node->children.find(page_key(tokens, pos));
+      if (it != node->children.end()) child = it->second.get();
     }
-    pos += child.key.size();
-    node = &child;
+    if (!child) {
+      size_t best = 0;  // the child agreeing on the most tokens
+      for (const auto& [first_page, candidate] : node->children) {
+        size_t same = 0;
+        while (same < candidate->key.size() && pos + same < tokens.size() && candidate->key[same] == tokens[pos + same]) {
+          ++same;
+        }
+        if (same > best) {
+          best = same;
+          child = candidate.get();
+        }
+      }
+    }
+    if (!child) return;
+    for (size_t i = 0; i < child->key.size() && pos + i < tokens.size(); ++i) {
+      if (child->key[i] != tokens[pos + i]) return;
+      if (pos + i < begin) continue;
+      const std::optional<TokenScore>* score = child->scores.empty() ? nullptr : &child->scores[i];
+      if (!score || !*score || (*score)->top_n < min_top_n || !visit(**score)) return;
+    }
+    pos += child->key.size();
+    node = child;
   }
+}
+
+size_t RadixCache::cached_score_run(std::span<const int32_t> tokens, size_t begin, int32_t min_top_n) const {
+  size_t count = 0;
+  walk_scores(tokens, begin, min_top_n, [&](const TokenScore&) { return ++count, true; });
+  return count;
+}
+
+std::vector<TokenScore> RadixCache::cached_scores(std::span<const int32_t> tokens, size_t begin, int32_t min_top_n,
+                                                  size_t count) const {
+  std::vector<TokenScore> result;
+  result.reserve(count);
+  if (count == 0) return result;
+  walk_scores(tokens, begin, min_top_n, [&](const TokenScore& score) {
+    result.push_back(score);
+    return result.size() < count;
+  });
+  FATHOM_CHECK(result.size() == count, "radix cache: " << count << " cached scores asked for, " << result.size() << " found");
   return result;
 }
 

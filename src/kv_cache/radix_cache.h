@@ -50,9 +50,12 @@ class RadixCache {
   // where the token was cached already (unless the tree's has as many alternatives).
   int64_t insert(std::span<const int32_t> tokens, std::span<const int32_t> slots,
                  std::span<const std::optional<TokenScore>> scores = {});
-  // Single-threaded, read-only; the scores cached for tokens[begin], tokens[begin + 1], ... along the cached path of
-  // `tokens`, up to the first token without one (or with fewer than min_top_n alternatives) or off the path.
-  std::vector<TokenScore> cached_scores(std::span<const int32_t> tokens, size_t begin, int32_t min_top_n) const;
+  // Single-threaded, read-only; how many of tokens[begin], tokens[begin + 1], ... have a score cached along the cached
+  // path of `tokens` (with at least min_top_n alternatives), up to the first that has none or is off the path.
+  size_t cached_score_run(std::span<const int32_t> tokens, size_t begin, int32_t min_top_n) const;
+  // The first `count` (<= cached_score_run) of those scores.
+  std::vector<TokenScore> cached_scores(std::span<const int32_t> tokens, size_t begin, int32_t min_top_n,
+                                        size_t count) const;
 
   // Single-threaded; reference counts on node and all its ancestors; locked nodes are never evicted.
   // unlock throws fathom::Error when the node is not locked.
@@ -85,6 +88,10 @@ class RadixCache {
   std::vector<int32_t> page_key(std::span<const int32_t> tokens, size_t begin) const;
   size_t matched_length(const RadixNode& node, std::span<const int32_t> tokens, size_t begin) const;
   RadixNode* split(RadixNode* node, size_t length);
+  // Calls visit(score) for tokens[begin], ... along the cached path while each has a score of min_top_n alternatives
+  // and visit returns true.
+  template <typename Visit>
+  void walk_scores(std::span<const int32_t> tokens, size_t begin, int32_t min_top_n, Visit&& visit) const;
   void free_subtree(RadixNode* node);
 
   KvSlotPool& pool_;

@@ -62,10 +62,8 @@ int32_t RequestState::prompt_top_n() const {
   return prompt_top >= 0 ? prompt_top : sampling_options.top_logprobs;
 }
 
-void RequestState::take_cached_scores(const std::vector<kv_cache::TokenScore>& cached, int64_t count) {
-  const int64_t first_row = first_unscored_row();
-  FATHOM_CHECK(count >= 0 && count <= static_cast<int64_t>(cached.size()),
-               "request " << request_id() << ": " << count << " of " << cached.size() << " cached scores taken");
+void RequestState::take_cached_scores(const std::vector<kv_cache::TokenScore>& cached) {
+  const int64_t first_row = first_unscored_row(), count = static_cast<int64_t>(cached.size());
   const int32_t top_n = prompt_top_n();
   std::vector<sampling::SampledToken> scores(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) {
@@ -79,14 +77,15 @@ void RequestState::take_cached_scores(const std::vector<kv_cache::TokenScore>& c
   store_scores(first_row, scores);
 }
 
-std::vector<std::optional<kv_cache::TokenScore>> RequestState::known_scores(int64_t length) const {
-  const int64_t first = first_scored_row();
-  const int64_t end = std::min(first + scored_rows_done, length - 1);  // rows [first, end) score positions [first + 1, end + 1)
+std::vector<std::optional<kv_cache::TokenScore>> RequestState::known_scores(int64_t length, int64_t from) const {
+  const int64_t first = std::max(first_scored_row(), from - 1);
+  // Rows [first, end) score positions [first + 1, end + 1), within [from, length).
+  const int64_t end = std::min(first_scored_row() + scored_rows_done, length - 1);
   if (end <= first) return {};
   std::vector<std::optional<kv_cache::TokenScore>> known(static_cast<size_t>(length));
   const int32_t top_n = prompt_top_n();
   for (int64_t row = first; row < end; ++row) {
-    const sampling::SampledToken& score = prompt_scores[static_cast<size_t>(row - first)];
+    const sampling::SampledToken& score = prompt_scores[static_cast<size_t>(row - first_scored_row())];
     known[static_cast<size_t>(row + 1)] = kv_cache::TokenScore{score.logprob, score.rank, top_n, score.top};
   }
   return known;

@@ -71,12 +71,12 @@ struct RequestState {
   int32_t prompt_top_n() const;
   // Stores the scores of rows [first_row, first_row + scores.size()) (a step's results for this request).
   void store_scores(int64_t first_row, const std::vector<sampling::SampledToken>& scores);
-  // Stores the first `count` of `cached` (the prefix cache's scores of positions first_unscored_row() + 1, ...) as
-  // the scores of rows [first_unscored_row(), + count), their alternatives cut to prompt_top_n().
-  void take_cached_scores(const std::vector<kv_cache::TokenScore>& cached, int64_t count);
-  // The scores this request knows of positions [0, length) (row r scores position r + 1), for the prefix cache; empty
-  // when it knows none.
-  std::vector<std::optional<kv_cache::TokenScore>> known_scores(int64_t length) const;
+  // Stores `cached` (the prefix cache's scores of positions first_unscored_row() + 1, ...) as the scores of rows
+  // [first_unscored_row(), + cached.size()), their alternatives cut to prompt_top_n().
+  void take_cached_scores(const std::vector<kv_cache::TokenScore>& cached);
+  // The scores this request knows of positions [from, length) (row r scores position r + 1) in a [length] vector, for
+  // the prefix cache (positions before `from` are cached already); empty when it knows none of them.
+  std::vector<std::optional<kv_cache::TokenScore>> known_scores(int64_t length, int64_t from = 0) const;
 
   // Appends a resolved sampled token (num_pending must be > 0), applies stop conditions and delivers one event.
   // Returns true when the request finished (phase is then kFinished; the caller releases its KV).

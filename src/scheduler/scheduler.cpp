@@ -161,7 +161,7 @@ void Scheduler::remove_running(const RequestPtr& request) {
 void Scheduler::retract(const RequestPtr& request) {
   const int64_t publishable = sharing_.publishable_len(*request);
   kv_.release(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(publishable)), request->kv, true,
-              request->known_scores(publishable));
+              request->known_scores(publishable, request->kv.cached_len));
   request->kv_len = 0;
   request->phase = RequestPhase::kWaiting;
   remove_running(request);
@@ -222,6 +222,17 @@ int64_t Scheduler::reserved_decode_slots(const RequestState& request) const {
   return static_cast<int64_t>(std::ceil(static_cast<double>(std::max<int64_t>(remaining, 0)) * new_token_ratio_));
 }
 
+std::span<const int32_t> Scheduler::prompt_of(const RequestState& request) {
+  return std::span<const int32_t>(request.tokens.data(), static_cast<size_t>(request.prompt_len));
+}
+
+int64_t Scheduler::cached_score_rows_of(const RequestState& request) const {
+  const int64_t first_unscored = request.first_unscored_row();
+  if (first_unscored >= request.scored_rows_end()) return 0;
+  return static_cast<int64_t>(
+      kv_.cached_score_run(prompt_of(request), static_cast<size_t>(first_unscored + 1), request.prompt_top_n()));
+}
+
 std::vector<Scheduler::RequestPtr> Scheduler::admission_order() const {
   std::vector<RequestPtr> order;
   for (const auto& [id, request] : waiting_) {
@@ -230,7 +241,7 @@ std::vector<Scheduler::RequestPtr> Scheduler::admission_order() const {
   if (config_.schedule_policy == SchedulePolicy::kLpm && kv_.radix_enabled()) {
     std::vector<std::pair<int64_t, RequestPtr>> keyed;
     for (const RequestPtr& request : order) {
-      const auto matchable = static_cast<size_t>(sharing_.matchable_len(*request));
+      const auto matchable = static_cast<size_t>(sharing_.matchable_len(*request, cached_score_rows_of(*request)));
       keyed.emplace_back(kv_.peek_prefix_length(std::span<const int32_t>(request->tokens.data(), matchable)), request);
     }
     std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
@@ -270,14 +281,10 @@ void Scheduler::admit_waiting(ScheduledStep& step, PrefillBudget* budget) {
     if (static_cast<int64_t>(running_.size()) >= config_.max_running_requests || budget->tokens <= 0) break;
     const int64_t total = static_cast<int64_t>(request->tokens.size());
     // Prompt rows still to score whose scores the prefix cache holds (positions first + 1, ...) need not run.
-    std::vector<kv_cache::TokenScore> cached_scores;
     const int64_t first_unscored = request->first_unscored_row();
-    if (first_unscored < request->scored_rows_end()) {
-      cached_scores = kv_.cached_scores(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(request->prompt_len)),
-                                        static_cast<size_t>(first_unscored + 1), request->prompt_top_n());
-    }
+    const int64_t cached_score_rows = cached_score_rows_of(*request);
     // Match at most total - 1 tokens (the last one must run to produce logits), within what the policy shares.
-    const int64_t matchable = sharing_.matchable_len(*request, static_cast<int64_t>(cached_scores.size()));
+    const int64_t matchable = sharing_.matchable_len(*request, cached_score_rows);
     const int64_t cached =
         kv_.acquire_prefix(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(matchable)), request->kv);
     const int64_t wanted = budget->scoring_limited_chunk(
@@ -302,7 +309,11 @@ void Scheduler::admit_waiting(ScheduledStep& step, PrefillBudget* budget) {
     }
     // The matched rows still to score are served from the cached scores (the match stopped within them).
     if (cached > first_unscored && first_unscored < request->scored_rows_end()) {
-      request->take_cached_scores(cached_scores, std::min(cached, request->scored_rows_end()) - first_unscored);
+      const int64_t count = cached - first_unscored;
+      FATHOM_CHECK(count <= cached_score_rows, "scheduler: request " << request->request_id() << " matched " << count
+                                                                      << " rows to score, " << cached_score_rows << " cached");
+      request->take_cached_scores(kv_.cached_scores(prompt_of(*request), static_cast<size_t>(first_unscored + 1),
+                                                    request->prompt_top_n(), static_cast<size_t>(count)));
     }
     budget->take(*request, cached, chunk, runs_expanded(*request, cached, chunk));
     add_to_step(step, request, chunk, /*samples=*/chunk == total - cached);
@@ -359,7 +370,7 @@ void Scheduler::finalize(const RequestPtr& request, bool was_running) {
   } else {
     const int64_t publishable = sharing_.publishable_len(*request);
     kv_.release(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(publishable)), request->kv, true,
-                request->known_scores(publishable));
+                request->known_scores(publishable, request->kv.cached_len));
     remove_running(request);
   }
   by_request_id_.erase(request->request_id());
@@ -385,7 +396,7 @@ void Scheduler::complete_step(ScheduledStep& step, const executor::StepOutput& o
       // A prefill chunk is in the cache now: share it with later requests (what the policy publishes of it).
       const int64_t length = std::min({entry.kv_end, static_cast<int64_t>(request->tokens.size()),
                                        sharing_.position_limit(*request)});
-      const std::vector<std::optional<kv_cache::TokenScore>> scores = request->known_scores(length);
+      const std::vector<std::optional<kv_cache::TokenScore>> scores = request->known_scores(length, request->kv.cached_len);
       kv_.commit(std::span<const int32_t>(request->tokens.data(), static_cast<size_t>(length)), request->kv, scores);
     }
   }

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -95,6 +96,9 @@ class Scheduler {
   bool runs_expanded(const RequestState& request, int64_t prefix, int64_t chunk) const;
   void admit_waiting(ScheduledStep& step, PrefillBudget* budget);
   std::vector<RequestPtr> admission_order() const;
+  static std::span<const int32_t> prompt_of(const RequestState& request);
+  // Prompt rows `request` still has to score whose scores the prefix cache holds (the next ones, in a run).
+  int64_t cached_score_rows_of(const RequestState& request) const;
   int64_t reserved_decode_slots(const RequestState& request) const;
   void add_to_step(ScheduledStep& step, const RequestPtr& request, int64_t num_new_tokens, bool samples);
   void finalize(const RequestPtr& request, bool was_running);

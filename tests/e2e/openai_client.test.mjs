@@ -262,7 +262,7 @@ test('prompt logprobs (echo with logprobs, logprob_start_len) agree with the gen
               `${JSON.stringify(input)} against ${JSON.stringify(generated.meta_info.output_token_logprobs)}`);
   }
   assert.equal(scored.meta_info.input_top_logprobs[0][0][1], first);  // the greedy token tops its row
-  // Again, now with the prompt in the prefix cache: the scored rows still run, with the same results.
+  // Again, now with the prompt and its scores in the prefix cache: the same results.
   assert.deepEqual((await generate(scoredBody)).meta_info.input_token_logprobs, input);
 
   // lm-evaluation-harness's loglikelihood request: token-id prompts, echo, logprobs 1, max_tokens 1.

@@ -33,7 +33,8 @@ TEST(RadixCache, ScoresFollowTheirTokens) {
   EXPECT_EQ(cache.insert(a, take(pool, 6), scores_a), 0);
   auto logprobs = [&](const Tokens& tokens, size_t begin, int32_t top_n) {
     std::vector<float> values;
-    for (const TokenScore& s : cache.cached_scores(tokens, begin, top_n)) values.push_back(s.logprob);
+    const size_t run = cache.cached_score_run(tokens, begin, top_n);
+    for (const TokenScore& s : cache.cached_scores(tokens, begin, top_n, run)) values.push_back(s.logprob);
     return values;
   };
   EXPECT_EQ(logprobs(a, 1, 2), std::vector<float>({-1, -2, -3}));  // stops at token 5 (none)
@@ -58,8 +59,28 @@ TEST(RadixCache, ScoresFollowTheirTokens) {
   EXPECT_EQ(logprobs(a, 1, 2), std::vector<float>({-1, -20, -3, -5, -6}));
   cache.check_consistency();
   EXPECT_EQ(cache.evict(100), 7);
-  EXPECT_TRUE(cache.cached_scores(a, 1, 0).empty());
+  EXPECT_EQ(cache.cached_score_run(a, 1, 0), 0u);
+  cache.check_consistency();
   EXPECT_THROW(cache.insert(Tokens{1, 2}, take(pool, 2), std::vector<std::optional<TokenScore>>(1)), Error);
+}
+
+// With pages of 4: scores are read through a page the request shares only in part, and a split made by a match
+// keeps them (a half with none keeps none).
+TEST(RadixCache, ScoresAcrossPartialPages) {
+  KvSlotPool pool(32, 4);
+  RadixCache cache(pool);
+  const Tokens a = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<std::optional<TokenScore>> scores(8);
+  for (size_t i = 1; i < 8; ++i) scores[i] = TokenScore{-static_cast<float>(i), 1, 1, {}};
+  EXPECT_EQ(cache.insert(a, take(pool, 8), scores), 0);
+  EXPECT_EQ(cache.cached_score_run(Tokens{1, 2, 3, 4, 5, 6, 9, 9}, 1, 1), 5u);  // positions 1..5
+  EXPECT_EQ(cache.cached_score_run(Tokens{1, 2, 3, 4, 5, 6}, 1, 1), 5u);        // a partial last page
+  EXPECT_EQ(cache.cached_scores(Tokens{1, 2, 3, 4, 5, 6}, 2, 1, 3).back().logprob, -4.0f);
+  RadixCache::Match match = cache.match_prefix(Tokens{1, 2, 3, 4, 9, 9, 9, 9});  // splits after the first page
+  EXPECT_EQ(match.slots.size(), 4u);
+  EXPECT_EQ(cache.num_nodes(), 2);
+  EXPECT_EQ(cache.cached_score_run(a, 1, 1), 7u);
+  cache.check_consistency();
 }
 
 TEST(RadixCache, MatchInsertSplitAndLock) {

@@ -1,6 +1,7 @@
 // Prompt logprobs (prompt_logprob_start): every scored prompt token against log_softmax of the fake model's logits
-// for its prefix, under chunked prefill, a per-step row budget, prefix-cache hits (which must not skip rows to
-// score), KV pressure with retractions, and overlap scheduling; bad starts get one error event.
+// for its prefix, under chunked prefill, a per-step row budget, prefix-cache hits (which skip rows to score only
+// where the cache holds their scores), KV pressure with retractions, and overlap scheduling; bad starts get one
+// error event.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,7 +20,8 @@ std::vector<scheduler::TokenLogprob> reference_prompt_logprobs(const FakeModel& 
     const std::vector<float> row = model.logits_for(std::vector<int32_t>(prompt.begin(), prompt.begin() + position));
     std::vector<float> logprobs(row.size());
     sampling::log_softmax(row.data(), static_cast<int64_t>(row.size()), logprobs.data());
-    scheduler::TokenLogprob entry{prompt[position], logprobs[static_cast<size_t>(prompt[position])], {}};
+    scheduler::TokenLogprob entry{prompt[position], logprobs[static_cast<size_t>(prompt[position])], {}, 1};
+    for (float logit : row) entry.rank += logit > row[static_cast<size_t>(prompt[position])] ? 1 : 0;
     for (int32_t id : sampling::top_indices(logprobs.data(), static_cast<int64_t>(row.size()), top_n)) {
       entry.top.emplace_back(id, logprobs[static_cast<size_t>(id)]);
     }
@@ -37,6 +39,7 @@ void expect_prompt_logprobs(const RequestLog& log, const std::vector<scheduler::
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(first.prompt_logprobs[i].token_id, expected[i].token_id) << id << " " << i;
     EXPECT_NEAR(first.prompt_logprobs[i].logprob, expected[i].logprob, 1e-5) << id << " " << i;
+    EXPECT_EQ(first.prompt_logprobs[i].rank, expected[i].rank) << id << " " << i;
     ASSERT_EQ(first.prompt_logprobs[i].top.size(), expected[i].top.size()) << id << " " << i;
     for (size_t k = 0; k < expected[i].top.size(); ++k) {
       EXPECT_EQ(first.prompt_logprobs[i].top[k].first, expected[i].top[k].first) << id << " " << i << " " << k;
@@ -108,6 +111,7 @@ struct ReuseVariant {
   const char* name;
   int64_t page_size;
   bool deterministic;
+  bool overlap;
 };
 
 class PromptScoreReuse : public ::testing::TestWithParam<ReuseVariant> {};
@@ -116,7 +120,7 @@ TEST_P(PromptScoreReuse, CachedScoresServeLaterRequests) {
   scheduler::SchedulerConfig config = table_config(128);
   config.page_size = GetParam().page_size;
   config.deterministic = GetParam().deterministic;
-  SchedulerHarness harness(config);
+  SchedulerHarness harness(config, GetParam().overlap);
   const std::vector<int32_t> prompt = {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};  // 12 tokens: rows 0..10
   const int64_t page = GetParam().page_size;
   harness.submit("first", prompt, 2, scored(0, 3));
@@ -125,10 +129,18 @@ TEST_P(PromptScoreReuse, CachedScoresServeLaterRequests) {
   const int64_t computed_before = harness.model().tokens_computed();
   harness.submit("same", prompt, 2, scored(0, 2));
   harness.run_until_idle();
-  const int64_t reusable = 11 / page * page;  // all but the last token, in whole pages
+  // "first" published its 13 computed positions in whole pages, with the scores of positions 1..11 among them; a
+  // match needs the score of every position up to its end: all but the last prompt token, in whole pages.
+  const int64_t published = 13 / page * page;
+  const int64_t reusable = std::min<int64_t>(11, published - 1) / page * page;
   EXPECT_EQ(harness.log("same").last().cached_prompt_tokens, reusable);
   EXPECT_EQ(harness.model().tokens_computed() - computed_before, 12 - reusable + 1);  // the rest, then one decode
   expect_prompt_logprobs(harness.log("same"), reference_prompt_logprobs(harness.model(), prompt, 0, 2), "same");
+
+  harness.submit("tail", prompt, 2, scored(7, 1));  // rows 6..10, all cached
+  harness.run_until_idle();
+  EXPECT_EQ(harness.log("tail").last().cached_prompt_tokens, reusable);
+  expect_prompt_logprobs(harness.log("tail"), reference_prompt_logprobs(harness.model(), prompt, 7, 1), "tail");
 
   harness.submit("more_alternatives", prompt, 2, scored(0, 5));  // the cache holds 3 per token: recomputed
   harness.run_until_idle();
@@ -140,16 +152,19 @@ TEST_P(PromptScoreReuse, CachedScoresServeLaterRequests) {
   longer.insert(longer.end(), {40, 41, 42, 43});
   harness.submit("longer", longer, 2, scored(2, 1));
   harness.run_until_idle();
-  // The cached scores reach position 11: rows 1..10 come from the cache, row 11 (position 12's score) must run.
-  EXPECT_EQ(harness.log("longer").last().cached_prompt_tokens, 11 / page * page);
+  // The cached scores reach position 11 at most: rows 1..10 come from the cache, row 11 (position 12's score) runs.
+  EXPECT_EQ(harness.log("longer").last().cached_prompt_tokens, reusable);
   expect_prompt_logprobs(harness.log("longer"), reference_prompt_logprobs(harness.model(), longer, 2, 1), "longer");
   EXPECT_EQ(harness.log("longer").tokens(), reference_greedy(harness.model(), longer, 2));
   harness.scheduler().check_invariants();
 }
 
 INSTANTIATE_TEST_SUITE_P(Caching, PromptScoreReuse,
-                         ::testing::Values(ReuseVariant{"tokens", 1, false}, ReuseVariant{"pages_of_4", 4, false},
-                                           ReuseVariant{"deterministic", 1, true}),
+                         ::testing::Values(ReuseVariant{"tokens", 1, false, false},
+                                           ReuseVariant{"pages_of_4", 4, false, false},
+                                           ReuseVariant{"pages_of_5", 5, false, true},
+                                           ReuseVariant{"deterministic", 1, true, false},
+                                           ReuseVariant{"overlap", 1, false, true}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // A request retracted while scoring its prompt (or while its sampling chunk is in flight, overlapped) scores the rest
