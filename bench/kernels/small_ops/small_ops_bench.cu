@@ -143,6 +143,86 @@ void print_row(const Row& r, double bandwidth) {
   std::fflush(stdout);
 }
 
+// Sampling (batch = tokens, capped at 256 rows): temperature + top-k + top-p + min-p, and greedy; then scoring.
+void run_sampling(int64_t tokens, Timer& timer, double bandwidth, cudaStream_t stream) {
+  const int64_t batch = std::min<int64_t>(tokens, 256);
+  DeviceBuffer<float> vocab_logits(random_floats(static_cast<size_t>(batch * kVocab), 3.0f, 13));
+  DeviceBuffer<float> temperature(std::vector<float>(static_cast<size_t>(batch), 0.7f));
+  DeviceBuffer<float> greedy_temperature(std::vector<float>(static_cast<size_t>(batch), 0.0f));
+  DeviceBuffer<int32_t> top_k(std::vector<int32_t>(static_cast<size_t>(batch), 50));
+  DeviceBuffer<float> top_p(std::vector<float>(static_cast<size_t>(batch), 0.9f));
+  DeviceBuffer<float> min_p(std::vector<float>(static_cast<size_t>(batch), 0.05f));
+  DeviceBuffer<uint64_t> seeds(std::vector<uint64_t>(static_cast<size_t>(batch), 7));
+  DeviceBuffer<int32_t> sampled(static_cast<size_t>(batch));
+  DeviceBuffer<float> logprobs(static_cast<size_t>(batch));
+  const SamplingParams full{temperature.data(), top_k.data(), top_p.data(), min_p.data(), seeds.data(), nullptr};
+  const SamplingParams greedy{greedy_temperature.data(), nullptr, nullptr, nullptr, seeds.data(), nullptr};
+  const SamplingParams top_p_only{temperature.data(), nullptr, top_p.data(), nullptr, seeds.data(), nullptr};
+  auto sample_full = [&] { sample_tokens(vocab_logits.data(), batch, kVocab, full, sampled.data(), logprobs.data(), stream); };
+  auto sample_top_p = [&] {
+    sample_tokens(vocab_logits.data(), batch, kVocab, top_p_only, sampled.data(), logprobs.data(), stream);
+  };
+  auto sample_greedy = [&] {
+    sample_tokens(vocab_logits.data(), batch, kVocab, greedy, sampled.data(), logprobs.data(), stream);
+  };
+  const double sample_bytes = double(batch * kVocab * 4);
+  print_row({"sample_greedy(B)", batch, timer.cold(sample_greedy), timer.warm(sample_greedy), sample_bytes}, bandwidth);
+  print_row({"sample_top_p(B)", batch, timer.cold(sample_top_p), timer.warm(sample_top_p), sample_bytes}, bandwidth);
+  print_row({"sample_k_p_minp(B)", batch, timer.cold(sample_full), timer.warm(sample_full), sample_bytes}, bandwidth);
+  // Logits shaped like a language model's (a normal bulk, a few tokens far above it) at DeepSeek-R1's recommended
+  // temperature 0.6 and top_p 0.95, and with top_k 50: the uniform rows above spread the threshold's neighbourhood
+  // over the whole row, these concentrate it.
+  std::vector<float> llm_logits(static_cast<size_t>(batch * kVocab));
+  {
+    std::mt19937 rng(29);
+    std::normal_distribution<float> bulk(0.0f, 2.5f);
+    std::uniform_real_distribution<float> head(14.0f, 22.0f);
+    for (float& v : llm_logits) v = bulk(rng);
+    for (int64_t r = 0; r < batch; ++r) {
+      for (int h = 0; h < 12; ++h) llm_logits[static_cast<size_t>(r * kVocab + rng() % kVocab)] = head(rng);
+    }
+  }
+  DeviceBuffer<float> llm_rows(llm_logits);
+  DeviceBuffer<float> r1_temperature(std::vector<float>(static_cast<size_t>(batch), 0.6f));
+  DeviceBuffer<float> r1_top_p(std::vector<float>(static_cast<size_t>(batch), 0.95f));
+  const SamplingParams r1{r1_temperature.data(), nullptr, r1_top_p.data(), nullptr, seeds.data(), nullptr};
+  const SamplingParams r1_top_k{r1_temperature.data(), top_k.data(), r1_top_p.data(), nullptr, seeds.data(), nullptr};
+  auto sample_llm = [&] { sample_tokens(llm_rows.data(), batch, kVocab, r1, sampled.data(), logprobs.data(), stream); };
+  auto sample_llm_top_k = [&] {
+    sample_tokens(llm_rows.data(), batch, kVocab, r1_top_k, sampled.data(), logprobs.data(), stream);
+  };
+  print_row({"sample_llm_p0.95(B)", batch, timer.cold(sample_llm), timer.warm(sample_llm), sample_bytes}, bandwidth);
+  print_row({"sample_llm_k50_p(B)", batch, timer.cold(sample_llm_top_k), timer.warm(sample_llm_top_k), sample_bytes},
+            bandwidth);
+
+  // Scoring (prompt logprobs: every row scores a token, with 1 or 20 alternatives), against what it replaces: the
+  // rows' logits copied to pinned host memory for the host's score_token.
+  std::vector<ScoreRow> score_rows;
+  for (int64_t r = 0; r < batch; ++r) score_rows.push_back({static_cast<int32_t>(r), static_cast<int32_t>(r * 97 % kVocab), 0});
+  DeviceBuffer<ScoreRow> rows_top1, rows_top20;
+  for (auto [top_n, buffer] : {std::pair{1, &rows_top1}, std::pair{20, &rows_top20}}) {
+    for (ScoreRow& row : score_rows) row.top_n = top_n;
+    *buffer = DeviceBuffer<ScoreRow>(score_rows);
+  }
+  DeviceBuffer<float> scored_logprob(static_cast<size_t>(batch)), top_logprobs(static_cast<size_t>(batch * 20));
+  DeviceBuffer<int64_t> scored_rank(static_cast<size_t>(batch));
+  DeviceBuffer<int32_t> top_ids(static_cast<size_t>(batch * 20));
+  const ScoreOutputs score_out{scored_logprob.data(), scored_rank.data(), top_ids.data(), top_logprobs.data()};
+  auto score_top1 = [&] { score_tokens(vocab_logits.data(), kVocab, rows_top1.data(), batch, nullptr, 20, score_out, stream); };
+  auto score_top20 = [&] { score_tokens(vocab_logits.data(), kVocab, rows_top20.data(), batch, nullptr, 20, score_out, stream); };
+  print_row({"score_top1(B)", batch, timer.cold(score_top1), timer.warm(score_top1), sample_bytes}, bandwidth);
+  print_row({"score_top20(B)", batch, timer.cold(score_top20), timer.warm(score_top20), sample_bytes}, bandwidth);
+  float* pinned = nullptr;
+  FATHOM_CUDA_CHECK(cudaMallocHost(&pinned, static_cast<size_t>(sample_bytes)));
+  auto to_host = [&] {
+    FATHOM_CUDA_CHECK(cudaMemcpyAsync(pinned, vocab_logits.data(), static_cast<size_t>(sample_bytes), cudaMemcpyDeviceToHost, stream));
+  };
+  const float d2h_warm = timer.warm(to_host);
+  std::printf("%-22s %6lld %10s %10.2f   %.1f GB/s to pinned host memory (the host scoring path's copy alone)\n",
+              "logits_to_host(B)", static_cast<long long>(batch), "-", d2h_warm, d2h_warm > 0 ? sample_bytes / d2h_warm / 1e3 : 0.0);
+  FATHOM_CUDA_CHECK(cudaFreeHost(pinned));
+}
+
 // moe_only: stop after the MoE ops (route, permutation, gather, combine, swiglu_quant_fp8).
 void run(int64_t tokens, const DeviceBuffer<__nv_bfloat16>& table, Timer& timer, double bandwidth, cudaStream_t stream,
          bool moe_only) {
@@ -317,58 +397,7 @@ void run(int64_t tokens, const DeviceBuffer<__nv_bfloat16>& table, Timer& timer,
                timer.warm(quantize), double(tokens * cols * 3 + 2 * (tokens * cols / 128) * 4)}, bandwidth);
   }
 
-  // Sampling (batch = tokens, capped at 256 rows): temperature + top-k + top-p + min-p, and greedy.
-  const int64_t batch = std::min<int64_t>(tokens, 256);
-  DeviceBuffer<float> vocab_logits(random_floats(static_cast<size_t>(batch * kVocab), 3.0f, 13));
-  DeviceBuffer<float> temperature(std::vector<float>(static_cast<size_t>(batch), 0.7f));
-  DeviceBuffer<float> greedy_temperature(std::vector<float>(static_cast<size_t>(batch), 0.0f));
-  DeviceBuffer<int32_t> top_k(std::vector<int32_t>(static_cast<size_t>(batch), 50));
-  DeviceBuffer<float> top_p(std::vector<float>(static_cast<size_t>(batch), 0.9f));
-  DeviceBuffer<float> min_p(std::vector<float>(static_cast<size_t>(batch), 0.05f));
-  DeviceBuffer<uint64_t> seeds(std::vector<uint64_t>(static_cast<size_t>(batch), 7));
-  DeviceBuffer<int32_t> sampled(static_cast<size_t>(batch));
-  DeviceBuffer<float> logprobs(static_cast<size_t>(batch));
-  const SamplingParams full{temperature.data(), top_k.data(), top_p.data(), min_p.data(), seeds.data(), nullptr};
-  const SamplingParams greedy{greedy_temperature.data(), nullptr, nullptr, nullptr, seeds.data(), nullptr};
-  const SamplingParams top_p_only{temperature.data(), nullptr, top_p.data(), nullptr, seeds.data(), nullptr};
-  auto sample_full = [&] { sample_tokens(vocab_logits.data(), batch, kVocab, full, sampled.data(), logprobs.data(), stream); };
-  auto sample_top_p = [&] {
-    sample_tokens(vocab_logits.data(), batch, kVocab, top_p_only, sampled.data(), logprobs.data(), stream);
-  };
-  auto sample_greedy = [&] {
-    sample_tokens(vocab_logits.data(), batch, kVocab, greedy, sampled.data(), logprobs.data(), stream);
-  };
-  const double sample_bytes = double(batch * kVocab * 4);
-  print_row({"sample_greedy(B)", batch, timer.cold(sample_greedy), timer.warm(sample_greedy), sample_bytes}, bandwidth);
-  print_row({"sample_top_p(B)", batch, timer.cold(sample_top_p), timer.warm(sample_top_p), sample_bytes}, bandwidth);
-  print_row({"sample_k_p_minp(B)", batch, timer.cold(sample_full), timer.warm(sample_full), sample_bytes}, bandwidth);
-
-  // Scoring (prompt logprobs: every row scores a token, with 1 or 20 alternatives), against what it replaces: the
-  // rows' logits copied to pinned host memory for the host's score_token.
-  std::vector<ScoreRow> score_rows;
-  for (int64_t r = 0; r < batch; ++r) score_rows.push_back({static_cast<int32_t>(r), static_cast<int32_t>(r * 97 % kVocab), 0});
-  DeviceBuffer<ScoreRow> rows_top1, rows_top20;
-  for (auto [top_n, buffer] : {std::pair{1, &rows_top1}, std::pair{20, &rows_top20}}) {
-    for (ScoreRow& row : score_rows) row.top_n = top_n;
-    *buffer = DeviceBuffer<ScoreRow>(score_rows);
-  }
-  DeviceBuffer<float> scored_logprob(static_cast<size_t>(batch)), top_logprobs(static_cast<size_t>(batch * 20));
-  DeviceBuffer<int64_t> scored_rank(static_cast<size_t>(batch));
-  DeviceBuffer<int32_t> top_ids(static_cast<size_t>(batch * 20));
-  const ScoreOutputs score_out{scored_logprob.data(), scored_rank.data(), top_ids.data(), top_logprobs.data()};
-  auto score_top1 = [&] { score_tokens(vocab_logits.data(), kVocab, rows_top1.data(), batch, nullptr, 20, score_out, stream); };
-  auto score_top20 = [&] { score_tokens(vocab_logits.data(), kVocab, rows_top20.data(), batch, nullptr, 20, score_out, stream); };
-  print_row({"score_top1(B)", batch, timer.cold(score_top1), timer.warm(score_top1), sample_bytes}, bandwidth);
-  print_row({"score_top20(B)", batch, timer.cold(score_top20), timer.warm(score_top20), sample_bytes}, bandwidth);
-  float* pinned = nullptr;
-  FATHOM_CUDA_CHECK(cudaMallocHost(&pinned, static_cast<size_t>(sample_bytes)));
-  auto to_host = [&] {
-    FATHOM_CUDA_CHECK(cudaMemcpyAsync(pinned, vocab_logits.data(), static_cast<size_t>(sample_bytes), cudaMemcpyDeviceToHost, stream));
-  };
-  const float d2h_warm = timer.warm(to_host);
-  std::printf("%-22s %6lld %10s %10.2f   %.1f GB/s to pinned host memory (the host scoring path's copy alone)\n",
-              "logits_to_host(B)", static_cast<long long>(batch), "-", d2h_warm, d2h_warm > 0 ? sample_bytes / d2h_warm / 1e3 : 0.0);
-  FATHOM_CUDA_CHECK(cudaFreeHost(pinned));
+  run_sampling(tokens, timer, bandwidth, stream);
 }
 
 // MLA's per-token preparation at DeepSeek-V3 dims (128 heads x (128 nope + 64 rope), kv_lora 512, page 64): the
@@ -519,12 +548,14 @@ void run_moe_router_prefill(Timer& timer, cudaStream_t stream) {
 
 // Usage: bench_small_ops              time every op at 1, 32, 256 and 4096 tokens
 //        bench_small_ops moe          only the MoE ops (routing, permutation, gather, combine, SwiGLU + quantization)
+//        bench_small_ops sampling     only sampling and scoring, at 1, 32 and 256 rows
 //        bench_small_ops profile T    launch every op once at T tokens, untimed (run under ncu)
 int main(int argc, char** argv) {
   using namespace fathom::kernels::cuda;
   try {
     const bool profile = argc >= 3 && std::string(argv[1]) == "profile";
     const bool moe_only = argc >= 2 && std::string(argv[1]) == "moe";
+    const bool sampling_only = argc >= 2 && std::string(argv[1]) == "sampling";
     cudaDeviceProp prop{};
     FATHOM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     cudaStream_t stream;
@@ -536,6 +567,12 @@ int main(int argc, char** argv) {
                 prop.multiProcessorCount, prop.l2CacheSize >> 20, bandwidth / 1e3);
     std::printf("%-22s %6s %10s %10s %12s %9s %7s %7s\n", "op", "tokens", "cold_us", "warm_us", "bytes", "floor_us",
                 "cold/fl", "warm/fl");
+    if (sampling_only) {
+      for (int64_t rows : {1, 32, 256}) run_sampling(rows, timer, bandwidth, stream);
+      FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+      FATHOM_CUDA_CHECK(cudaStreamDestroy(stream));
+      return 0;
+    }
     const DeviceBuffer<__nv_bfloat16> table(moe_only ? std::vector<__nv_bfloat16>(1)
                                                      : random_bf16(static_cast<size_t>(kVocab * kHidden), 1.0f, 11));
     const std::vector<int64_t> sizes = profile ? std::vector<int64_t>{std::stoll(argv[2])}

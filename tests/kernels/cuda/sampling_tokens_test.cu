@@ -1,5 +1,6 @@
 // GPU sampling: greedy == argmax, logprobs, seeded determinism across batch compositions, filters never select
-// excluded tokens, and a chi-square check of the sampled distribution.
+// excluded tokens (and keep exactly the right ones where their boundary falls among nearly equal logits), and a
+// chi-square check of the sampled distribution.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -363,7 +364,7 @@ TEST(CudaSampling, NullOptionalArraysMeanOff) {
 TEST(CudaSampling, FiltersNeverSelectExcludedTokens) {
   FATHOM_REQUIRE_GPU();
   std::mt19937 rng(4);
-  for (int64_t vocab : {5, 1000, 32000}) {
+  for (int64_t vocab : {5, 1000, 32000, 129280}) {
     SCOPED_TRACE(::testing::Message() << "vocab " << vocab);
     Batch batch;
     batch.vocab = vocab;
@@ -395,6 +396,78 @@ TEST(CudaSampling, FiltersNeverSelectExcludedTokens) {
       EXPECT_NEAR(result.logprobs[r], cpu_log_softmax(row, vocab)[result.tokens[r]], 1e-4);
     }
     EXPECT_EQ(excluded, 0);
+  }
+}
+
+// Heads: 8 tokens of large, nearly equal mass in different blocks of the row's cluster, over a bulk of distinct
+// logits of zero mass (or, `dense`, 3000 more tokens within 0.02 of the top). The top-k / top-p boundaries fall
+// between heads whose scaled logits differ by a few ulps (one coarse bin: the range and radix steps), by ~2^11
+// ulps (two radix digits) or by 0.01 (neighbouring bins). Over 160 seeds no token outside the CPU's kept set may
+// be drawn, and (without the dense tokens) every kept head must be (each has >= 1/8 of the kept mass).
+TEST(CudaSampling, ThresholdsAmongNearlyEqualLogits) {
+  FATHOM_REQUIRE_GPU();
+  constexpr int kHeads = 8, kDraws = 160;
+  struct Case {
+    const char* name;
+    float temperature;
+    int32_t top_k;
+    float top_p;
+    bool tie;    // head 3 equal to head 2
+    bool dense;  // 3000 tokens just below the top
+  };
+  const std::vector<Case> cases = {
+      {"top_p 0.55", 1.0f, 0, 0.55f, false, false},   {"top_k 3", 1.0f, 3, 1.0f, false, false},
+      {"top_k 3 tied", 1.0f, 3, 1.0f, true, false},   {"top_k 6 + top_p 0.3", 1.0f, 6, 0.3f, false, false},
+      {"top_p 0.3 tied", 1.0f, 0, 0.3f, true, false}, {"top_k 20: k-th in the bulk", 1.0f, 20, 1.0f, false, false},
+      {"t 0.7 top_p 0.8", 0.7f, 0, 0.8f, false, false}, {"dense top_p 0.5", 1.0f, 0, 0.5f, false, true},
+      {"dense top_k 1000", 1.3f, 1000, 1.0f, false, true},
+  };
+  std::mt19937 rng(11);
+  for (int64_t vocab : {5000, 129280}) {
+    for (int gap_ulps : {1, 37, 2000, 0}) {  // 0: heads 0.01 apart
+      for (const Case& c : cases) {
+        SCOPED_TRACE(::testing::Message() << "vocab " << vocab << ", gap " << gap_ulps << " ulps, " << c.name);
+        std::uniform_real_distribution<float> bulk(-60.0f, -40.0f), near_top(4.95f, 4.97f);
+        std::vector<float> row(static_cast<size_t>(vocab));
+        for (float& v : row) v = bulk(rng);
+        if (c.dense) {
+          for (int i = 0; i < 3000; ++i) row[rng() % vocab] = near_top(rng);
+        }
+        std::vector<int64_t> heads;
+        float value = 5.0f;
+        for (int h = 0; h < kHeads; ++h) {
+          heads.push_back((h * vocab / kHeads + 11 * h + 5) % vocab);
+          row[heads.back()] = value;
+          if (gap_ulps == 0) {
+            value -= 0.01f;
+          } else {
+            for (int u = 0; u < gap_ulps; ++u) value = std::nextafter(value, -INFINITY);
+          }
+        }
+        if (c.tie) row[heads[3]] = row[heads[2]];
+        RowParams p;
+        p.temperature = c.temperature;
+        p.top_k = c.top_k;
+        p.top_p = c.top_p;
+        const std::map<int64_t, double> kept = cpu_kept(row.data(), vocab, p);
+        ASSERT_FALSE(kept.empty());
+        Batch batch;
+        batch.vocab = vocab;
+        for (int d = 0; d < kDraws; ++d) {
+          p.seed = 7919ull * d + 3;
+          batch.add(row.data(), p);
+        }
+        const Result result = run_sampling(batch);
+        std::set<int32_t> drawn(result.tokens.begin(), result.tokens.end());
+        for (int32_t t : drawn) EXPECT_TRUE(kept.count(t)) << "drew excluded token " << t;
+        if (!c.dense) {
+          for (const auto& [token, mass] : kept) {
+            EXPECT_TRUE(drawn.count(static_cast<int32_t>(token))) << "kept token " << token << " never drawn";
+          }
+          EXPECT_LE(kept.size(), static_cast<size_t>(kHeads));
+        }
+      }
+    }
   }
 }
 
