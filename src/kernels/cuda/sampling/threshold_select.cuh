@@ -1,0 +1,243 @@
+#pragma once
+// The sampling filters' thresholds over one row held by a cluster (cluster_row.cuh): the smallest eligible key x
+// whose weight strictly above it, W(key > x), is below a target. Top-k weighs every token 1 with target k (x: the
+// k-th largest z); top-p weighs each token of non-zero mass by its 2^-40 fixed-point mass with target p * (total).
+// Every sum is an exact integer, so the threshold does not depend on the summation order. Three steps:
+//   1. coarse: weights binned linearly by z_max - z (kCoarseBins over every token of non-zero mass, the rest in the
+//      last bin), scanned in descending z: x lies in the last non-empty bin whose weight above is below the target;
+//   2. range: that bin's smallest and largest key; equal (a single value, ties included) -> x;
+//   3. radix: 8-bit digits over the key bits where they differ, among that bin's tokens only.
+// Real logits spread their tokens over many bins, so the threshold's bin holds a few of them and steps 2-3 are cheap.
+#include <cooperative_groups.h>
+#include <cub/block/block_scan.cuh>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/sampling/cluster_row.cuh"
+
+namespace fathom::kernels::cuda {
+
+constexpr int kRadixBits = 8;
+constexpr int kRadixBins = 1 << kRadixBits;
+constexpr int kCoarseBins = 2048;
+constexpr int kCoarseBinsPerThread = kCoarseBins / kRowThreads;
+constexpr float kCoarseRange = 28.0f;  // exp(-28) * 2^40 < 1: every token of non-zero fixed-point mass is in range
+constexpr float kCoarseBinsPerUnit = kCoarseBins / kCoarseRange;
+constexpr float kMassScale = 1099511627776.0f;  // 2^40: probability mass fixed point
+static_assert(kCoarseBins % kRowThreads == 0 && kRadixBins <= kRowThreads);
+
+struct Scaling {
+  float inv_temperature;  // 1 / temperature, > 0
+  float z_max;            // max logit * inv_temperature
+};
+
+struct ThresholdShared {
+  typename cub::BlockScan<unsigned long long, kRowThreads>::TempStorage scan;
+  alignas(16) unsigned long long coarse[kCoarseBins];  // per-bin weights (u32 counts in top-k); read by other blocks
+  unsigned long long radix[2][kRadixBins];             // per-digit weights, double-buffered; read by other blocks
+  uint32_t warp_range[2][kRowThreads / 32];            // per-warp smallest / largest key of the threshold's bin
+  uint32_t block_range[2];                             // this block's; read by the other blocks
+  int selected;                                        // the chosen bin or digit (as the thread that found it)
+  unsigned long long selected_above;                   // weight above the chosen bin or digit
+};
+
+// Order-preserving map of a float to uint32 (larger float -> larger key); -0 folds onto +0.
+__device__ __forceinline__ uint32_t order_key(float z) {
+  if (z == 0.0f) z = 0.0f;
+  const uint32_t bits = __float_as_uint(z);
+  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+// exp(z - z_max) in [0, 1] as a 2^-40 fixed-point mass (truncated).
+__device__ __forceinline__ unsigned long long fixed_mass(float relative) {
+  return static_cast<unsigned long long>(relative * kMassScale);
+}
+
+// Bin of z in descending z: z1 > z2 -> bin(z1) <= bin(z2) (every step rounds monotonically); -inf -> the last bin.
+__device__ __forceinline__ int coarse_bin(float z, float z_max) {
+  return static_cast<int>(fminf((z_max - z) * kCoarseBinsPerUnit, static_cast<float>(kCoarseBins - 1)));
+}
+
+// Top-k counts tokens (u32: a block's count fits, and 32-bit shared atomics are cheap under contention); top-p
+// weighs masses (u64).
+template <bool kMass>
+using ThresholdWeight = std::conditional_t<kMass, unsigned long long, unsigned>;
+
+// Adds `value` to hist[digit] once per distinct digit of the warp (digit < 0: nothing). All 32 lanes must call.
+// Masses must be < 2^41 (summed as two 20/21-bit halves by the warp reduction unit); counts must be 1.
+template <typename Weight>
+__device__ __forceinline__ void warp_aggregated_add(Weight* hist, int digit, Weight value) {
+  if (!__any_sync(0xffffffffu, digit >= 0)) return;  // common: nothing of this warp is in play
+  const unsigned peers = __match_any_sync(0xffffffffu, digit);
+  Weight sum;
+  if constexpr (sizeof(Weight) == 8) {
+    const unsigned low = __reduce_add_sync(peers, static_cast<unsigned>(value & 0xfffffu));
+    const unsigned high = __reduce_add_sync(peers, static_cast<unsigned>(value >> 20));
+    sum = (static_cast<unsigned long long>(high) << 20) + low;
+  } else {
+    sum = static_cast<unsigned>(__popc(peers));
+  }
+  if (digit >= 0 && (threadIdx.x % 32) == __ffs(peers) - 1) atomicAdd(&hist[digit], sum);
+}
+
+// One element's weight in the selection: top-k counts every token of the vocabulary; top-p weighs the tokens at
+// or above min_key by their mass (0: not eligible).
+template <bool kMass>
+__device__ __forceinline__ ThresholdWeight<kMass> element_weight(const RowSlice& s, int j, float z, uint32_t key,
+                                                                 const Scaling& scaling, uint32_t min_key) {
+  if constexpr (kMass) {
+    return key >= min_key ? fixed_mass(expf(z - scaling.z_max)) : 0ull;
+  } else {
+    return s.valid(j) ? 1u : 0u;
+  }
+}
+
+// The smallest eligible key x with W(key > x) < target (target_k for counts; max(1, p * total) for masses).
+// Every block of the cluster calls it with the same arguments and gets the same key; contains cluster.sync()s, and
+// the other blocks read this block's `sh` afterwards until the caller's next cluster.sync().
+template <bool kMass>
+__device__ uint32_t select_threshold_key(const RowSlice& s, const Scaling& scaling, uint32_t min_key, int target_k,
+                                         float top_p, ThresholdShared& sh, cooperative_groups::cluster_group& cluster,
+                                         int& radix_pass) {
+  using Weight = ThresholdWeight<kMass>;
+  using BlockScan = cub::BlockScan<unsigned long long, kRowThreads>;
+  // 1. Coarse bins. Top-k leaves the last bin (tokens far below the maximum, usually most of them) uncounted: its
+  //    count is the vocabulary less the others'.
+  Weight* coarse = reinterpret_cast<Weight*>(sh.coarse);
+  for (int bin = threadIdx.x; bin < kCoarseBins; bin += kRowThreads) coarse[bin] = 0;
+  __syncthreads();
+#pragma unroll 4
+  for (int j = 0; j < s.per_thread; ++j) {
+    const float z = s.get(j) * scaling.inv_temperature;
+    const int bin = coarse_bin(z, scaling.z_max);
+    int digit = -1;
+    Weight weight = 0;
+    if (kMass || bin < kCoarseBins - 1) {
+      weight = element_weight<kMass>(s, j, z, order_key(z), scaling, min_key);
+      if (weight > 0) digit = bin;
+    }
+    warp_aggregated_add(coarse, digit, weight);
+  }
+  cluster.sync();
+  const int first_bin = threadIdx.x * kCoarseBinsPerThread;  // this thread's bins, in descending z
+  // A bin's weight over the cluster (read twice rather than held: registers are short here).
+  auto bin_weight = [&](int bin) -> unsigned long long {
+    unsigned long long sum = 0;
+    for (int rank = 0; rank < kClusterBlocks; ++rank) sum += cluster.map_shared_rank(coarse, rank)[bin];
+    return sum;
+  };
+  unsigned long long thread_total = 0;
+#pragma unroll
+  for (int i = 0; i < kCoarseBinsPerThread; ++i) thread_total += bin_weight(first_bin + i);
+  unsigned long long above, listed_total;  // weight of the bins before this thread's; of every counted bin
+  BlockScan(sh.scan).ExclusiveSum(thread_total, above, listed_total);
+  unsigned long long target;
+  if constexpr (kMass) {
+    const double wanted = static_cast<double>(top_p) * static_cast<double>(listed_total);
+    target = wanted < 1.0 ? 1ull : static_cast<unsigned long long>(wanted);
+  } else {
+    target = static_cast<unsigned long long>(target_k);
+  }
+  unsigned long long running = above;
+  for (int i = 0; i < kCoarseBinsPerThread; ++i) {
+    const int bin = first_bin + i;
+    unsigned long long value = bin_weight(bin);
+    if (!kMass && bin == kCoarseBins - 1) value = static_cast<unsigned long long>(s.vocab) - listed_total;
+    // The last non-empty bin with weight above < target is the one whose span covers the target (the total
+    // reaches the target: k < vocab; p * total < total and the maximum's mass >= 1): exactly one thread writes.
+    if (running < target && target <= running + value) {
+      sh.selected = bin;
+      sh.selected_above = running;
+    }
+    running += value;
+  }
+  __syncthreads();
+  const int threshold_bin = sh.selected;
+  above = sh.selected_above;
+
+  // 2. The bin's key range.
+  uint32_t lowest = UINT32_MAX, highest = 0;
+  for (int j = 0; j < s.per_thread; ++j) {
+    const float z = s.get(j) * scaling.inv_temperature;
+    if (coarse_bin(z, scaling.z_max) != threshold_bin) continue;
+    const uint32_t key = order_key(z);
+    if (element_weight<kMass>(s, j, z, key, scaling, min_key) == 0) continue;
+    lowest = min(lowest, key);
+    highest = max(highest, key);
+  }
+  lowest = __reduce_min_sync(0xffffffffu, lowest);
+  highest = __reduce_max_sync(0xffffffffu, highest);
+  const int warp = threadIdx.x / 32;
+  if (threadIdx.x % 32 == 0) {
+    sh.warp_range[0][warp] = lowest;
+    sh.warp_range[1][warp] = highest;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kRowThreads / 32; ++w) {
+      lowest = min(lowest, sh.warp_range[0][w]);
+      highest = max(highest, sh.warp_range[1][w]);
+    }
+    sh.block_range[0] = lowest;
+    sh.block_range[1] = highest;
+  }
+  cluster.sync();
+  lowest = UINT32_MAX;
+  highest = 0;
+  for (int rank = 0; rank < kClusterBlocks; ++rank) {
+    const uint32_t* remote = cluster.map_shared_rank(sh.block_range, rank);
+    lowest = min(lowest, remote[0]);
+    highest = max(highest, remote[1]);
+  }
+  if (lowest == highest) return lowest;
+
+  // 3. Radix digits over the differing low bits, most significant first.
+  int bits = 32 - __clz(lowest ^ highest);
+  uint32_t prefix_mask = bits == 32 ? 0u : ~((1u << bits) - 1u);
+  uint32_t prefix = lowest & prefix_mask;
+  while (bits > 0) {
+    const int width = min(kRadixBits, bits), shift = bits - width;
+    Weight* hist = reinterpret_cast<Weight*>(sh.radix[radix_pass++ & 1]);
+    if (threadIdx.x < kRadixBins) hist[threadIdx.x] = 0;
+    if (threadIdx.x == 0) sh.selected = -1;
+    __syncthreads();
+#pragma unroll 4
+    for (int j = 0; j < s.per_thread; ++j) {
+      const float z = s.get(j) * scaling.inv_temperature;
+      const uint32_t key = order_key(z);
+      int digit = -1;
+      Weight weight = 0;
+      if (coarse_bin(z, scaling.z_max) == threshold_bin && (key & prefix_mask) == prefix) {
+        weight = element_weight<kMass>(s, j, z, key, scaling, min_key);
+        if (weight > 0) digit = static_cast<int>((key >> shift) & ((1u << width) - 1u));
+      }
+      warp_aggregated_add(hist, digit, weight);
+    }
+    cluster.sync();
+    // Thread t < kRadixBins takes digit (kRadixBins - 1 - t): the scan runs in descending keys.
+    unsigned long long digit_weight = 0;
+    if (threadIdx.x < kRadixBins) {
+      for (int rank = 0; rank < kClusterBlocks; ++rank) {
+        digit_weight += cluster.map_shared_rank(hist, rank)[kRadixBins - 1 - threadIdx.x];
+      }
+    }
+    unsigned long long digit_above;
+    BlockScan(sh.scan).ExclusiveSum(digit_weight, digit_above);
+    // x's digit: the lowest non-empty one whose weight above is still below the target.
+    if (threadIdx.x < kRadixBins && digit_weight > 0 && above + digit_above < target) {
+      atomicMax(&sh.selected, static_cast<int>(threadIdx.x));
+    }
+    __syncthreads();
+    if (static_cast<int>(threadIdx.x) == sh.selected) sh.selected_above = above + digit_above;
+    __syncthreads();
+    prefix |= static_cast<uint32_t>(kRadixBins - 1 - sh.selected) << shift;
+    prefix_mask |= ((1u << width) - 1u) << shift;
+    above = sh.selected_above;
+    bits = shift;
+    __syncthreads();
+  }
+  return prefix;
+}
+
+}  // namespace fathom::kernels::cuda
