@@ -212,6 +212,9 @@ void run_sampling(int64_t tokens, Timer& timer, double bandwidth, cudaStream_t s
   auto score_top20 = [&] { score_tokens(vocab_logits.data(), kVocab, rows_top20.data(), batch, nullptr, 20, score_out, stream); };
   print_row({"score_top1(B)", batch, timer.cold(score_top1), timer.warm(score_top1), sample_bytes}, bandwidth);
   print_row({"score_top20(B)", batch, timer.cold(score_top20), timer.warm(score_top20), sample_bytes}, bandwidth);
+  auto score_llm_top20 = [&] { score_tokens(llm_rows.data(), kVocab, rows_top20.data(), batch, nullptr, 20, score_out, stream); };
+  print_row({"score_llm_top20(B)", batch, timer.cold(score_llm_top20), timer.warm(score_llm_top20), sample_bytes},
+            bandwidth);
   float* pinned = nullptr;
   FATHOM_CUDA_CHECK(cudaMallocHost(&pinned, static_cast<size_t>(sample_bytes)));
   auto to_host = [&] {

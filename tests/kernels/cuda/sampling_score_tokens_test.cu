@@ -1,6 +1,7 @@
 // GPU token scoring against the host's sampling::score_token: the target's logprob and rank and the top-n list (ids
-// exactly, ties included), over a sweep of vocabularies and list lengths, sampled-token targets, NaN / -inf logits,
-// invalid targets, batch invariance, and the same bits as the sampler's own logprob.
+// exactly, ties included: a few ties at the list's threshold gathered and ranked, thousands by rounds), over a sweep
+// of vocabularies and list lengths, sampled-token targets, NaN / -inf logits, invalid targets, batch invariance, and
+// the same bits as the sampler's own logprob.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -119,6 +120,42 @@ TEST(CudaScoreTokens, TiesNanAndMinusInfinityFollowTheHostOrder) {
   expect_matches_host(logits, vocab, rows, targets, kMaxScoreTopN, got, 1e-4);
   EXPECT_EQ(got.top_ids[3 * kMaxScoreTopN], 11);  // the tied maximum: lowest id first
   EXPECT_EQ(got.top_ids[3 * kMaxScoreTopN + 1], 129277);
+}
+
+// Rows whose top values repeat a few times each (rounded to a coarse grid), so the list's threshold is tied by
+// tokens in several blocks yet they fit in the gathered candidates; so does row 2's (200 tokens tied at the top); row
+// 3's (700 tied below 10 distinct ones) do not, and its list comes by rounds.
+TEST(CudaScoreTokens, FewTiesAtTheThresholdFollowTheHostOrder) {
+  FATHOM_REQUIRE_GPU();
+  std::mt19937 rng(23);
+  for (const int64_t vocab : {int64_t{3000}, int64_t{129280}}) {
+    SCOPED_TRACE(::testing::Message() << "vocab " << vocab);
+    std::vector<float> logits = testing::random_normal(rng, static_cast<size_t>(4 * vocab), 3.0f);
+    for (int64_t i = 0; i < vocab; ++i) {  // row 0: the tail on a 0.25 grid; row 1: everything on a 0.05 grid
+      float& tail = logits[static_cast<size_t>(i)];
+      if (tail > 7.0f) tail = 0.25f * std::round(4.0f * tail);
+      float& grid = logits[static_cast<size_t>(vocab + i)];
+      grid = 0.05f * std::round(20.0f * grid);
+    }
+    for (int64_t i = 0; i < vocab; ++i) {
+      logits[static_cast<size_t>(2 * vocab + i)] = std::min(logits[static_cast<size_t>(2 * vocab + i)], 4.0f);
+      logits[static_cast<size_t>(3 * vocab + i)] = std::min(logits[static_cast<size_t>(3 * vocab + i)], 1.0f);
+    }
+    for (int k = 0; k < 200; ++k) logits[static_cast<size_t>(2 * vocab + (k * 7919 + 3) % vocab)] = 9.0f;
+    for (int k = 0; k < 700; ++k) logits[static_cast<size_t>(3 * vocab + (k * 6007 + 1) % vocab)] = 2.0f;
+    for (int k = 0; k < 10; ++k) logits[static_cast<size_t>(3 * vocab + (k * 104729 + 11) % vocab)] = 5.0f + k;
+    std::vector<ScoreRow> rows;
+    std::vector<int32_t> targets;
+    for (int32_t row = 0; row < 4; ++row) {
+      for (const int32_t top_n : {1, 5, 20, 64}) {
+        const int32_t target = static_cast<int32_t>(rng() % vocab);
+        rows.push_back(ScoreRow{row, target, top_n});
+        targets.push_back(target);
+      }
+    }
+    const Scored got = run_scoring(logits, vocab, rows, kMaxScoreTopN);
+    expect_matches_host(logits, vocab, rows, targets, kMaxScoreTopN, got, 2e-4);
+  }
 }
 
 TEST(CudaScoreTokens, SampledTargetsInvalidTargetsAndBatchInvariance) {
