@@ -399,11 +399,11 @@ TEST(CudaSampling, FiltersNeverSelectExcludedTokens) {
   }
 }
 
-// Heads: 8 tokens of large, nearly equal mass in different blocks of the row's cluster, over a bulk of distinct
+// Heads: 8 tokens of large, nearly equal mass spread over the blocks of the row's cluster, over a bulk of distinct
 // logits of zero mass (or, `dense`, 3000 more tokens within 0.02 of the top). The top-k / top-p boundaries fall
 // between heads whose scaled logits differ by a few ulps (one coarse bin: the range and radix steps), by ~2^11
 // ulps (two radix digits) or by 0.01 (neighbouring bins). Over 160 seeds no token outside the CPU's kept set may
-// be drawn, and (without the dense tokens) every kept head must be (each has >= 1/8 of the kept mass).
+// be drawn, and (without the dense tokens) every kept head must be (each has about 1/8 of the kept mass or more).
 TEST(CudaSampling, ThresholdsAmongNearlyEqualLogits) {
   FATHOM_REQUIRE_GPU();
   constexpr int kHeads = 8, kDraws = 160;
@@ -433,10 +433,12 @@ TEST(CudaSampling, ThresholdsAmongNearlyEqualLogits) {
         if (c.dense) {
           for (int i = 0; i < 3000; ++i) row[rng() % vocab] = near_top(rng);
         }
+        // Block r of the cluster holds [r * slice, (r + 1) * slice): heads go round the blocks that hold tokens.
+        const int64_t slice = (((vocab + 7) / 8 + 511) / 512) * 512, blocks_used = (vocab + slice - 1) / slice;
         std::vector<int64_t> heads;
         float value = 5.0f;
         for (int h = 0; h < kHeads; ++h) {
-          heads.push_back((h * vocab / kHeads + 11 * h + 5) % vocab);
+          heads.push_back(std::min(vocab - 1, (h % blocks_used) * slice + 37 * (h / blocks_used) + 5 + h));
           row[heads.back()] = value;
           if (gap_ulps == 0) {
             value -= 0.01f;

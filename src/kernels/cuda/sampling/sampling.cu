@@ -23,9 +23,9 @@ struct SharedState {
 
 __device__ __forceinline__ unsigned long long kept_mass(float logit, const Scaling& scaling, uint32_t min_key,
                                                         float min_p) {
-  const float z = logit * scaling.inv_temperature;
+  const float z = scaling.scaled(logit);
   if (order_key(z) < min_key) return 0;
-  const float relative = expf(z - scaling.z_max);
+  const float relative = expf(__fsub_rn(z, scaling.z_max));
   if (relative < min_p) return 0;
   return fixed_mass(relative);
 }
@@ -87,8 +87,9 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kRowThr
   const float top_p = params.top_p ? params.top_p[b] : 1.0f;
   const float min_p = params.min_p ? fminf(params.min_p[b], 1.0f) : 0.0f;
   const float inv_temperature = __fdiv_rn(1.0f, temperature);
-  // Greedy also when scaling would overflow (tiny temperature, huge or infinite maximum).
-  const bool greedy = !(temperature > 0.0f) || top_k == 1 || !isfinite(stats.max * inv_temperature);
+  // Greedy also when scaling would overflow (tiny temperature, huge or infinite maximum) or vanish (infinite one).
+  const bool greedy = !(temperature > 0.0f) || !(inv_temperature > 0.0f) || top_k == 1 ||
+                      !isfinite(stats.max * inv_temperature);
   bool drawn = false;
   if (!greedy) {
     const Scaling scaling{inv_temperature, stats.max * inv_temperature};

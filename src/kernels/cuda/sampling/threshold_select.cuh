@@ -28,8 +28,10 @@ constexpr float kMassScale = 1099511627776.0f;  // 2^40: probability mass fixed 
 static_assert(kCoarseBins % kRowThreads == 0 && kRadixBins <= kRowThreads);
 
 struct Scaling {
-  float inv_temperature;  // 1 / temperature, > 0
+  float inv_temperature;  // 1 / temperature, > 0 (so -inf logits stay -inf)
   float z_max;            // max logit * inv_temperature
+  // z of a logit, rounded on its own: never contracted into a later add, so every pass sees the same z.
+  __device__ __forceinline__ float scaled(float logit) const { return __fmul_rn(logit, inv_temperature); }
 };
 
 struct ThresholdShared {
@@ -54,9 +56,11 @@ __device__ __forceinline__ unsigned long long fixed_mass(float relative) {
   return static_cast<unsigned long long>(relative * kMassScale);
 }
 
-// Bin of z in descending z: z1 > z2 -> bin(z1) <= bin(z2) (every step rounds monotonically); -inf -> the last bin.
+// Bin of z in descending z: z1 > z2 -> bin(z1) <= bin(z2) (every step rounds monotonically, none is contracted into
+// an FMA, so every pass bins a token alike); -inf -> the last bin.
 __device__ __forceinline__ int coarse_bin(float z, float z_max) {
-  return static_cast<int>(fminf((z_max - z) * kCoarseBinsPerUnit, static_cast<float>(kCoarseBins - 1)));
+  const float units = __fmul_rn(__fsub_rn(z_max, z), kCoarseBinsPerUnit);
+  return static_cast<int>(fminf(units, static_cast<float>(kCoarseBins - 1)));
 }
 
 // Top-k counts tokens (u32: a block's count fits, and 32-bit shared atomics are cheap under contention); top-p
@@ -87,7 +91,7 @@ template <bool kMass>
 __device__ __forceinline__ ThresholdWeight<kMass> element_weight(const RowSlice& s, int j, float z, uint32_t key,
                                                                  const Scaling& scaling, uint32_t min_key) {
   if constexpr (kMass) {
-    return key >= min_key ? fixed_mass(expf(z - scaling.z_max)) : 0ull;
+    return key >= min_key ? fixed_mass(expf(__fsub_rn(z, scaling.z_max))) : 0ull;
   } else {
     return s.valid(j) ? 1u : 0u;
   }
@@ -109,7 +113,7 @@ __device__ uint32_t select_threshold_key(const RowSlice& s, const Scaling& scali
   __syncthreads();
 #pragma unroll 4
   for (int j = 0; j < s.per_thread; ++j) {
-    const float z = s.get(j) * scaling.inv_temperature;
+    const float z = scaling.scaled(s.get(j));
     const int bin = coarse_bin(z, scaling.z_max);
     int digit = -1;
     Weight weight = 0;
@@ -159,7 +163,7 @@ __device__ uint32_t select_threshold_key(const RowSlice& s, const Scaling& scali
   // 2. The bin's key range.
   uint32_t lowest = UINT32_MAX, highest = 0;
   for (int j = 0; j < s.per_thread; ++j) {
-    const float z = s.get(j) * scaling.inv_temperature;
+    const float z = scaling.scaled(s.get(j));
     if (coarse_bin(z, scaling.z_max) != threshold_bin) continue;
     const uint32_t key = order_key(z);
     if (element_weight<kMass>(s, j, z, key, scaling, min_key) == 0) continue;
@@ -190,7 +194,9 @@ __device__ uint32_t select_threshold_key(const RowSlice& s, const Scaling& scali
     lowest = min(lowest, remote[0]);
     highest = max(highest, remote[1]);
   }
-  if (lowest == highest) return lowest;
+  // Equal: the threshold. (lowest > highest, an empty bin, cannot happen: every pass bins a token alike; were it to,
+  // the largest key keeps nothing and the caller falls back to greedy.)
+  if (lowest >= highest) return lowest;
 
   // 3. Radix digits over the differing low bits, most significant first.
   int bits = 32 - __clz(lowest ^ highest);
@@ -204,7 +210,7 @@ __device__ uint32_t select_threshold_key(const RowSlice& s, const Scaling& scali
     __syncthreads();
 #pragma unroll 4
     for (int j = 0; j < s.per_thread; ++j) {
-      const float z = s.get(j) * scaling.inv_temperature;
+      const float z = scaling.scaled(s.get(j));
       const uint32_t key = order_key(z);
       int digit = -1;
       Weight weight = 0;
