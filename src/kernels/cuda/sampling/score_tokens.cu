@@ -132,7 +132,8 @@ __device__ bool top_list_by_threshold(const RowSlice& s, int64_t keep, float row
     overflow |= count > kBlockCandidates;
     first[r + 1] = first[r] + min(count, static_cast<unsigned>(kBlockCandidates));
   }
-  if (overflow) return false;  // every block read the same counts
+  // Every block read the same counts. (Fewer than keep cannot happen: count(key >= threshold) >= keep.)
+  if (overflow || first[kClusterBlocks] < keep) return false;
   if (cluster.block_rank() == 0) {
     const unsigned total = first[kClusterBlocks];
     Candidate mine{-INFINITY, kNoToken};
@@ -192,7 +193,13 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kRowThr
   const int64_t keep = min(static_cast<int64_t>(top_n), vocab);
   float* top_logprobs = out.top_logprobs ? out.top_logprobs + b * max_top_n : nullptr;
   int32_t* top_ids = out.top_ids ? out.top_ids + b * max_top_n : nullptr;
-  if (keep > 0 && !top_list_by_threshold(s, keep, stats.max, log_normalizer, sh, cluster, top_logprobs, top_ids)) {
+  if (keep == 1) {  // the row's argmax: its lowest index of the maximum, as the list orders ties
+    if (rank == 0 && threadIdx.x == 0) {
+      top_ids[0] = static_cast<int32_t>(stats.argmax);
+      top_logprobs[0] = stats.max - log_normalizer;
+    }
+  } else if (keep > 1 &&
+             !top_list_by_threshold(s, keep, stats.max, log_normalizer, sh, cluster, top_logprobs, top_ids)) {
     top_list_by_rounds(s, top_n, keep, log_normalizer, sh, cluster, top_logprobs, top_ids);
   }
   cluster.sync();

@@ -68,21 +68,29 @@ __device__ __forceinline__ int coarse_bin(float z, float z_max) {
 template <bool kMass>
 using ThresholdWeight = std::conditional_t<kMass, unsigned long long, unsigned>;
 
-// Adds `value` to hist[digit] once per distinct digit of the warp (digit < 0: nothing). All 32 lanes must call.
-// Masses must be < 2^41 (summed as two 20/21-bit halves by the warp reduction unit); counts must be 1.
+// Adds `value` to hist[digit] (digit < 0: nothing; its value must then be 0). All 32 lanes must call. A warp whose
+// lanes all hold one digit adds once, summed by the warp reduction unit; otherwise every lane adds its own (lanes of
+// different digits would serialize a match and reductions over each group, dearer than the atomics themselves).
+// Masses must be < 2^41 (summed as two 20/21-bit halves); counts must be 1.
 template <typename Weight>
-__device__ __forceinline__ void warp_aggregated_add(Weight* hist, int digit, Weight value) {
-  if (!__any_sync(0xffffffffu, digit >= 0)) return;  // common: nothing of this warp is in play
-  const unsigned peers = __match_any_sync(0xffffffffu, digit);
-  Weight sum;
-  if constexpr (sizeof(Weight) == 8) {
-    const unsigned low = __reduce_add_sync(peers, static_cast<unsigned>(value & 0xfffffu));
-    const unsigned high = __reduce_add_sync(peers, static_cast<unsigned>(value >> 20));
-    sum = (static_cast<unsigned long long>(high) << 20) + low;
-  } else {
-    sum = static_cast<unsigned>(__popc(peers));
+__device__ __forceinline__ void warp_add(Weight* hist, int digit, Weight value) {
+  const unsigned active = __ballot_sync(0xffffffffu, digit >= 0);
+  if (active == 0) return;  // common: nothing of this warp is in play
+  const int leader = __ffs(active) - 1;
+  const int leader_digit = __shfl_sync(0xffffffffu, digit, leader);
+  if (__all_sync(0xffffffffu, digit < 0 || digit == leader_digit)) {
+    Weight sum;
+    if constexpr (sizeof(Weight) == 8) {
+      const unsigned low = __reduce_add_sync(0xffffffffu, static_cast<unsigned>(value & 0xfffffu));
+      const unsigned high = __reduce_add_sync(0xffffffffu, static_cast<unsigned>(value >> 20));
+      sum = (static_cast<unsigned long long>(high) << 20) + low;
+    } else {
+      sum = static_cast<unsigned>(__popc(active));
+    }
+    if ((threadIdx.x % 32) == leader) atomicAdd(&hist[leader_digit], sum);
+  } else if (digit >= 0) {
+    atomicAdd(&hist[digit], value);
   }
-  if (digit >= 0 && (threadIdx.x % 32) == __ffs(peers) - 1) atomicAdd(&hist[digit], sum);
 }
 
 // One element's weight in the selection: top-k counts every token of the vocabulary; top-p weighs the tokens at
@@ -111,7 +119,7 @@ __device__ uint32_t select_threshold_key(const RowSlice& s, const Scaling& scali
   Weight* coarse = reinterpret_cast<Weight*>(sh.coarse);
   for (int bin = threadIdx.x; bin < kCoarseBins; bin += kRowThreads) coarse[bin] = 0;
   __syncthreads();
-#pragma unroll 4
+#pragma unroll 2
   for (int j = 0; j < s.per_thread; ++j) {
     const float z = scaling.scaled(s.get(j));
     const int bin = coarse_bin(z, scaling.z_max);
@@ -121,7 +129,7 @@ __device__ uint32_t select_threshold_key(const RowSlice& s, const Scaling& scali
       weight = element_weight<kMass>(s, j, z, order_key(z), scaling, min_key);
       if (weight > 0) digit = bin;
     }
-    warp_aggregated_add(coarse, digit, weight);
+    warp_add(coarse, digit, weight);
   }
   cluster.sync();
   const int first_bin = threadIdx.x * kCoarseBinsPerThread;  // this thread's bins, in descending z
@@ -208,7 +216,7 @@ __device__ uint32_t select_threshold_key(const RowSlice& s, const Scaling& scali
     if (threadIdx.x < kRadixBins) hist[threadIdx.x] = 0;
     if (threadIdx.x == 0) sh.selected = -1;
     __syncthreads();
-#pragma unroll 4
+#pragma unroll 2
     for (int j = 0; j < s.per_thread; ++j) {
       const float z = scaling.scaled(s.get(j));
       const uint32_t key = order_key(z);
@@ -218,7 +226,7 @@ __device__ uint32_t select_threshold_key(const RowSlice& s, const Scaling& scali
         weight = element_weight<kMass>(s, j, z, key, scaling, min_key);
         if (weight > 0) digit = static_cast<int>((key >> shift) & ((1u << width) - 1u));
       }
-      warp_aggregated_add(hist, digit, weight);
+      warp_add(hist, digit, weight);
     }
     cluster.sync();
     // Thread t < kRadixBins takes digit (kRadixBins - 1 - t): the scan runs in descending keys.
