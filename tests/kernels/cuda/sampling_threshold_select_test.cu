@@ -20,7 +20,7 @@ namespace {
 namespace cg = cooperative_groups;
 
 // keys: [rows, 2] = (top-k key, top-p key after top-k); 0 when the filter is off. Rows must have a finite maximum.
-__global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kRowThreads, 1)
+__global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kRowThreads, 2)  // as the sampler
     threshold_keys_kernel(const float* __restrict__ logits,  // [rows, vocab]
                           int64_t vocab, int per_thread,
                           const float* __restrict__ temperature,  // [rows]
@@ -170,19 +170,32 @@ int check_rows(const std::vector<float>& logits, int64_t vocab, const std::vecto
   return near_misses;
 }
 
-// Logits whose scaled values fall on (or one ulp either side of) coarse-bin edges below the maximum.
-void place_on_bin_edges(std::vector<float>& row, float temperature, std::mt19937& rng, int count) {
-  float max_logit = -INFINITY;
-  for (float v : row) max_logit = std::max(max_logit, clean(v));
-  const float z_max = max_logit * (1.0f / temperature);
+// Logits whose scaled values fall on (or one ulp either side of) coarse-bin edges below the maximum (which is kept);
+// returns the rank (1 = largest z) of one of them, for a top-k whose threshold falls among them.
+int32_t place_on_bin_edges(std::vector<float>& row, float temperature, std::mt19937& rng, int count) {
   const int64_t vocab = static_cast<int64_t>(row.size());
-  for (int i = 0; i < count; ++i) {
-    const int bin = 1 + static_cast<int>(rng() % 400);
-    float logit = (z_max - static_cast<float>(bin) / kCoarseBinsPerUnit) * temperature;
-    for (int u = static_cast<int>(rng() % 3); u > 0; --u)
-      logit = std::nextafter(logit, (rng() & 1) ? INFINITY : -INFINITY);
-    row[rng() % vocab] = std::min(logit, max_logit);
+  int64_t argmax = 0;
+  for (int64_t i = 1; i < vocab; ++i) {
+    if (clean(row[i]) > clean(row[argmax])) argmax = i;
   }
+  const float inv_t = 1.0f / temperature, z_max = row[argmax] * inv_t;
+  int64_t placed = -1;
+  for (int i = 0; i < count; ++i) {
+    const int bin = 1 + static_cast<int>(rng() % 60);
+    float logit = (z_max - static_cast<float>(bin) / kCoarseBinsPerUnit) * temperature;
+    for (int u = static_cast<int>(rng() % 3); u > 0; --u) {
+      logit = std::nextafter(logit, (rng() & 1) ? INFINITY : -INFINITY);
+    }
+    const int64_t at = static_cast<int64_t>(rng() % vocab);
+    if (at == argmax) continue;
+    row[at] = std::min(logit, row[argmax]);
+    placed = at;
+  }
+  if (placed < 0) return 1;
+  const float z = row[placed] * inv_t;
+  int32_t rank = 1;
+  for (float v : row) rank += clean(v) * inv_t > z ? 1 : 0;
+  return rank;
 }
 
 TEST(CudaThresholdSelect, KeysMatchTheCpuSort) {
@@ -198,12 +211,13 @@ TEST(CudaThresholdSelect, KeysMatchTheCpuSort) {
       std::vector<float> row = testing::random_normal(rng, static_cast<size_t>(vocab), r % 2 ? 1.0f : 3.0f);
       RowFilter f;
       f.temperature = temperatures[r % temperatures.size()];
+      int32_t edge_rank = 0;
       switch (r % 5) {
         case 1:  // language-model-shaped: a few tokens far above the bulk
           for (int h = 0; h < 12 && vocab > 20; ++h) row[rng() % vocab] = 14.0f + static_cast<float>(rng() % 800) / 100;
           break;
         case 2:
-          place_on_bin_edges(row, f.temperature, rng, static_cast<int>(std::min<int64_t>(vocab, 3000)));
+          edge_rank = place_on_bin_edges(row, f.temperature, rng, static_cast<int>(std::min<int64_t>(vocab, 300)));
           break;
         case 3:  // ties on a coarse grid
           for (float& v : row) v = 0.125f * std::round(8.0f * v);
@@ -215,7 +229,7 @@ TEST(CudaThresholdSelect, KeysMatchTheCpuSort) {
           break;
       }
       const int32_t ks[] = {0, 1, 2, 20, 50, 1000, static_cast<int32_t>(vocab - 1)};
-      f.top_k = ks[(r / 2) % 7];
+      f.top_k = edge_rank > 0 && edge_rank < vocab ? edge_rank : ks[(r / 2) % 7];
       f.top_p = top_ps[(r / 3) % top_ps.size()];
       logits.insert(logits.end(), row.begin(), row.end());
       rows.push_back(f);

@@ -5,7 +5,8 @@
 //   greedy      when temperature <= 0 (or NaN) or top_k == 1: argmax of the logits, lowest index on ties.
 //   top-k       (0 < k < vocab): keep z >= the k-th largest z (ties with it kept, as transformers' TopK warper).
 //   top-p       (p < 1): over the top-k survivors, keep the smallest top set whose probability reaches p: token i
-//               is kept iff the mass of tokens with a larger z is < p * (survivor mass). Ties are kept together.
+//               is kept iff the mass of tokens with a larger z is < max(1, floor(p * survivor mass)) (masses in
+//               the fixed point below). Ties are kept together.
 //   min-p       (min_p > 0): keep exp(z - z_max) >= min_p (min_p above 1 acts as 1).
 //   The token is drawn from the survivors in proportion to exp(z - z_max) by inverse CDF in a fixed element order
 //   with 64 bits from Philox4x32-10 keyed by (seed, step). Masses are 2^-40 fixed-point integers, so every

@@ -8,6 +8,8 @@
 //   2. range: that bin's smallest and largest key; equal (a single value, ties included) -> x;
 //   3. radix: 8-bit digits over the key bits where they differ, among that bin's tokens only.
 // Real logits spread their tokens over many bins, so the threshold's bin holds a few of them and steps 2-3 are cheap.
+// Top-k stays exact when z_max is not finite (a +inf logit, or none above -inf: every token then falls in the last
+// bin and steps 2-3 rank the whole row); top-p needs a finite z_max (the sampler is greedy otherwise).
 #include <cooperative_groups.h>
 #include <cub/block/block_scan.cuh>
 
