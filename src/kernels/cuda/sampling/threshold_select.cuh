@@ -3,8 +3,10 @@
 // whose weight strictly above it, W(key > x), is below a target. Top-k weighs every token 1 with target k (x: the
 // k-th largest z); top-p weighs each token of non-zero mass by its 2^-40 fixed-point mass with target p * (total).
 // Every sum is an exact integer, so the threshold does not depend on the summation order. Three steps:
-//   1. coarse: weights binned linearly by z_max - z (kCoarseBins over every token of non-zero mass, the rest in the
-//      last bin), scanned in descending z: x lies in the last non-empty bin whose weight above is below the target;
+//   1. coarse: weights binned linearly by z_max - z (kCoarseBins over a range below which x cannot lie, the rest in
+//      the last bin, left uncounted: its weight is the total less the others'), scanned in descending z: x lies in
+//      the last non-empty bin whose weight above is below the target. Top-k's range is every token of non-zero mass;
+//      top-p's is narrower where p allows (tail_range): the far tail then costs no histogram update;
 //   2. range: that bin's smallest and largest key; equal (a single value, ties included) -> x;
 //   3. radix: 8-bit digits over the key bits where they differ, among that bin's tokens only.
 // Real logits spread their tokens over many bins, so the threshold's bin holds a few of them and steps 2-3 are cheap.
@@ -25,7 +27,7 @@ constexpr int kRadixBins = 1 << kRadixBits;
 constexpr int kCoarseBins = 2048;
 constexpr int kCoarseBinsPerThread = kCoarseBins / kRowThreads;
 constexpr float kCoarseRange = 28.0f;  // exp(-28) * 2^40 < 1: every token of non-zero fixed-point mass is in range
-constexpr float kCoarseBinsPerUnit = kCoarseBins / kCoarseRange;
+constexpr float kCoarseBinsPerUnit = kCoarseBins / kCoarseRange;  // top-k's bins
 constexpr float kMassScale = 1099511627776.0f;  // 2^40: probability mass fixed point
 static_assert(kCoarseBins % kRowThreads == 0 && kRadixBins <= kRowThreads);
 
@@ -42,6 +44,8 @@ struct ThresholdShared {
   unsigned long long radix[2][kRadixBins];             // per-digit weights, double-buffered; read by other blocks
   uint32_t warp_range[2][kRowThreads / 32];            // per-warp smallest / largest key of the threshold's bin
   uint32_t block_range[2];                             // this block's; read by the other blocks
+  unsigned long long warp_mass[kRowThreads / 32];      // top-p: per-warp eligible mass
+  unsigned long long block_mass;                       // this block's; read by the other blocks
   int selected;                                        // the chosen bin or digit (as the thread that found it)
   unsigned long long selected_above;                   // weight above the chosen bin or digit
 };
@@ -60,9 +64,17 @@ __device__ __forceinline__ unsigned long long fixed_mass(float relative) {
 
 // Bin of z in descending z: z1 > z2 -> bin(z1) <= bin(z2) (every step rounds monotonically, none is contracted into
 // an FMA, so every pass bins a token alike); -inf -> the last bin.
-__device__ __forceinline__ int coarse_bin(float z, float z_max) {
-  const float units = __fmul_rn(__fsub_rn(z_max, z), kCoarseBinsPerUnit);
+__device__ __forceinline__ int coarse_bin(float z, float z_max, float bins_per_unit) {
+  const float units = __fmul_rn(__fsub_rn(z_max, z), bins_per_unit);
   return static_cast<int>(fminf(units, static_cast<float>(kCoarseBins - 1)));
+}
+
+// Top-p's coarse range: tokens further than it below the maximum weigh at most vocab * e^-range each of the total
+// (>= the maximum's 1), here (1 - p) / 2 together, so every one of them has more than p of the mass above it and
+// none is the threshold (the last bin reaches a 2048th of the range closer: still under 1 - p).
+__device__ __forceinline__ float tail_range(int64_t vocab, float top_p) {
+  const float range = logf(2.0f * static_cast<float>(vocab) / fmaxf(1.0f - top_p, 1e-30f));
+  return fminf(range, kCoarseRange);
 }
 
 // Top-k counts tokens (u32: a block's count fits, and 32-bit shared atomics are cheap under contention); top-p
@@ -116,22 +128,41 @@ __device__ uint32_t select_threshold_key(const RowSlice& s, const Scaling& scali
                                          int& radix_pass) {
   using Weight = ThresholdWeight<kMass>;
   using BlockScan = cub::BlockScan<unsigned long long, kRowThreads>;
-  // 1. Coarse bins. Top-k leaves the last bin (tokens far below the maximum, usually most of them) uncounted: its
-  //    count is the vocabulary less the others'.
+  // 1. Coarse bins. The last bin (tokens far below the maximum, usually most of them) is left uncounted: its weight
+  //    is the total (the vocabulary, or the masses summed apart) less the others'.
+  const float bins_per_unit = kMass ? kCoarseBins / tail_range(s.vocab, top_p) : kCoarseBinsPerUnit;
   Weight* coarse = reinterpret_cast<Weight*>(sh.coarse);
   for (int bin = threadIdx.x; bin < kCoarseBins; bin += kRowThreads) coarse[bin] = 0;
   __syncthreads();
+  unsigned long long mass_total = 0;  // this thread's eligible mass (top-p)
 #pragma unroll 2
   for (int j = 0; j < s.per_thread; ++j) {
     const float z = scaling.scaled(s.get(j));
-    const int bin = coarse_bin(z, scaling.z_max);
+    const int bin = coarse_bin(z, scaling.z_max, bins_per_unit);
     int digit = -1;
     Weight weight = 0;
-    if (kMass || bin < kCoarseBins - 1) {
+    if constexpr (kMass) {
+      const Weight mass = element_weight<kMass>(s, j, z, order_key(z), scaling, min_key);
+      mass_total += mass;
+      if (mass > 0 && bin < kCoarseBins - 1) {
+        digit = bin;
+        weight = mass;
+      }
+    } else if (bin < kCoarseBins - 1) {
       weight = element_weight<kMass>(s, j, z, order_key(z), scaling, min_key);
       if (weight > 0) digit = bin;
     }
     warp_add(coarse, digit, weight);
+  }
+  if constexpr (kMass) {
+    for (int offset = 16; offset > 0; offset >>= 1) mass_total += __shfl_xor_sync(0xffffffffu, mass_total, offset);
+    if (threadIdx.x % 32 == 0) sh.warp_mass[threadIdx.x / 32] = mass_total;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      unsigned long long block_mass = 0;
+      for (int w = 0; w < kRowThreads / 32; ++w) block_mass += sh.warp_mass[w];
+      sh.block_mass = block_mass;
+    }
   }
   cluster.sync();
   const int first_bin = threadIdx.x * kCoarseBinsPerThread;  // this thread's bins, in descending z
@@ -146,18 +177,21 @@ __device__ uint32_t select_threshold_key(const RowSlice& s, const Scaling& scali
   for (int i = 0; i < kCoarseBinsPerThread; ++i) thread_total += bin_weight(first_bin + i);
   unsigned long long above, listed_total;  // weight of the bins before this thread's; of every counted bin
   BlockScan(sh.scan).ExclusiveSum(thread_total, above, listed_total);
-  unsigned long long target;
+  unsigned long long target, total;
   if constexpr (kMass) {
-    const double wanted = static_cast<double>(top_p) * static_cast<double>(listed_total);
+    total = 0;
+    for (int rank = 0; rank < kClusterBlocks; ++rank) total += *cluster.map_shared_rank(&sh.block_mass, rank);
+    const double wanted = static_cast<double>(top_p) * static_cast<double>(total);
     target = wanted < 1.0 ? 1ull : static_cast<unsigned long long>(wanted);
   } else {
+    total = static_cast<unsigned long long>(s.vocab);
     target = static_cast<unsigned long long>(target_k);
   }
   unsigned long long running = above;
   for (int i = 0; i < kCoarseBinsPerThread; ++i) {
     const int bin = first_bin + i;
     unsigned long long value = bin_weight(bin);
-    if (!kMass && bin == kCoarseBins - 1) value = static_cast<unsigned long long>(s.vocab) - listed_total;
+    if (bin == kCoarseBins - 1) value = total - listed_total;
     // The last non-empty bin with weight above < target is the one whose span covers the target (the total
     // reaches the target: k < vocab; p * total < total and the maximum's mass >= 1): exactly one thread writes.
     if (running < target && target <= running + value) {
@@ -174,7 +208,7 @@ __device__ uint32_t select_threshold_key(const RowSlice& s, const Scaling& scali
   uint32_t lowest = UINT32_MAX, highest = 0;
   for (int j = 0; j < s.per_thread; ++j) {
     const float z = scaling.scaled(s.get(j));
-    if (coarse_bin(z, scaling.z_max) != threshold_bin) continue;
+    if (coarse_bin(z, scaling.z_max, bins_per_unit) != threshold_bin) continue;
     const uint32_t key = order_key(z);
     if (element_weight<kMass>(s, j, z, key, scaling, min_key) == 0) continue;
     lowest = min(lowest, key);
@@ -224,7 +258,7 @@ __device__ uint32_t select_threshold_key(const RowSlice& s, const Scaling& scali
       const uint32_t key = order_key(z);
       int digit = -1;
       Weight weight = 0;
-      if (coarse_bin(z, scaling.z_max) == threshold_bin && (key & prefix_mask) == prefix) {
+      if (coarse_bin(z, scaling.z_max, bins_per_unit) == threshold_bin && (key & prefix_mask) == prefix) {
         weight = element_weight<kMass>(s, j, z, key, scaling, min_key);
         if (weight > 0) digit = static_cast<int>((key >> shift) & ((1u << width) - 1u));
       }
