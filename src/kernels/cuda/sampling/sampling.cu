@@ -19,6 +19,8 @@ struct SharedState {
   RowSoftmaxStats partials[32];
   RowSoftmaxStats block_stats;      // read by the cluster's other blocks
   unsigned long long block_mass;    // kept mass of this block's slice; read by the other blocks
+  unsigned long long block_start;   // kept mass of the blocks of lower rank
+  unsigned long long cluster_mass;  // kept mass of the row
 };
 
 __device__ __forceinline__ unsigned long long kept_mass(float logit, const Scaling& scaling, uint32_t min_key,
@@ -42,13 +44,19 @@ __device__ bool draw(const RowSlice& s, const Scaling& scaling, uint32_t min_key
   BlockScanU64(sh.threshold.scan).ExclusiveSum(thread_mass, start, block_total);
   if (threadIdx.x == 0) sh.block_mass = block_total;
   cluster.sync();
-  const int my_rank = static_cast<int>(cluster.block_rank());
-  unsigned long long block_start = 0, total = 0;
-  for (int rank = 0; rank < kClusterBlocks; ++rank) {
-    const unsigned long long mass = *cluster.map_shared_rank(&sh.block_mass, rank);
-    if (rank < my_rank) block_start += mass;
-    total += mass;
+  if (threadIdx.x == 0) {  // one thread reads the other blocks' masses (remote reads are dear); the block shares them
+    const int my_rank = static_cast<int>(cluster.block_rank());
+    unsigned long long before = 0, all = 0;
+    for (int rank = 0; rank < kClusterBlocks; ++rank) {
+      const unsigned long long mass = *cluster.map_shared_rank(&sh.block_mass, rank);
+      if (rank < my_rank) before += mass;
+      all += mass;
+    }
+    sh.block_start = before;
+    sh.cluster_mass = all;
   }
+  __syncthreads();
+  const unsigned long long block_start = sh.block_start, total = sh.cluster_mass;
   if (total == 0) return false;
   const unsigned long long target = __umul64hi(random_bits, total);  // uniform in [0, total)
   if (target < block_start || target >= block_start + block_total) return true;

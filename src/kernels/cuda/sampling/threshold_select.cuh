@@ -25,11 +25,12 @@ namespace fathom::kernels::cuda {
 constexpr int kRadixBits = 8;
 constexpr int kRadixBins = 1 << kRadixBits;
 constexpr int kCoarseBins = 2048;
-constexpr int kCoarseBinsPerThread = kCoarseBins / kRowThreads;
+constexpr int kBinsPerGroup = 32;  // the scan reads group sums over the cluster, then one group's bins
+constexpr int kCoarseGroups = kCoarseBins / kBinsPerGroup;
 constexpr float kCoarseRange = 28.0f;  // exp(-28) * 2^40 < 1: every token of non-zero fixed-point mass is in range
 constexpr float kCoarseBinsPerUnit = kCoarseBins / kCoarseRange;  // top-k's bins
 constexpr float kMassScale = 1099511627776.0f;  // 2^40: probability mass fixed point
-static_assert(kCoarseBins % kRowThreads == 0 && kRadixBins <= kRowThreads);
+static_assert(kCoarseGroups <= kRowThreads && kRadixBins <= kRowThreads);
 
 struct Scaling {
   float inv_temperature;  // 1 / temperature, > 0 (so -inf logits stay -inf)
@@ -44,10 +45,15 @@ struct ThresholdShared {
   unsigned long long radix[2][kRadixBins];             // per-digit weights, double-buffered; read by other blocks
   uint32_t warp_range[2][kRowThreads / 32];            // per-warp smallest / largest key of the threshold's bin
   uint32_t block_range[2];                             // this block's; read by the other blocks
+  uint32_t cluster_range[2];                           // the cluster's
   unsigned long long warp_mass[kRowThreads / 32];      // top-p: per-warp eligible mass
   unsigned long long block_mass;                       // this block's; read by the other blocks
-  int selected;                                        // the chosen bin or digit (as the thread that found it)
-  unsigned long long selected_above;                   // weight above the chosen bin or digit
+  unsigned long long group_weight[kCoarseGroups];      // per group of bins; read by the other blocks
+  unsigned long long total;                            // the cluster's total weight
+  int selected;                                        // the chosen group or digit (as the thread that found it)
+  unsigned long long selected_above;                   // weight above the chosen group or digit
+  int selected_bin;                                    // the threshold's coarse bin
+  unsigned long long selected_bin_above;               // weight above it
 };
 
 // Order-preserving map of a float to uint32 (larger float -> larger key); -0 folds onto +0.
@@ -157,52 +163,77 @@ __device__ uint32_t select_threshold_key(const RowSlice& s, const Scaling& scali
   if constexpr (kMass) {
     for (int offset = 16; offset > 0; offset >>= 1) mass_total += __shfl_xor_sync(0xffffffffu, mass_total, offset);
     if (threadIdx.x % 32 == 0) sh.warp_mass[threadIdx.x / 32] = mass_total;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      unsigned long long block_mass = 0;
-      for (int w = 0; w < kRowThreads / 32; ++w) block_mass += sh.warp_mass[w];
-      sh.block_mass = block_mass;
-    }
+  }
+  __syncthreads();
+  // This block's groups of kBinsPerGroup bins, so the cluster reads a few sums, then one group's bins.
+  if (threadIdx.x < kCoarseGroups) {
+    unsigned long long sum = 0;
+    for (int i = 0; i < kBinsPerGroup; ++i) sum += coarse[threadIdx.x * kBinsPerGroup + i];
+    sh.group_weight[threadIdx.x] = sum;
+  }
+  if (kMass && threadIdx.x == 0) {
+    unsigned long long block_mass = 0;
+    for (int w = 0; w < kRowThreads / 32; ++w) block_mass += sh.warp_mass[w];
+    sh.block_mass = block_mass;
   }
   cluster.sync();
-  const int first_bin = threadIdx.x * kCoarseBinsPerThread;  // this thread's bins, in descending z
-  // A bin's weight over the cluster (read twice rather than held: registers are short here).
-  auto bin_weight = [&](int bin) -> unsigned long long {
-    unsigned long long sum = 0;
-    for (int rank = 0; rank < kClusterBlocks; ++rank) sum += cluster.map_shared_rank(coarse, rank)[bin];
-    return sum;
-  };
-  unsigned long long thread_total = 0;
-#pragma unroll
-  for (int i = 0; i < kCoarseBinsPerThread; ++i) thread_total += bin_weight(first_bin + i);
-  unsigned long long above, listed_total;  // weight of the bins before this thread's; of every counted bin
-  BlockScan(sh.scan).ExclusiveSum(thread_total, above, listed_total);
-  unsigned long long target, total;
+  // Thread t < kCoarseGroups: group t's weight over the cluster; thread 0 also the total.
+  unsigned long long group_weight = 0;
+  if (threadIdx.x < kCoarseGroups) {
+    for (int rank = 0; rank < kClusterBlocks; ++rank) {
+      group_weight += cluster.map_shared_rank(sh.group_weight, rank)[threadIdx.x];
+    }
+  }
+  if (threadIdx.x == 0) {
+    unsigned long long total = static_cast<unsigned long long>(s.vocab);
+    if constexpr (kMass) {
+      total = 0;
+      for (int rank = 0; rank < kClusterBlocks; ++rank) total += *cluster.map_shared_rank(&sh.block_mass, rank);
+    }
+    sh.total = total;
+  }
+  unsigned long long group_above, listed_total;  // weight of the groups before this thread's; of every listed bin
+  BlockScan(sh.scan).ExclusiveSum(group_weight, group_above, listed_total);
+  __syncthreads();  // sh.total
+  const unsigned long long total = sh.total;
+  unsigned long long target;
   if constexpr (kMass) {
-    total = 0;
-    for (int rank = 0; rank < kClusterBlocks; ++rank) total += *cluster.map_shared_rank(&sh.block_mass, rank);
     const double wanted = static_cast<double>(top_p) * static_cast<double>(total);
     target = wanted < 1.0 ? 1ull : static_cast<unsigned long long>(wanted);
   } else {
-    total = static_cast<unsigned long long>(s.vocab);
     target = static_cast<unsigned long long>(target_k);
   }
-  unsigned long long running = above;
-  for (int i = 0; i < kCoarseBinsPerThread; ++i) {
-    const int bin = first_bin + i;
-    unsigned long long value = bin_weight(bin);
-    if (bin == kCoarseBins - 1) value = total - listed_total;
-    // The last non-empty bin with weight above < target is the one whose span covers the target (the total
-    // reaches the target: k < vocab; p * total < total and the maximum's mass >= 1): exactly one thread writes.
-    if (running < target && target <= running + value) {
-      sh.selected = bin;
-      sh.selected_above = running;
-    }
-    running += value;
+  // The last bin is left unlisted: its weight is the total less the listed ones.
+  if (threadIdx.x == kCoarseGroups - 1) group_weight += total - listed_total;
+  // The last non-empty group (then bin) with weight above < target is the one whose span covers the target (the
+  // total reaches the target: k < vocab; p * total < total and the maximum's mass >= 1): exactly one thread writes.
+  if (threadIdx.x < kCoarseGroups && group_above < target && target <= group_above + group_weight) {
+    sh.selected = static_cast<int>(threadIdx.x);
+    sh.selected_above = group_above;
   }
   __syncthreads();
-  const int threshold_bin = sh.selected;
-  above = sh.selected_above;
+  if (threadIdx.x < 32) {  // warp 0: the group's bins, lane i its bin i
+    static_assert(kBinsPerGroup == 32);
+    const int bin = sh.selected * kBinsPerGroup + static_cast<int>(threadIdx.x);
+    unsigned long long value = 0;
+    for (int rank = 0; rank < kClusterBlocks; ++rank) value += cluster.map_shared_rank(coarse, rank)[bin];
+    if (bin == kCoarseBins - 1) value = total - listed_total;
+    unsigned long long inclusive = value;
+    for (int offset = 1; offset < 32; offset <<= 1) {
+      const unsigned long long before = __shfl_up_sync(0xffffffffu, inclusive, offset);
+      if (static_cast<int>(threadIdx.x) >= offset) inclusive += before;
+    }
+    const unsigned long long running = sh.selected_above + inclusive - value;
+    const bool covers = running < target && target <= running + value;
+    const unsigned chosen = __ballot_sync(0xffffffffu, covers);
+    if (covers && static_cast<int>(threadIdx.x) == __ffs(chosen) - 1) {
+      sh.selected_bin = bin;
+      sh.selected_bin_above = running;
+    }
+  }
+  __syncthreads();
+  const int threshold_bin = sh.selected_bin;
+  unsigned long long above = sh.selected_bin_above;
 
   // 2. The bin's key range.
   uint32_t lowest = UINT32_MAX, highest = 0;
@@ -231,13 +262,18 @@ __device__ uint32_t select_threshold_key(const RowSlice& s, const Scaling& scali
     sh.block_range[1] = highest;
   }
   cluster.sync();
-  lowest = UINT32_MAX;
-  highest = 0;
-  for (int rank = 0; rank < kClusterBlocks; ++rank) {
-    const uint32_t* remote = cluster.map_shared_rank(sh.block_range, rank);
-    lowest = min(lowest, remote[0]);
-    highest = max(highest, remote[1]);
+  if (threadIdx.x == 0) {  // one thread reads the other blocks' ranges (remote reads are dear); the block shares it
+    for (int rank = 0; rank < kClusterBlocks; ++rank) {
+      const uint32_t* remote = cluster.map_shared_rank(sh.block_range, rank);
+      lowest = min(lowest, remote[0]);
+      highest = max(highest, remote[1]);
+    }
+    sh.cluster_range[0] = lowest;
+    sh.cluster_range[1] = highest;
   }
+  __syncthreads();
+  lowest = sh.cluster_range[0];
+  highest = sh.cluster_range[1];
   // Equal: the threshold. (lowest > highest, an empty bin, cannot happen: every pass bins a token alike; were it to,
   // the largest key keeps nothing and the caller falls back to greedy.)
   if (lowest >= highest) return lowest;
