@@ -75,12 +75,12 @@ __device__ __forceinline__ int coarse_bin(float z, float z_max, float bins_per_u
   return static_cast<int>(fminf(units, static_cast<float>(kCoarseBins - 1)));
 }
 
-// Top-p's coarse range: tokens further than it below the maximum weigh at most vocab * e^-range each of the total
-// (>= the maximum's 1), here (1 - p) / 2 together, so every one of them has more than p of the mass above it and
-// none is the threshold (the last bin reaches a 2048th of the range closer: still under 1 - p).
+// Top-p's coarse range R: the tokens of the last bin (at least R * 2047 / 2048 below the maximum) weigh at most
+// vocab * e^-R * e^(R / 2048) = ~0.507 (1 - p) times the maximum's mass, itself at most the total, so each of them has
+// more than p of the total above it and none is the threshold. At R = 28 (p near 1) their masses truncate to 0.
 __device__ __forceinline__ float tail_range(int64_t vocab, float top_p) {
   const float range = logf(2.0f * static_cast<float>(vocab) / fmaxf(1.0f - top_p, 1e-30f));
-  return fminf(range, kCoarseRange);
+  return fminf(fmaxf(range, 1.0f), kCoarseRange);  // >= 1: a p outside [0, 1) (rejected upstream) stays harmless
 }
 
 // Top-k counts tokens (u32: a block's count fits, and 32-bit shared atomics are cheap under contention); top-p
@@ -166,10 +166,10 @@ __device__ uint32_t select_threshold_key(const RowSlice& s, const Scaling& scali
   }
   __syncthreads();
   // This block's groups of kBinsPerGroup bins, so the cluster reads a few sums, then one group's bins.
-  if (threadIdx.x < kCoarseGroups) {
-    unsigned long long sum = 0;
-    for (int i = 0; i < kBinsPerGroup; ++i) sum += coarse[threadIdx.x * kBinsPerGroup + i];
-    sh.group_weight[threadIdx.x] = sum;
+  for (int group = threadIdx.x / 32; group < kCoarseGroups; group += kRowThreads / 32) {  // lane i: bin i
+    unsigned long long sum = coarse[group * kBinsPerGroup + threadIdx.x % 32];
+    for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    if (threadIdx.x % 32 == 0) sh.group_weight[group] = sum;
   }
   if (kMass && threadIdx.x == 0) {
     unsigned long long block_mass = 0;
@@ -263,6 +263,8 @@ __device__ uint32_t select_threshold_key(const RowSlice& s, const Scaling& scali
   }
   cluster.sync();
   if (threadIdx.x == 0) {  // one thread reads the other blocks' ranges (remote reads are dear); the block shares it
+    lowest = UINT32_MAX;
+    highest = 0;
     for (int rank = 0; rank < kClusterBlocks; ++rank) {
       const uint32_t* remote = cluster.map_shared_rank(sh.block_range, rank);
       lowest = min(lowest, remote[0]);
