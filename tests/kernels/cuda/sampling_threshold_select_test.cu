@@ -21,7 +21,7 @@ namespace cg = cooperative_groups;
 
 // keys: [rows, 2] = (top-k key, top-p key after top-k); 0 when the filter is off. Rows must have a finite maximum.
 __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kRowThreads, 2)  // as the sampler
-    threshold_keys_kernel(const float* __restrict__ logits,                               // [rows, vocab]
+    threshold_keys_kernel(const float* __restrict__ logits,  // [rows, vocab]
                           int64_t vocab, int per_thread,
                           const float* __restrict__ temperature,  // [rows]
                           const int32_t* __restrict__ top_k,      // [rows]
@@ -170,11 +170,9 @@ int check_rows(const std::vector<float>& logits, int64_t vocab, const std::vecto
   return near_misses;
 }
 
-// Logits whose scaled values fall on (or one ulp either side of) coarse-bin edges below the maximum (which is kept),
-// half of them at the edges of 32-bin groups; bins_per_unit is top-k's, or top-p's for its p. Returns the rank
-// (1 = largest z) of one of them, for a top-k whose threshold falls among them.
-int32_t place_on_bin_edges(std::vector<float>& row, float temperature, float bins_per_unit, std::mt19937& rng,
-                           int count) {
+// Logits whose scaled values fall on (or one ulp either side of) coarse-bin edges below the maximum (which is kept);
+// returns the rank (1 = largest z) of one of them, for a top-k whose threshold falls among them.
+int32_t place_on_bin_edges(std::vector<float>& row, float temperature, std::mt19937& rng, int count) {
   const int64_t vocab = static_cast<int64_t>(row.size());
   int64_t argmax = 0;
   for (int64_t i = 1; i < vocab; ++i) {
@@ -183,9 +181,8 @@ int32_t place_on_bin_edges(std::vector<float>& row, float temperature, float bin
   const float inv_t = 1.0f / temperature, z_max = row[argmax] * inv_t;
   int64_t placed = -1;
   for (int i = 0; i < count; ++i) {
-    const int bin = (i % 2) ? 1 + static_cast<int>(rng() % 60)
-                            : 32 * (1 + static_cast<int>(rng() % 2)) - 1 + static_cast<int>(rng() % 3);
-    float logit = (z_max - static_cast<float>(bin) / bins_per_unit) * temperature;
+    const int bin = 1 + static_cast<int>(rng() % 60);
+    float logit = (z_max - static_cast<float>(bin) / kCoarseBinsPerUnit) * temperature;
     for (int u = static_cast<int>(rng() % 3); u > 0; --u) {
       logit = std::nextafter(logit, (rng() & 1) ? INFINITY : -INFINITY);
     }
@@ -215,18 +212,12 @@ TEST(CudaThresholdSelect, KeysMatchTheCpuSort) {
       RowFilter f;
       f.temperature = temperatures[r % temperatures.size()];
       int32_t edge_rank = 0;
-      bool top_p_edges = false;
       switch (r % 5) {
         case 1:  // language-model-shaped: a few tokens far above the bulk
           for (int h = 0; h < 12 && vocab > 20; ++h) row[rng() % vocab] = 14.0f + static_cast<float>(rng() % 800) / 100;
           break;
-        case 2:  // on top-k's bin edges, the threshold among them (even rows) or on top-p's (odd rows)
-          if (r % 2 == 0) {
-            edge_rank = place_on_bin_edges(row, f.temperature, kCoarseBinsPerUnit, rng,
-                                           static_cast<int>(std::min<int64_t>(vocab, 300)));
-          } else {
-            top_p_edges = true;
-          }
+        case 2:
+          edge_rank = place_on_bin_edges(row, f.temperature, rng, static_cast<int>(std::min<int64_t>(vocab, 300)));
           break;
         case 3:  // ties on a coarse grid
           for (float& v : row) v = 0.125f * std::round(8.0f * v);
@@ -240,12 +231,6 @@ TEST(CudaThresholdSelect, KeysMatchTheCpuSort) {
       const int32_t ks[] = {0, 1, 2, 20, 50, 1000, static_cast<int32_t>(vocab - 1)};
       f.top_k = edge_rank > 0 && edge_rank < vocab ? edge_rank : ks[(r / 2) % 7];
       f.top_p = top_ps[(r / 3) % top_ps.size()];
-      if (top_p_edges) {
-        f.top_k = 0;
-        f.top_p = 0.3f + 0.1f * static_cast<float>(r % 7);
-        const float range = std::min(std::max(std::log(2.0f * vocab / (1.0f - f.top_p)), 1.0f), 28.0f);
-        place_on_bin_edges(row, f.temperature, 2048.0f / range, rng, static_cast<int>(std::min<int64_t>(vocab, 300)));
-      }
       logits.insert(logits.end(), row.begin(), row.end());
       rows.push_back(f);
     }
