@@ -4,6 +4,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/sampling/cluster_row.cuh"
+#include "kernels/cuda/sampling/fixed_point_keys.cuh"
 #include "kernels/cuda/sampling/philox.cuh"
 
 namespace fathom::kernels::cuda {
@@ -14,7 +15,6 @@ namespace cg = cooperative_groups;
 constexpr int kWarpSize = 32;
 constexpr int kDigitBits = 8;
 constexpr int kBins = 1 << kDigitBits;
-constexpr float kMassScale = 1099511627776.0f;  // 2^40: probability mass fixed point
 constexpr unsigned kFullMask = 0xffffffffu;
 
 using BlockScanU64 = cub::BlockScan<unsigned long long, kRowThreads>;
@@ -29,18 +29,6 @@ struct SharedState {
   unsigned selected_digit;
   unsigned long long selected_value;
 };
-
-// Order-preserving map of a float to uint32 (larger float -> larger key); -0 folds onto +0.
-__device__ __forceinline__ uint32_t order_key(float z) {
-  if (z == 0.0f) z = 0.0f;
-  const uint32_t bits = __float_as_uint(z);
-  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-}
-
-// exp(z - z_max) in [0, 1] as a 2^-40 fixed-point mass (truncated).
-__device__ __forceinline__ unsigned long long fixed_mass(float relative) {
-  return static_cast<unsigned long long>(relative * kMassScale);
-}
 
 struct Scaling {
   float inv_temperature;  // 1 / temperature, > 0

@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/sampling/cluster_row.cuh"
+#include "kernels/cuda/sampling/fixed_point_keys.cuh"
 
 namespace fathom::kernels::cuda {
 
@@ -29,7 +30,6 @@ constexpr int kCoarseBins = 2048;
 constexpr int kCoarseBinsPerThread = kCoarseBins / kRowThreads;
 constexpr float kCoarseRange = 28.0f;  // exp(-28) * 2^40 < 1: every token of non-zero fixed-point mass is in range
 constexpr float kCoarseBinsPerUnit = kCoarseBins / kCoarseRange;
-constexpr float kMassScale = 1099511627776.0f;  // 2^40: probability mass fixed point
 static_assert(kCoarseBins % kRowThreads == 0 && kRadixBins <= kRowThreads);
 
 struct Scaling {
@@ -48,18 +48,6 @@ struct ThresholdShared {
   int selected;                                        // the chosen bin or digit (as the thread that found it)
   unsigned long long selected_above;                   // weight above the chosen bin or digit
 };
-
-// Order-preserving map of a float to uint32 (larger float -> larger key); -0 folds onto +0.
-__device__ __forceinline__ uint32_t order_key(float z) {
-  if (z == 0.0f) z = 0.0f;
-  const uint32_t bits = __float_as_uint(z);
-  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-}
-
-// exp(z - z_max) in [0, 1] as a 2^-40 fixed-point mass (truncated).
-__device__ __forceinline__ unsigned long long fixed_mass(float relative) {
-  return static_cast<unsigned long long>(relative * kMassScale);
-}
 
 // Bin of z in descending z: z1 > z2 -> bin(z1) <= bin(z2) (every step rounds monotonically, none is contracted into
 // an FMA, so every pass bins a token alike); -inf -> the last bin.
