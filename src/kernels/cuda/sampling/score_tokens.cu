@@ -57,6 +57,8 @@ struct SharedState {
   unsigned warp_counts[kWarps];
   unsigned long long block_count;  // logits of this slice above the target's; read by block 0
 };
+// A block's shared memory at the largest vocabulary stays within the 227 KB a Hopper block may use.
+static_assert(sizeof(SharedState) + sizeof(float) * kRowThreads * kMaxElementsPerThread <= 227 * 1024);
 
 // Top list by rounds of block-wide argmax (only the winner's thread rescans its elements), each block's merged by
 // block 0: for rows whose threshold is tied by more tokens than the candidate lists hold.
