@@ -101,7 +101,7 @@ __device__ void top_list_by_rounds(const RowSlice& s, int top_n, int64_t keep, f
   }
 }
 
-// Top list by threshold: the keep-th largest logit's key (the sampler's top-k selection), every block's tokens at
+// Top list by threshold: the keep-th largest logit's key (threshold_select.cuh), every block's tokens at
 // or above it gathered (fewer than keep above it, and its ties), ranked by block 0 one per thread. Returns false,
 // writing nothing, when some block holds more than kBlockCandidates of them (a threshold tied many times over).
 __device__ bool top_list_by_threshold(const RowSlice& s, int64_t keep, float row_max, float log_normalizer,
@@ -110,8 +110,7 @@ __device__ bool top_list_by_threshold(const RowSlice& s, int64_t keep, float row
   uint32_t min_key = 0;  // keep == vocab: every token
   if (keep < s.vocab) {
     int radix_pass = 0;
-    min_key = select_threshold_key<false>(s, Scaling{1.0f, row_max}, 0, static_cast<int>(keep), 1.0f, sh.threshold,
-                                          cluster, radix_pass);
+    min_key = select_top_k_key(s, Scaling{1.0f, row_max}, static_cast<int>(keep), sh.threshold, cluster, radix_pass);
   }
   if (threadIdx.x == 0) sh.candidate_count = 0;
   __syncthreads();
