@@ -56,8 +56,14 @@ __device__ __forceinline__ RowSoftmaxStats cluster_row_stats(const RowSlice& s, 
   const RowSoftmaxStats b = block_row_stats(t, partials);
   if (threadIdx.x == 0) *block_stats = b;
   cluster.sync();
-  RowSoftmaxStats r = *cluster.map_shared_rank(block_stats, 0);
-  for (int rank = 1; rank < kClusterBlocks; ++rank) r = merge(r, *cluster.map_shared_rank(block_stats, rank));
+  if (threadIdx.x == 0) {  // one thread merges the blocks' stats in rank order (remote reads are dear); it shares them
+    RowSoftmaxStats r = *cluster.map_shared_rank(block_stats, 0);
+    for (int rank = 1; rank < kClusterBlocks; ++rank) r = merge(r, *cluster.map_shared_rank(block_stats, rank));
+    partials[0] = r;
+  }
+  __syncthreads();
+  const RowSoftmaxStats r = partials[0];
+  __syncthreads();  // partials may be reused by the caller
   return r;
 }
 

@@ -11,7 +11,8 @@
 //   The token is drawn from the survivors in proportion to exp(z - z_max) by inverse CDF in a fixed element order
 //   with 64 bits from Philox4x32-10 keyed by (seed, step). Masses are 2^-40 fixed-point integers, so every
 //   reduction is exact and order-independent: same logits + seed + step -> same token, whatever the batch.
-// NaN logits count as -inf; a row whose scaled maximum is not finite (+-inf logits, tiny temperature) is greedy.
+// NaN logits count as -inf; a row whose scaled maximum is not finite (+-inf logits, tiny temperature) is greedy, and
+// so is an infinite temperature (the server accepts finite ones only).
 #include <cuda_runtime.h>
 
 #include <cstdint>

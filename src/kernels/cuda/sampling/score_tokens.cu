@@ -54,6 +54,8 @@ struct SharedState {
   Candidate candidates[kBlockCandidates];      // this block's tokens at or above the threshold; read by block 0
   Candidate merged[kClusterBlocks * kBlockCandidates];  // block 0: every block's candidates
   unsigned candidate_count;                    // may exceed kBlockCandidates (then the rounds run); read by others
+  unsigned first[kClusterBlocks + 1];          // block r's candidates are merged[first[r], first[r + 1])
+  bool gathered;                               // every block's candidates fit
   unsigned warp_counts[kWarps];
   unsigned long long block_count;  // logits of this slice above the target's; read by block 0
 };
@@ -110,7 +112,8 @@ __device__ bool top_list_by_threshold(const RowSlice& s, int64_t keep, float row
   uint32_t min_key = 0;  // keep == vocab: every token
   if (keep < s.vocab) {
     int radix_pass = 0;
-    min_key = select_top_k_key(s, Scaling{1.0f, row_max}, static_cast<int>(keep), sh.threshold, cluster, radix_pass);
+    min_key = select_threshold_key<false>(s, Scaling{1.0f, row_max}, 0, static_cast<int>(keep), 1.0f, sh.threshold,
+                                          cluster, radix_pass);
   }
   if (threadIdx.x == 0) sh.candidate_count = 0;
   __syncthreads();
@@ -126,22 +129,26 @@ __device__ bool top_list_by_threshold(const RowSlice& s, int64_t keep, float row
     if (take && slot < kBlockCandidates) sh.candidates[slot] = Candidate{s.get(j), static_cast<int32_t>(s.index(j))};
   }
   cluster.sync();
-  unsigned first[kClusterBlocks + 1] = {};  // block r's candidates are merged[first[r], first[r + 1])
-  bool overflow = false;
-  for (int r = 0; r < kClusterBlocks; ++r) {
-    const unsigned count = *cluster.map_shared_rank(&sh.candidate_count, r);
-    overflow |= count > kBlockCandidates;
-    first[r + 1] = first[r] + min(count, static_cast<unsigned>(kBlockCandidates));
+  if (threadIdx.x == 0) {  // one thread reads the blocks' counts (remote reads are dear); the block shares them
+    bool overflow = false;
+    sh.first[0] = 0;
+    for (int r = 0; r < kClusterBlocks; ++r) {
+      const unsigned count = *cluster.map_shared_rank(&sh.candidate_count, r);
+      overflow |= count > kBlockCandidates;
+      sh.first[r + 1] = sh.first[r] + min(count, static_cast<unsigned>(kBlockCandidates));
+    }
+    sh.gathered = !overflow && sh.first[kClusterBlocks] >= keep;
   }
+  __syncthreads();
   // Every block read the same counts. (Fewer than keep cannot happen: count(key >= threshold) >= keep.)
-  if (overflow || first[kClusterBlocks] < keep) return false;
+  if (!sh.gathered) return false;
   if (cluster.block_rank() == 0) {
-    const unsigned total = first[kClusterBlocks];
+    const unsigned total = sh.first[kClusterBlocks];
     Candidate mine{-INFINITY, kNoToken};
     if (threadIdx.x < total) {
       int r = 0;
-      while (threadIdx.x >= first[r + 1]) ++r;
-      mine = cluster.map_shared_rank(sh.candidates, r)[threadIdx.x - first[r]];
+      while (threadIdx.x >= sh.first[r + 1]) ++r;
+      mine = cluster.map_shared_rank(sh.candidates, r)[threadIdx.x - sh.first[r]];
       sh.merged[threadIdx.x] = mine;
     }
     __syncthreads();
