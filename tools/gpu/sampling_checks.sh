@@ -18,7 +18,8 @@ status=0
 for variant in .carry/variants/*/; do
   name=$(basename "$variant")
   echo "variant $name: $(cat "$variant/COMMIT" 2>/dev/null || echo unknown)"
-  for test in cuda_sampling_threshold_select_test cuda_sampling_tokens_test cuda_sampling_score_tokens_test; do
+  for test in cuda_sampling_threshold_select_test cuda_sampling_tokens_test cuda_sampling_score_tokens_test \
+    cuda_sampling_greedy_tokens_test; do
     [ -x "$variant/$test" ] || continue
     log=$out/${test}_$name.log
     timeout 300 "$variant/$test" > "$log" 2>&1

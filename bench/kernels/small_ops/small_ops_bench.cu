@@ -36,6 +36,7 @@
 #include "kernels/cuda/norm/bf16_gemm.h"
 #include "kernels/cuda/norm/rms_norm.h"
 #include "kernels/cuda/rope/rope.h"
+#include "kernels/cuda/sampling/greedy_tokens.h"
 #include "kernels/cuda/sampling/sampling.h"
 #include "kernels/cuda/sampling/score_tokens.h"
 
@@ -167,6 +168,9 @@ void run_sampling(int64_t tokens, Timer& timer, double bandwidth, cudaStream_t s
   };
   const double sample_bytes = double(batch * kVocab * 4);
   print_row({"sample_greedy(B)", batch, timer.cold(sample_greedy), timer.warm(sample_greedy), sample_bytes}, bandwidth);
+  // What the engine runs when every row of a step is greedy (same results as sample_greedy, bit for bit).
+  auto greedy_only = [&] { greedy_tokens(vocab_logits.data(), batch, kVocab, sampled.data(), logprobs.data(), stream); };
+  print_row({"greedy_tokens(B)", batch, timer.cold(greedy_only), timer.warm(greedy_only), sample_bytes}, bandwidth);
   print_row({"sample_top_p(B)", batch, timer.cold(sample_top_p), timer.warm(sample_top_p), sample_bytes}, bandwidth);
   print_row({"sample_k_p_minp(B)", batch, timer.cold(sample_full), timer.warm(sample_full), sample_bytes}, bandwidth);
   // Logits shaped like a language model's (a normal bulk, a few tokens far above it) at DeepSeek-R1's recommended

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/sampling/greedy_tokens.h"
 #include "kernels/cuda/sampling/sampling.h"
 
 namespace fathom::model::cuda {
@@ -63,41 +64,50 @@ void ResultTransfer::enqueue_direct(const float* logits, int64_t num_rows, int64
   if (!sample_rows.empty()) {
     // Rows [0, sample_extent_) are sampled (rows not asked for greedily, a few microseconds): contiguous rows.
     const size_t rows = static_cast<size_t>(sample_extent_);
-    const size_t bytes = rows * (2 * sizeof(uint64_t) + 3 * sizeof(float) + sizeof(int32_t));
-    uint8_t* host = host_sampling_.ensure(std::max(bytes, rows * (sizeof(int32_t) + sizeof(float))));
-    uint64_t* seed = reinterpret_cast<uint64_t*>(host);
-    uint64_t* step = seed + rows;
-    float* temperature = reinterpret_cast<float*>(step + rows);
-    float* top_p = temperature + rows;
-    float* min_p = top_p + rows;
-    int32_t* top_k = reinterpret_cast<int32_t*>(min_p + rows);
-    std::fill_n(seed, rows, 0);
-    std::fill_n(step, rows, 0);
-    std::fill_n(temperature, rows, 0.0f);
-    std::fill_n(top_p, rows, 1.0f);
-    std::fill_n(min_p, rows, 0.0f);
-    std::fill_n(top_k, rows, 0);
-    for (size_t i = 0; i < sample_rows.size(); ++i) {
-      const size_t row = static_cast<size_t>(sample_rows[i]);
-      seed[row] = sampling[i].seed;
-      step[row] = sampling[i].step;
-      temperature[row] = sampling[i].temperature;
-      top_p[row] = sampling[i].top_p;
-      min_p[row] = sampling[i].min_p;
-      top_k[row] = sampling[i].top_k;
-    }
-    uint8_t* device = sampling_params_.ensure(bytes, stream);
-    FATHOM_CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream));
-    kc::SamplingParams params;
-    params.seed = reinterpret_cast<const uint64_t*>(device);
-    params.step = params.seed + rows;
-    params.temperature = reinterpret_cast<const float*>(params.step + rows);
-    params.top_p = params.temperature + rows;
-    params.min_p = params.top_p + rows;
-    params.top_k = reinterpret_cast<const int32_t*>(params.min_p + rows);
     sampled_tokens_device = sampled_tokens_.ensure(rows, stream);
     float* logprobs = sampled_logprobs_.ensure(rows, stream);
-    kc::sample_tokens(logits, sample_extent_, vocab, params, sampled_tokens_device, logprobs, stream);
+    const bool all_greedy = std::all_of(sampling.begin(), sampling.end(), [](const sampling::DeviceSamplingRow& row) {
+      return !(row.temperature > 0.0f) || row.top_k == 1;  // sample_tokens' greedy rows, known before the logits
+    });
+    uint8_t* host = nullptr;
+    if (all_greedy) {
+      host = host_sampling_.ensure(rows * (sizeof(int32_t) + sizeof(float)));
+      kc::greedy_tokens(logits, sample_extent_, vocab, sampled_tokens_device, logprobs, stream);
+    } else {
+      const size_t bytes = rows * (2 * sizeof(uint64_t) + 3 * sizeof(float) + sizeof(int32_t));
+      host = host_sampling_.ensure(std::max(bytes, rows * (sizeof(int32_t) + sizeof(float))));
+      uint64_t* seed = reinterpret_cast<uint64_t*>(host);
+      uint64_t* step = seed + rows;
+      float* temperature = reinterpret_cast<float*>(step + rows);
+      float* top_p = temperature + rows;
+      float* min_p = top_p + rows;
+      int32_t* top_k = reinterpret_cast<int32_t*>(min_p + rows);
+      std::fill_n(seed, rows, 0);
+      std::fill_n(step, rows, 0);
+      std::fill_n(temperature, rows, 0.0f);
+      std::fill_n(top_p, rows, 1.0f);
+      std::fill_n(min_p, rows, 0.0f);
+      std::fill_n(top_k, rows, 0);
+      for (size_t i = 0; i < sample_rows.size(); ++i) {
+        const size_t row = static_cast<size_t>(sample_rows[i]);
+        seed[row] = sampling[i].seed;
+        step[row] = sampling[i].step;
+        temperature[row] = sampling[i].temperature;
+        top_p[row] = sampling[i].top_p;
+        min_p[row] = sampling[i].min_p;
+        top_k[row] = sampling[i].top_k;
+      }
+      uint8_t* device = sampling_params_.ensure(bytes, stream);
+      FATHOM_CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream));
+      kc::SamplingParams params;
+      params.seed = reinterpret_cast<const uint64_t*>(device);
+      params.step = params.seed + rows;
+      params.temperature = reinterpret_cast<const float*>(params.step + rows);
+      params.top_p = params.temperature + rows;
+      params.min_p = params.top_p + rows;
+      params.top_k = reinterpret_cast<const int32_t*>(params.min_p + rows);
+      kc::sample_tokens(logits, sample_extent_, vocab, params, sampled_tokens_device, logprobs, stream);
+    }
     // The parameter upload above read `host` asynchronously; the results reuse it only after the kernel ran.
     FATHOM_CUDA_CHECK(
         cudaMemcpyAsync(host, sampled_tokens_device, rows * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));

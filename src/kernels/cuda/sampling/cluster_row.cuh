@@ -11,9 +11,9 @@
 
 namespace fathom::kernels::cuda {
 
-constexpr int kRowThreads = 512;          // threads per block
-constexpr int kClusterBlocks = 8;         // blocks per row (the portable cluster size)
-constexpr int kMaxElementsPerThread = 96; // 192 KB of shared memory per block: vocab <= 8 * 512 * 96 = 393216
+constexpr int kRowThreads = 512;           // threads per block
+constexpr int kClusterBlocks = 8;          // blocks per row (the portable cluster size)
+constexpr int kMaxElementsPerThread = 96;  // 192 KB of shared memory per block: vocab <= 8 * 512 * 96 = 393216
 
 // Elements per thread for a vocabulary (each block's slice is a multiple of kRowThreads).
 inline int row_elements_per_thread(int64_t vocab) {
@@ -22,9 +22,9 @@ inline int row_elements_per_thread(int64_t vocab) {
 }
 
 struct RowSlice {
-  float* logit;       // shared [per_thread * kRowThreads]; raw logits (NaN -> -inf), -inf past the vocabulary
-  int per_thread;     // elements per thread
-  int64_t first;      // row index of this thread's element 0
+  float* logit;    // shared [per_thread * kRowThreads]; raw logits (NaN -> -inf), -inf past the vocabulary
+  int per_thread;  // elements per thread
+  int64_t first;   // row index of this thread's element 0
   int64_t vocab;
   __device__ __forceinline__ int64_t index(int j) const { return first + static_cast<int64_t>(j) * kRowThreads; }
   __device__ __forceinline__ bool valid(int j) const { return index(j) < vocab; }
@@ -34,8 +34,7 @@ struct RowSlice {
 // Each thread loads (and later reads) only its own elements, so no barrier is needed before use.
 __device__ __forceinline__ RowSlice load_row_slice(const float* row, int64_t vocab, int per_thread, int rank,
                                                    float* slice_shared) {
-  RowSlice s{slice_shared, per_thread,
-             static_cast<int64_t>(rank) * per_thread * kRowThreads + threadIdx.x, vocab};
+  RowSlice s{slice_shared, per_thread, static_cast<int64_t>(rank) * per_thread * kRowThreads + threadIdx.x, vocab};
 #pragma unroll 8
   for (int j = 0; j < per_thread; ++j) {
     const int64_t i = s.index(j);
@@ -44,16 +43,14 @@ __device__ __forceinline__ RowSlice load_row_slice(const float* row, int64_t voc
   return s;
 }
 
-// (max, argmax, sum exp) of the whole row, identical in every block of the cluster. Contains a cluster.sync();
-// block_stats (shared) is read by the other blocks afterwards, so a block must not exit before a later cluster.sync().
-__device__ __forceinline__ RowSoftmaxStats cluster_row_stats(const RowSlice& s, RowSoftmaxStats* partials,
-                                                             RowSoftmaxStats* block_stats,
-                                                             cooperative_groups::cluster_group& cluster) {
-  RowSoftmaxStats t{-INFINITY, 0.0f, INT64_MAX};
-  for (int j = 0; j < s.per_thread; ++j) {
-    if (s.valid(j)) accumulate(t, s.get(j), s.index(j));
-  }
-  const RowSoftmaxStats b = block_row_stats(t, partials);
+// Merges every thread's stats of its elements (accumulated in ascending index order) into the row's (max, argmax,
+// sum exp), identical in every block of the cluster: block_row_stats' fixed tree, then the blocks in rank order.
+// Contains a cluster.sync(); block_stats (shared) is read by the other blocks afterwards, so a block must not exit
+// before a later cluster.sync().
+__device__ __forceinline__ RowSoftmaxStats cluster_merge_stats(const RowSoftmaxStats& thread_stats,
+                                                               RowSoftmaxStats* partials, RowSoftmaxStats* block_stats,
+                                                               cooperative_groups::cluster_group& cluster) {
+  const RowSoftmaxStats b = block_row_stats(thread_stats, partials);
   if (threadIdx.x == 0) *block_stats = b;
   cluster.sync();
   if (threadIdx.x == 0) {  // one thread merges the blocks' stats in rank order (remote reads are dear); it shares them
@@ -65,6 +62,17 @@ __device__ __forceinline__ RowSoftmaxStats cluster_row_stats(const RowSlice& s, 
   const RowSoftmaxStats r = partials[0];
   __syncthreads();  // partials may be reused by the caller
   return r;
+}
+
+// (max, argmax, sum exp) of the whole row held in the cluster's slices; see cluster_merge_stats.
+__device__ __forceinline__ RowSoftmaxStats cluster_row_stats(const RowSlice& s, RowSoftmaxStats* partials,
+                                                             RowSoftmaxStats* block_stats,
+                                                             cooperative_groups::cluster_group& cluster) {
+  RowSoftmaxStats t{-INFINITY, 0.0f, INT64_MAX};
+  for (int j = 0; j < s.per_thread; ++j) {
+    if (s.valid(j)) accumulate(t, s.get(j), s.index(j));
+  }
+  return cluster_merge_stats(t, partials, block_stats, cluster);
 }
 
 // Dynamic shared memory of a row block: the slice of logits.
