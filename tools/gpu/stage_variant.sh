@@ -35,6 +35,6 @@ for target in "$@"; do
 done
 strip --strip-unneeded "$out"/*
 # One solid archive, as tools/gpu/stage.sh packs (tools/gpu/unpack_staged.sh unpacks it there).
-(cd "$out" && tar cf - -- * | xz -T1 -9e --lzma2=dict=192MiB > binaries.tar.xz && rm -f -- "$@")
+(cd "$out" && tar cf - -- "$@" | xz -T1 -9e --lzma2=dict=192MiB > binaries.tar.xz && rm -f -- "$@")
 git rev-parse "$revision" > "$out/COMMIT"
 du -sh "$out"
