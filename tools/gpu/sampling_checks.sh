@@ -5,6 +5,7 @@
 # Here:  T="bench_small_ops cuda_sampling_tokens_test cuda_sampling_score_tokens_test cuda_sampling_threshold_select_test"
 #        tools/gpu/stage_variant.sh base main $T; tools/gpu/stage_variant.sh final BRANCH $T
 # There: tools/gpu/sampling_checks.sh [ROUNDS]   (device tool, carry [".carry/variants"]; default 2 rounds)
+# FILTER (a regex of bench rows, e.g. 'greedy') narrows the timings.
 # Prints each test binary's verdict and the last round's warm microseconds per op, variant and row count.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,7 +31,7 @@ for variant in .carry/variants/*/; do
   done
 done
 rounds=${1:-2}
-FILTER='sample_|score_' TIMEOUT_S=180 bash tools/gpu/ab_bench.sh "$rounds" bench_small_ops sampling > "$out/sampling_ab.log" 2>&1 || status=1
+FILTER=${FILTER:-'sample_|score_|greedy_'} TIMEOUT_S=180 bash tools/gpu/ab_bench.sh "$rounds" bench_small_ops sampling > "$out/sampling_ab.log" 2>&1 || status=1
 # Lines read "round R VARIANT: op rows cold warm bytes floor cold/floor warm/floor".
 grep -E "^round $rounds " "$out/sampling_ab.log" | awk '{sub(":", "", $3); printf "%-8s %-22s %5s %10s\n", $3, $4, $5, $7}' |
   sort -b -k2,2 -k3,3n -k1,1
