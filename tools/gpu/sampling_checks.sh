@@ -3,7 +3,8 @@
 # "base" = main, "final" = a candidate), each variant's sampling test binaries, then their timings alternating
 # (bench_small_ops sampling: 1, 32 and 256 rows of the V3 vocabulary, uniform and language-model-shaped rows).
 # Here:  T="bench_small_ops cuda_sampling_tokens_test cuda_sampling_score_tokens_test cuda_sampling_threshold_select_test"
-#        tools/gpu/stage_variant.sh base main $T; tools/gpu/stage_variant.sh final BRANCH $T
+#        tools/gpu/stage_variant.sh base main $T cuda_sampling_greedy_tokens_test
+#        tools/gpu/stage_variant.sh final BRANCH $T cuda_sampling_greedy_tokens_test   (omit tests a revision lacks)
 # There: tools/gpu/sampling_checks.sh [ROUNDS]   (device tool, carry [".carry/variants"]; default 2 rounds)
 # FILTER (a regex of bench rows, e.g. 'greedy') narrows the timings.
 # Prints each test binary's verdict and the last round's warm microseconds per op, variant and row count.
@@ -21,7 +22,10 @@ for variant in .carry/variants/*/; do
   echo "variant $name: $(cat "$variant/COMMIT" 2>/dev/null || echo unknown)"
   for test in cuda_sampling_threshold_select_test cuda_sampling_tokens_test cuda_sampling_score_tokens_test \
     cuda_sampling_greedy_tokens_test; do
-    [ -x "$variant/$test" ] || continue
+    if [ ! -x "$variant/$test" ]; then
+      echo "  $test not staged"
+      continue
+    fi
     log=$out/${test}_$name.log
     timeout 300 "$variant/$test" > "$log" 2>&1
     rc=$?

@@ -108,7 +108,7 @@ void ResultTransfer::enqueue_direct(const float* logits, int64_t num_rows, int64
       params.top_k = reinterpret_cast<const int32_t*>(params.min_p + rows);
       kc::sample_tokens(logits, sample_extent_, vocab, params, sampled_tokens_device, logprobs, stream);
     }
-    // The parameter upload above read `host` asynchronously; the results reuse it only after the kernel ran.
+    // Sampled steps uploaded their parameters from `host` asynchronously; the results reuse it after the kernel ran.
     FATHOM_CUDA_CHECK(
         cudaMemcpyAsync(host, sampled_tokens_device, rows * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
     FATHOM_CUDA_CHECK(

@@ -39,10 +39,11 @@ Outputs run_greedy(const std::vector<float>& logits, int64_t rows, int64_t vocab
   return out;
 }
 
-// sample_tokens with per-row temperatures (0: greedy) and top_p 0.9 for the sampled rows.
+// sample_tokens with per-row temperatures (0: greedy; rows of top_k 1 are greedy too) and top_p 0.9.
 Outputs run_sampler(const std::vector<float>& logits, int64_t rows, int64_t vocab,
-                    const std::vector<float>& temperature) {
+                    const std::vector<float>& temperature, const std::vector<int32_t>& top_k = {}) {
   DeviceBuffer<float> d_logits(logits), d_temperature(temperature);
+  DeviceBuffer<int32_t> d_top_k(top_k.empty() ? std::vector<int32_t>(static_cast<size_t>(rows), 0) : top_k);
   DeviceBuffer<float> d_top_p(std::vector<float>(static_cast<size_t>(rows), 0.9f));
   DeviceBuffer<uint64_t> d_seed(std::vector<uint64_t>(static_cast<size_t>(rows), 7));
   DeviceBuffer<int32_t> d_tokens(static_cast<size_t>(rows));
@@ -52,6 +53,7 @@ Outputs run_sampler(const std::vector<float>& logits, int64_t rows, int64_t voca
   SamplingParams params;
   params.temperature = d_temperature.data();
   params.top_p = d_top_p.data();
+  params.top_k = d_top_k.data();
   params.seed = d_seed.data();
   sample_tokens(d_logits.data(), rows, vocab, params, d_tokens.data(), d_logprobs.data(), nullptr);
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
@@ -162,8 +164,13 @@ TEST(CudaGreedyTokens, SameBitsAloneInAnyBatchAndBesideSampledRows) {
   }
   const Outputs batch = run_greedy(logits, rows, vocab, true);
   std::vector<float> temperature(static_cast<size_t>(rows), 0.0f);
+  std::vector<int32_t> top_k(static_cast<size_t>(rows), 0);
   for (size_t r = 1; r < temperature.size(); r += 2) temperature[r] = 0.8f;  // odd rows sampled
-  const Outputs mixed = run_sampler(logits, rows, vocab, temperature);
+  for (size_t r = 0; r < temperature.size(); r += 4) {  // every other even row greedy by top_k 1 at a temperature
+    temperature[r] = 0.8f;
+    top_k[r] = 1;
+  }
+  const Outputs mixed = run_sampler(logits, rows, vocab, temperature, top_k);
   const Outputs without_logprobs = run_greedy(logits, rows, vocab, false);
   for (int64_t r = 0; r < rows; ++r) {
     const std::vector<float> row(logits.begin() + r * vocab, logits.begin() + (r + 1) * vocab);

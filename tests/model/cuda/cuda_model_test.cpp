@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <numeric>
 #include <random>
@@ -26,6 +27,12 @@ namespace fathom::model {
 namespace {
 
 using namespace cuda_test;  // NOLINT: the shared fixtures and tolerances
+
+uint32_t bits_of(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits;
+}
 
 // All-row logits of a prefill of `ids` in chunks of `chunk` tokens (0: one chunk) at slots `slots`.
 std::vector<float> prefill_logits(cuda::CudaDeepseekV3Model& model, const std::vector<int32_t>& ids,
@@ -267,6 +274,25 @@ TEST_P(CudaGoldenFixture, DeviceSamplingMatchesHostLogits) {
   ASSERT_EQ(batched.tokens.size(), 2u);
   EXPECT_EQ(batched.tokens[0], alone.tokens[0]);
   EXPECT_EQ(batched.tokens[1], all_greedy.tokens[2]);
+  // Beside a sampled row the greedy row goes through sample_tokens; alone, through greedy_tokens: the same bits.
+  EXPECT_EQ(bits_of(batched.logprobs[1]), bits_of(all_greedy.logprobs[2]));
+  // The other greedy rows (top_k 1 at a temperature, a negative or NaN temperature): all-greedy steps and beside a
+  // sampled row give the same tokens and logprob bits as temperature 0.
+  sampling::DeviceSamplingRow top_k_one = seeded, negative, not_a_number;
+  top_k_one.top_k = 1;
+  negative.temperature = -1.0f;
+  not_a_number.temperature = std::nanf("");
+  const cuda::ForwardResult other_greedy =
+      model.forward(decode_batch({0, 1, 2}), {}, {0, 1, 2}, {top_k_one, negative, not_a_number});
+  const cuda::ForwardResult other_beside_seeded =
+      model.forward(decode_batch({0, 1, 2}), {}, {0, 1, 2}, {top_k_one, seeded, not_a_number});
+  for (size_t s = 0; s < 3; ++s) {
+    EXPECT_EQ(other_greedy.tokens[s], all_greedy.tokens[s]) << s;
+    EXPECT_EQ(bits_of(other_greedy.logprobs[s]), bits_of(all_greedy.logprobs[s])) << s;
+    if (s == 1) continue;  // sampled
+    EXPECT_EQ(other_beside_seeded.tokens[s], all_greedy.tokens[s]) << s;
+    EXPECT_EQ(bits_of(other_beside_seeded.logprobs[s]), bits_of(all_greedy.logprobs[s])) << s;
+  }
   ASSERT_EQ(batched.logits.size(), static_cast<size_t>(vocab));
   EXPECT_EQ(std::vector<float>(host.begin(), host.begin() + vocab), batched.logits);
   EXPECT_NEAR(alone.logprobs[0], log_softmax_at(host.data() + vocab, vocab, alone.tokens[0]), 1e-4);

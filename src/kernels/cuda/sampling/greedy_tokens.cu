@@ -11,6 +11,8 @@ namespace cg = cooperative_groups;
 // Elements a thread loads into registers before accumulating them: enough bytes in flight per SM to cover the
 // memory latency (2 blocks x 512 threads x 16 x 4 B = 64 KB), few enough registers for 2 blocks per SM.
 constexpr int kLoadsInFlight = 16;
+// Element indices within a row (the last batch's unused slots included) are computed in 32 bits.
+static_assert(int64_t{kClusterBlocks} * kRowThreads * (kMaxElementsPerThread + kLoadsInFlight) < (int64_t{1} << 31));
 
 // One cluster of kClusterBlocks blocks per row. Thread t of block r owns row elements r * slice + j * kRowThreads + t
 // (slice = per_thread * kRowThreads), accumulated in ascending j: RowSlice's ownership, so the stats equal
