@@ -9,6 +9,7 @@
 #include "cuda_test_util.h"
 #include "kernels/cuda/sampling/greedy_tokens.h"
 #include "kernels/cuda/sampling/sampling.h"
+#include "sampling_reference.h"
 
 namespace fathom::kernels::cuda {
 namespace {
@@ -58,23 +59,6 @@ Outputs run_sampler(const std::vector<float>& logits, int64_t rows, int64_t voca
   sample_tokens(d_logits.data(), rows, vocab, params, d_tokens.data(), d_logprobs.data(), nullptr);
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
   return Outputs{d_tokens.download(), d_logprobs.download()};
-}
-
-float clean(float x) { return std::isnan(x) ? -INFINITY : x; }
-
-int64_t cpu_argmax(const float* row, int64_t vocab) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < vocab; ++i) {
-    if (clean(row[i]) > clean(row[best])) best = i;
-  }
-  return best;
-}
-
-double cpu_logprob(const float* row, int64_t vocab, int64_t token) {
-  double max = -INFINITY, sum = 0;
-  for (int64_t i = 0; i < vocab; ++i) max = std::max(max, double(clean(row[i])));
-  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(double(clean(row[i])) - max);
-  return double(clean(row[token])) - max - std::log(sum);
 }
 
 uint32_t bits_of(float x) {

@@ -13,6 +13,7 @@
 #include "cuda_test_util.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/sampling/threshold_select.cuh"
+#include "sampling_reference.h"
 
 namespace fathom::kernels::cuda {
 namespace {
@@ -86,8 +87,6 @@ uint32_t host_order_key(float z) {
   std::memcpy(&bits, &z, sizeof(bits));
   return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
 }
-
-float clean(float x) { return std::isnan(x) ? -INFINITY : x; }
 
 struct HostThresholds {
   uint32_t k_key = 0;

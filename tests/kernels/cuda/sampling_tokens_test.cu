@@ -12,6 +12,7 @@
 #include "kernels/cuda/sampling/log_softmax.h"
 #include "kernels/cuda/sampling/philox.cuh"
 #include "kernels/cuda/sampling/sampling.h"
+#include "sampling_reference.h"
 
 namespace fathom::kernels::cuda {
 namespace {
@@ -66,16 +67,6 @@ Result run_sampling(const Batch& batch) {
   sample_tokens(d_logits.data(), rows, batch.vocab, params, d_tokens.data(), d_logprobs.data(), nullptr);
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
   return Result{d_tokens.download(), d_logprobs.download()};
-}
-
-float clean(float x) { return std::isnan(x) ? -INFINITY : x; }
-
-int64_t cpu_argmax(const float* row, int64_t vocab) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < vocab; ++i) {
-    if (clean(row[i]) > clean(row[best])) best = i;
-  }
-  return best;
 }
 
 std::vector<double> cpu_log_softmax(const float* row, int64_t vocab) {
