@@ -81,6 +81,8 @@ void ThreadPool::parallel_for(int64_t count, const std::function<void(int64_t, i
     std::unique_lock<std::mutex> lock(mutex_);
     // All chunks are claimed once run_chunks returns; wait for workers still inside one.
     job_done_.wait(lock, [&] { return active_workers_ == 0; });
+    // A worker still to wake for this job must find no chunk (a failed job leaves some unclaimed) and no body.
+    next_chunk_start_ = job_count_;
     job_body_ = nullptr;
     error = job_error_;
     job_error_ = nullptr;

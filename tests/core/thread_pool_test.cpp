@@ -31,5 +31,23 @@ TEST(ThreadPool, RethrowsChunkErrors) {
   EXPECT_EQ(sum.load(), 45);
 }
 
+// A job that throws leaves chunks unclaimed; a worker that wakes only after parallel_for returned must find none
+// (it once claimed one and called the finished job's body through a null pointer). Many short jobs on more threads
+// than cores make such late wake-ups common.
+TEST(ThreadPool, WorkersWakingAfterAFailedJobRunNothing) {
+  ThreadPool pool(8);
+  for (int round = 0; round < 3000; ++round) {
+    std::atomic<bool> thrown{false};
+    EXPECT_THROW(pool.parallel_for(64, [&](int64_t, int64_t) {
+      if (!thrown.exchange(true)) throw std::runtime_error("first chunk fails");
+    }), std::runtime_error);
+  }
+  std::atomic<int64_t> sum{0};
+  pool.parallel_for(1000, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) sum += i;
+  });
+  EXPECT_EQ(sum.load(), 999 * 1000 / 2);
+}
+
 }  // namespace
 }  // namespace fathom
