@@ -20,6 +20,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <system_error>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -625,21 +626,33 @@ int run_bench_serving(const Args& raw_args) {
   Progress progress(total);
   const Clock::time_point bench_start = Clock::now();
   std::vector<std::thread> pool;
-  for (int64_t w = 0; w < workers; ++w) {
-    pool.emplace_back([&] {
-      for (;;) {
-        int64_t index;
-        {
-          std::unique_lock<std::mutex> lock(queue_mutex);
-          queue_ready.wait(lock, [&] { return !queue.empty() || all_queued; });
-          if (queue.empty()) return;
-          index = queue.front();
-          queue.pop_front();
-        }
-        results[static_cast<size_t>(index)] = send_request(options, prompts[static_cast<size_t>(index)]);
-        progress.advance(!results[static_cast<size_t>(index)].success);
+  auto worker = [&] {
+    for (;;) {
+      int64_t index;
+      {
+        std::unique_lock<std::mutex> lock(queue_mutex);
+        queue_ready.wait(lock, [&] { return !queue.empty() || all_queued; });
+        if (queue.empty()) return;
+        index = queue.front();
+        queue.pop_front();
       }
-    });
+      results[static_cast<size_t>(index)] = send_request(options, prompts[static_cast<size_t>(index)]);
+      progress.advance(!results[static_cast<size_t>(index)].success);
+    }
+  };
+  for (int64_t w = 0; w < workers; ++w) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error& error) {  // a thread or process limit: stop the started workers, then report
+      {
+        std::lock_guard<std::mutex> lock(queue_mutex);
+        all_queued = true;
+      }
+      queue_ready.notify_all();
+      for (std::thread& thread : pool) thread.join();
+      FATHOM_FAIL("bench-serving: could not start worker thread " << w + 1 << " of " << workers << " ("
+                                                                   << error.what() << "); lower --max-concurrency");
+    }
   }
   for (int64_t i = 0; i < total; ++i) {
     std::this_thread::sleep_until(bench_start + std::chrono::duration_cast<Clock::duration>(

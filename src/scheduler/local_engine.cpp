@@ -75,6 +75,7 @@ class LocalEngine final : public Engine {
   bool accepting_ = true;
   bool stop_requested_ = false;
   bool loop_running_ = true;
+  std::thread::id engine_thread_id_;  // set by run() before anything runs on the engine thread
   std::string internal_error_;      // set when an idle invariant check failed; later requests are refused
   int64_t max_queued_requests_ = 0;  // EngineConfig::max_queued_requests
   // Submissions not yet in stats_.waiting_requests: in inbox_, or taken from it but not yet published. With it
@@ -204,7 +205,7 @@ bool LocalEngine::flush_cache() {
   std::future<bool> result = done->get_future();
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (std::this_thread::get_id() == thread_.get_id()) return scheduler_->flush_cache();  // from a callback
+    if (std::this_thread::get_id() == engine_thread_id_) return scheduler_->flush_cache();  // from a callback
     if (!loop_running_) return scheduler_->flush_cache();  // the engine thread is done with the scheduler
     inbox_.push_back(FlushCommand{done});
   }
@@ -224,7 +225,12 @@ void LocalEngine::shutdown() {
     stop_requested_ = true;
   }
   wake_.notify_one();
-  if (thread_.joinable() && std::this_thread::get_id() != thread_.get_id()) thread_.join();
+  bool on_engine_thread = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    on_engine_thread = std::this_thread::get_id() == engine_thread_id_;
+  }
+  if (thread_.joinable() && !on_engine_thread) thread_.join();
 }
 
 void LocalEngine::apply(Command& command) {
@@ -269,6 +275,10 @@ std::string step_line(const std::vector<StepRecord>& records, const EngineStats&
 }  // namespace
 
 void LocalEngine::run() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    engine_thread_id_ = std::this_thread::get_id();
+  }
   bool busy = false;
   while (true) {
     std::deque<Command> commands;
@@ -318,8 +328,15 @@ void LocalEngine::run() {
     leftovers.swap(inbox_);
   }
   for (Command& command : leftovers) {
-    if (auto* flush = std::get_if<FlushCommand>(&command)) flush->done->set_value(scheduler_->flush_cache());
-    else if (auto* submit = std::get_if<SubmitCommand>(&command)) {
+    if (auto* flush = std::get_if<FlushCommand>(&command)) {
+      // Under the lock: flush_cache() callers now flush directly (loop_running_ is false), also under it.
+      bool flushed = false;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        flushed = scheduler_->flush_cache();
+      }
+      flush->done->set_value(flushed);
+    } else if (auto* submit = std::get_if<SubmitCommand>(&command)) {
       try {
         submit->on_event(error_event(submit->request, "request " + submit->request.request_id + ": the engine is shut down"));
       } catch (...) {
