@@ -34,14 +34,18 @@ struct FlushCommand {
 };
 using Command = std::variant<SubmitCommand, AbortCommand, FlushCommand>;
 
-GenerationEvent error_event(const GenerateRequest& request, const std::string& message) {
+GenerationEvent error_event(const std::string& request_id, int64_t prompt_tokens, const std::string& message) {
   GenerationEvent event;
-  event.request_id = request.request_id;
+  event.request_id = request_id;
   event.finished = true;
   event.finish_reason = FinishReason::kError;
   event.error_message = message;
-  event.prompt_tokens = static_cast<int64_t>(request.input_ids.size());
+  event.prompt_tokens = prompt_tokens;
   return event;
+}
+
+GenerationEvent error_event(const GenerateRequest& request, const std::string& message) {
+  return error_event(request.request_id, static_cast<int64_t>(request.input_ids.size()), message);
 }
 
 class LocalEngine final : public Engine {
@@ -58,6 +62,7 @@ class LocalEngine final : public Engine {
 
  private:
   void run();
+  // Applies one inbox command; one that throws fails alone (logged, its request or flush answered), the engine goes on.
   void apply(Command& command);
   void publish_stats();
 
@@ -235,11 +240,36 @@ void LocalEngine::shutdown() {
 
 void LocalEngine::apply(Command& command) {
   if (auto* submit = std::get_if<SubmitCommand>(&command)) {
-    scheduler_->submit(std::move(submit->request), std::move(submit->on_event));
+    const std::string request_id = submit->request.request_id;
+    const int64_t prompt_tokens = static_cast<int64_t>(submit->request.input_ids.size());
+    try {
+      scheduler_->submit(std::move(submit->request), submit->on_event);
+    } catch (const std::exception& error) {
+      // Scheduler::submit throws only before it queued or answered the request: its one event is still ours to send.
+      const std::string message = "request " + request_id + ": the engine could not queue it: " + error.what();
+      logger_->error("fathom: " + message);
+      try {
+        submit->on_event(error_event(request_id, prompt_tokens, message));
+      } catch (...) {  // a throwing callback must not stop the engine
+      }
+    }
   } else if (auto* abort = std::get_if<AbortCommand>(&command)) {
-    scheduler_->abort(abort->request_id);
+    try {
+      scheduler_->abort(abort->request_id);
+    } catch (const std::exception& error) {
+      // Should this leave the KV accounting broken, the idle invariant check finds it and refuses later requests.
+      logger_->error("fathom: aborting request " + abort->request_id + " failed: " + error.what());
+    }
   } else if (auto* flush = std::get_if<FlushCommand>(&command)) {
-    flush->done->set_value(scheduler_->flush_cache());
+    bool flushed = false;
+    try {
+      flushed = scheduler_->flush_cache();
+    } catch (const std::exception& error) {
+      logger_->error(std::string("fathom: cache flush failed: ") + error.what());
+      flush->done->set_exception(std::current_exception());  // flush_cache() rethrows it to its caller
+      return;
+    }
+    flush->done->set_value(flushed);
   }
 }
 
@@ -331,9 +361,13 @@ void LocalEngine::run() {
     if (auto* flush = std::get_if<FlushCommand>(&command)) {
       // Under the lock: flush_cache() callers now flush directly (loop_running_ is false), also under it.
       bool flushed = false;
-      {
+      try {
         std::lock_guard<std::mutex> lock(mutex_);
         flushed = scheduler_->flush_cache();
+      } catch (const std::exception& error) {
+        logger_->error(std::string("fathom: cache flush failed: ") + error.what());
+        flush->done->set_exception(std::current_exception());
+        continue;
       }
       flush->done->set_value(flushed);
     } else if (auto* submit = std::get_if<SubmitCommand>(&command)) {

@@ -92,7 +92,7 @@ std::string Scheduler::validate(const GenerateRequest& request) const {
   return problem.str();
 }
 
-void Scheduler::submit(GenerateRequest request, EventCallback on_event) {
+void Scheduler::submit(GenerateRequest request, const EventCallback& on_event) {
   const std::string request_id = request.request_id;
   const int64_t prompt_len = static_cast<int64_t>(request.input_ids.size());
   auto reject = [&](const std::string& message, FinishReason reason) {
@@ -119,9 +119,15 @@ void Scheduler::submit(GenerateRequest request, EventCallback on_event) {
   } catch (const Error& error) {
     return reject("request " + request_id + ": " + error.what(), FinishReason::kError);
   }
+  // Listed in both maps or in neither: an id left in by_request_id_ alone would never run and block its reuse.
+  const auto listed = by_request_id_.emplace(state->request_id(), state).first;
+  try {
+    waiting_.emplace(id, state);
+  } catch (...) {
+    by_request_id_.erase(listed);
+    throw;
+  }
   prompt_tokens_total_ += state->prompt_len;
-  by_request_id_[state->request_id()] = state;
-  waiting_[id] = std::move(state);
 }
 
 bool Scheduler::abort(const std::string& request_id) {

@@ -44,8 +44,10 @@ class Scheduler {
   Scheduler(const SchedulerConfig& config, const tokenizer::Tokenizer* tokenizer);
 
   // Queues a request; an invalid one (bad ids, parameters, too long for the context, duplicate id) is answered
-  // at once by a single finished kError event; max_new_tokens == 0 by a finished kLength event.
-  void submit(GenerateRequest request, EventCallback on_event);
+  // at once by a single finished kError event; max_new_tokens == 0 by a finished kLength event. When it throws
+  // (e.g. std::bad_alloc, a callback whose copy fails) the request was neither queued nor answered: the caller,
+  // which still holds `on_event`, answers it.
+  void submit(GenerateRequest request, const EventCallback& on_event);
   // Ends a waiting or running request with a kAbort event and frees its KV; false for unknown ids.
   bool abort(const std::string& request_id);
 

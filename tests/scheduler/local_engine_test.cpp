@@ -1,7 +1,7 @@
 // The local engine end to end on the tiny dummy model: greedy output equals model::greedy_generate under every
 // scheduling variant (prefix cache, chunked prefill, overlap, concurrency), aborts free all KV, seeds reproduce,
-// bad requests get one error event, shutdown drains, text and stop strings with a tokenizer; the step budgets the
-// engine derives from its config.
+// bad requests get one error event, a submit that throws fails alone, shutdown drains, text and stop strings with a
+// tokenizer; the step budgets the engine derives from its config.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -9,6 +9,7 @@
 #include <cstring>
 #include <condition_variable>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -346,6 +347,57 @@ TEST_F(EngineTest, BadRequestsGetOneErrorEventAndShutdownDrains) {
   engine->submit(make_request("late", {5}, 3, greedy()), collector.callback("late"));
   EXPECT_EQ(collector.log("late").final_event.finish_reason, FinishReason::kError);
   engine->shutdown();  // idempotent
+}
+
+// An EventCallback whose copy throws a std::exception (as a capture whose copy cannot allocate would): the scheduler
+// copies the callback into the request's state, so its submit throws something other than fathom::Error.
+class CallbackThatCannotBeCopied {
+ public:
+  explicit CallbackThatCannotBeCopied(EventCallback deliver) : deliver_(std::move(deliver)) {}
+  CallbackThatCannotBeCopied(const CallbackThatCannotBeCopied&) {
+    throw std::runtime_error("the callback cannot be copied");
+  }
+  CallbackThatCannotBeCopied(CallbackThatCannotBeCopied&&) = default;
+  void operator()(const GenerationEvent& event) const { deliver_(event); }
+
+ private:
+  EventCallback deliver_;
+};
+
+// A submit that throws inside the engine ends that request with an error event and is logged; the engine thread
+// lives on and serves the next request. (The engine thread once died of it: std::terminate.)
+TEST_F(EngineTest, SubmitThatThrowsEndsItsRequestAndTheEngineGoesOn) {
+  fathom::testing::LogCapture capture;
+  EngineConfig config = base_config();
+  config.logger = std::make_shared<const Logger>(LogLevel::kInfo, capture.file());
+  std::unique_ptr<Engine> engine = make_local_engine(config);
+  Collector collector;
+  engine->submit(make_request("uncopyable", {5, 6, 7}, 4, greedy()),
+                 CallbackThatCannotBeCopied(collector.callback("uncopyable")));
+  ASSERT_TRUE(collector.wait_finished(1));
+  const GenerationEvent failed = collector.log("uncopyable").final_event;
+  EXPECT_EQ(failed.finish_reason, FinishReason::kError);
+  EXPECT_EQ(failed.request_id, "uncopyable");
+  EXPECT_EQ(failed.prompt_tokens, 3);
+  EXPECT_NE(
+      failed.error_message.find("request uncopyable: the engine could not queue it: the callback cannot be copied"),
+      std::string::npos)
+      << failed.error_message;
+
+  SamplingParams params = greedy();
+  params.ignore_eos = true;
+  engine->submit(make_request("next", {5, 6, 7}, 4, params), collector.callback("next"));
+  ASSERT_TRUE(collector.wait_finished(2));
+  EXPECT_EQ(collector.log("next").final_event.finish_reason, FinishReason::kLength);
+  EXPECT_EQ(collector.log("next").tokens.size(), 4u);
+  expect_idle(*engine);
+  EXPECT_TRUE(engine->stats().internal_error.empty()) << engine->stats().internal_error;
+  engine->shutdown();
+  int logged = 0;
+  for (const std::string& line : capture.lines()) {
+    if (line.find("request uncopyable: the engine could not queue it") != std::string::npos) ++logged;
+  }
+  EXPECT_EQ(logged, 1);
 }
 
 // Cache flushes racing a shutdown (the server's /flush_cache while it drains): every call returns, and the cache is
