@@ -328,9 +328,19 @@ void ApiServer::prepare_on_worker(const std::shared_ptr<HttpExchange>& exchange,
       error = std::make_shared<ApiError>(500, std::string("internal error while preparing the request: ") + caught.what());
     }
     poster_->post([this, exchange, result, error, deliver] {
-      if (error) reply_error(exchange, *error);
-      else if (!exchange->disconnected()) deliver(std::move(*result));
-      finish_preparation();
+      // Thrown on the loop thread, an exception would end the server: the request fails alone.
+      try {
+        if (error) {
+          reply_error(exchange, *error);
+        } else if (!exchange->disconnected()) {
+          deliver(std::move(*result));
+        }
+      } catch (const ApiError& caught) {
+        reply_error(exchange, caught);
+      } catch (const std::exception& caught) {
+        reply_error(exchange, ApiError(500, std::string("internal error: ") + caught.what()));
+      }
+      finish_preparation();  // always: shutdown waits for every preparation to end
     });
   });
 }
@@ -378,7 +388,13 @@ void ApiServer::start_job(const std::shared_ptr<HttpExchange>& exchange, Prepare
   };
   auto job = std::make_shared<GenerationJob>(exchange, std::move(prepared.protocol), prepared.stream, std::move(context));
   active_jobs_[job.get()] = job;
-  job->start(std::move(prepared.choices));
+  try {
+    job->start(std::move(prepared.choices));
+  } catch (...) {
+    // Its own bookkeeping failed (a throwing submit does not escape start): drop the job; the caller answers.
+    active_jobs_.erase(job.get());
+    throw;
+  }
   for (const std::string& rid : job->client_rids()) active_rids_.insert(rid);
 }
 

@@ -80,10 +80,35 @@ void GenerationJob::start(std::vector<JobChoice> choices) {
   std::shared_ptr<GenerationJob> self = shared_from_this();
   for (size_t slot = 0; slot < count; ++slot) {
     std::shared_ptr<LoopPoster> poster = context_.poster;
-    context_.engine->submit(std::move(choices[slot].request), [poster, self, slot](const scheduler::GenerationEvent& event) {
-      poster->post([self, slot, event] { self->on_event(slot, event); });
-    });
+    try {
+      context_.engine->submit(std::move(choices[slot].request),
+                              [poster, self, slot](const scheduler::GenerationEvent& event) {
+                                poster->post([self, slot, event] { self->on_event(slot, event); });
+                              });
+    } catch (const std::exception& error) {
+      fail_unsubmitted(slot,
+                       "request " + choices_[slot].request_id + ": the engine could not take it: " + error.what());
+      return;
+    }
   }
+}
+
+void GenerationJob::fail_unsubmitted(size_t first_unsubmitted, const std::string& message) {
+  // No engine events will come for these choices: they end here.
+  const Clock::time_point now = Clock::now();
+  for (size_t slot = first_unsubmitted; slot < choices_.size(); ++slot) {
+    scheduler::GenerationEvent failed;
+    failed.request_id = choices_[slot].request_id;
+    failed.finished = true;
+    failed.finish_reason = scheduler::FinishReason::kError;
+    failed.error_message = message;
+    failed.prompt_tokens = choices_[slot].prompt_length;
+    merge(choices_[slot], slot, failed, now);
+  }
+  // Nothing was streamed yet (events reach this job through the loop, after start): a server-side failure, 500.
+  if (!answered_ && !exchange_->disconnected()) respond_error(500, message, "engine_error");
+  abort();  // the choices submitted before it end with kAbort events, then the job is done
+  notify_if_done();
 }
 
 size_t GenerationJob::abort() {
@@ -209,6 +234,10 @@ void GenerationJob::on_event(size_t slot, const scheduler::GenerationEvent& even
       respond_final();
     }
   }
+  notify_if_done();
+}
+
+void GenerationJob::notify_if_done() {
   if (unfinished_ == 0 && context_.on_done) {
     auto on_done = std::move(context_.on_done);
     context_.on_done = nullptr;

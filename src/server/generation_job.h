@@ -45,7 +45,9 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
 
   GenerationJob(std::shared_ptr<HttpExchange> exchange, std::unique_ptr<GenerationProtocol> protocol, bool stream, Context context);
 
-  // Loop thread: registers the disconnect handler and submits every choice.
+  // Loop thread: registers the disconnect handler and submits every choice. A submit that throws ends the job instead
+  // of escaping: its choice and the later ones fail, the client gets a 500, the ones submitted before are aborted, and
+  // on_done follows once they ended.
   void start(std::vector<JobChoice> choices);
   // Loop thread: aborts every unfinished engine request (their final events still arrive); returns how many.
   size_t abort();
@@ -59,6 +61,10 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
 
  private:
   void on_event(size_t slot, const scheduler::GenerationEvent& event);
+  // Ends choices [first_unsubmitted, end) with `message` after their submit threw; answers the client, aborts the rest.
+  void fail_unsubmitted(size_t first_unsubmitted, const std::string& message);
+  // Calls on_done once every choice has finished.
+  void notify_if_done();
   void merge(ChoiceResult& choice, size_t slot, const scheduler::GenerationEvent& event, Clock::time_point now);
   void respond_error(int status, const std::string& message, const std::string& code);
   void respond_final();

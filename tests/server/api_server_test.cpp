@@ -330,6 +330,43 @@ TEST(ApiServer, EngineRefusalsAreEngineErrors) {
   EXPECT_EQ(http_call(harness.port(), "POST", "/v1/completions", R"({"prompt": "ok", "max_tokens": 2})").status, 200);
 }
 
+// An engine submit that throws (an engine out of memory) fails its request alone with a 500, streamed or not: the
+// choices the engine took before it are aborted, nothing stays active, the rids are free again, the server serves on
+// and shuts down. (The exception once escaped onto the event loop thread and ended the server.)
+TEST(ApiServer, EngineSubmitThatThrowsIsA500AndLeavesNothingBehind) {
+  FakeEngineOptions options;
+  options.token_delay = 5ms;          // the first choice still runs when the second one's submit throws
+  options.throwing_submits = {2, 5};  // the second choice of the first request; the streamed request
+  ServerHarness harness(options);
+  const std::string two_choices =
+      R"({"text": ["a", "b"], "rid": ["r1", "r2"], "sampling_params": {"max_new_tokens": 200}})";
+  TestResponse failed = http_call(harness.port(), "POST", "/generate", two_choices);
+  EXPECT_EQ(failed.status, 500) << failed.body;
+  EXPECT_EQ(failed.json()["error"]["code"], "engine_error") << failed.body;
+  EXPECT_NE(failed.json()["error"]["message"].get<std::string>().find(
+                "the engine could not take it: fake engine: submit 2 throws"),
+            std::string::npos)
+      << failed.body;
+  ASSERT_TRUE(eventually([&] { return harness.engine.aborted_ids().size() == 1; }));
+  EXPECT_EQ(harness.engine.aborted_ids()[0], harness.engine.submitted()[0].request_id);
+  ASSERT_TRUE(eventually(
+      [&] { return http_call(harness.port(), "GET", "/get_server_info").json()["http"]["active_generations"] == 0; }));
+
+  TestResponse again =
+      http_call(harness.port(), "POST", "/generate",
+                R"({"text": ["a", "b"], "rid": ["r1", "r2"], "sampling_params": {"max_new_tokens": 2}})");
+  EXPECT_EQ(again.status, 200) << again.body;  // the rids were released
+  TestResponse streamed =
+      http_call(harness.port(), "POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 2, "stream": true})");
+  EXPECT_EQ(streamed.status, 500) << streamed.body;
+  EXPECT_EQ(streamed.json()["error"]["code"], "engine_error") << streamed.body;
+  EXPECT_EQ(http_call(harness.port(), "POST", "/v1/completions", R"({"prompt": "ok", "max_tokens": 2})").status, 200);
+
+  const auto shutdown_began = std::chrono::steady_clock::now();
+  harness.server->shutdown();  // waits for every preparation to end and every generation to leave
+  EXPECT_LT(std::chrono::steady_clock::now() - shutdown_began, 5s);
+}
+
 // A full engine queue (--max-queued-requests) is the server's condition: 503 with Retry-After, streamed or not.
 TEST(ApiServer, FullQueueIs503ToRetry) {
   FakeEngineOptions options;

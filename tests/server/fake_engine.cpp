@@ -1,6 +1,7 @@
 #include "fake_engine.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace fathom::testing {
 
@@ -27,6 +28,11 @@ void FakeEngine::submit(scheduler::GenerateRequest request, scheduler::EventCall
   bool queue_full = options_.queue_full;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    const size_t call = ++submit_calls_;
+    if (std::find(options_.throwing_submits.begin(), options_.throwing_submits.end(), call) !=
+        options_.throwing_submits.end()) {
+      throw std::runtime_error("fake engine: submit " + std::to_string(call) + " throws");
+    }
     submitted_.push_back(request);
     if (options_.queue_full_at > 0 && incoming_.size() + active_.size() >= options_.queue_full_at) queue_full = true;
     if (accepting_ && !queue_full) {

@@ -1,7 +1,8 @@
 #pragma once
 // A deterministic in-memory Engine for server tests: one token per tick per running request, token ids derived
 // from the prompt (and the seed when temperature > 0), text "t<id> " per token, kError for prompts longer than
-// the context (or refuse_prompt_tokens), kLength at max_new_tokens, kStop at a stop token id or at a stop string, kAbort on abort().
+// the context (or refuse_prompt_tokens), kLength at max_new_tokens, kStop at a stop token id or at a stop string,
+// kAbort on abort(). Chosen submits may throw, as an engine out of memory would.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -31,6 +32,7 @@ struct FakeEngineOptions {
   size_t max_running = 0;  // requests generating at once, first come first served (0: all)
   bool queue_full = false;  // refuse every request as a full queue would (GenerationEvent::queue_full)
   size_t queue_full_at = 0;  // refuse so while this many requests are in flight (0: never)
+  std::vector<size_t> throwing_submits;  // these submit calls (1-based, in call order) throw std::runtime_error
 };
 
 class FakeEngine : public scheduler::Engine {
@@ -84,6 +86,7 @@ class FakeEngine : public scheduler::Engine {
   std::set<std::string> pending_aborts_;
   std::vector<std::string> aborted_;
   std::vector<scheduler::GenerateRequest> submitted_;
+  size_t submit_calls_ = 0;
   scheduler::EngineStats stats_;
   bool accepting_ = true;
   bool stopping_ = false;
