@@ -122,7 +122,7 @@ std::string ApiServer::url() const {
 void ApiServer::start() {
   FATHOM_CHECK(!started_, "ApiServer::start called twice");
   http_.listen();
-  workers_ = std::make_unique<TaskPool>(config_.preparation_threads);
+  workers_ = std::make_unique<TaskPool>(config_.preparation_threads, config_.logger);
   started_ = true;
   io_thread_ = std::thread([this] { loop_.run(); });
 }

@@ -1,10 +1,14 @@
 #include "server/task_pool.h"
 
+#include <exception>
+#include <string>
+
 #include "core/error.h"
 
 namespace fathom::server {
 
-TaskPool::TaskPool(int num_threads) {
+TaskPool::TaskPool(int num_threads, std::shared_ptr<const Logger> logger)
+    : logger_(logger ? std::move(logger) : std::make_shared<const Logger>(LogLevel::kError)) {
   FATHOM_CHECK(num_threads >= 1, "TaskPool needs at least one thread, got " << num_threads);
   for (int i = 0; i < num_threads; ++i) threads_.emplace_back([this] { worker(); });
 }
@@ -41,7 +45,14 @@ void TaskPool::worker() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
-    task();
+    // Escaping the worker, an exception would terminate the process.
+    try {
+      task();
+    } catch (const std::exception& error) {
+      logger_->error(std::string("fathom: a worker task failed: ") + error.what());
+    } catch (...) {
+      logger_->error("fathom: a worker task failed with an exception that is not a std::exception");
+    }
   }
 }
 
