@@ -78,4 +78,8 @@ __device__ __forceinline__ RowSoftmaxStats cluster_row_stats(const RowSlice& s, 
 // Dynamic shared memory of a row block: the slice of logits.
 inline size_t row_slice_bytes(int per_thread) { return sizeof(float) * static_cast<size_t>(per_thread) * kRowThreads; }
 
+// Row kernels set their dynamic shared-memory limit to the largest slice (not the call's): a call of a smaller
+// vocabulary on another host thread must not lower the limit between this call's set and its launch.
+inline int max_row_slice_bytes() { return static_cast<int>(row_slice_bytes(kMaxElementsPerThread)); }
+
 }  // namespace fathom::kernels::cuda

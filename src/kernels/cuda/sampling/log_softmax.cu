@@ -37,8 +37,8 @@ void log_softmax(const float* logits, int64_t batch, int64_t vocab, float* out, 
   if (batch == 0) return;
   const int per_thread = row_elements_per_thread(vocab);
   const size_t shared_bytes = row_slice_bytes(per_thread);
-  FATHOM_CUDA_CHECK(cudaFuncSetAttribute(log_softmax_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(shared_bytes)));
+  FATHOM_CUDA_CHECK(
+      cudaFuncSetAttribute(log_softmax_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_row_slice_bytes()));
   log_softmax_kernel<<<static_cast<unsigned>(batch * kClusterBlocks), kRowThreads, shared_bytes, stream>>>(
       logits, vocab, per_thread, out);
   FATHOM_CUDA_CHECK_LAUNCH();

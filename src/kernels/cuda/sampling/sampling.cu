@@ -131,8 +131,8 @@ void sample_tokens(const float* logits, int64_t batch, int64_t vocab, const Samp
   if (batch == 0) return;
   const int per_thread = row_elements_per_thread(vocab);
   const size_t shared_bytes = row_slice_bytes(per_thread);
-  FATHOM_CUDA_CHECK(cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(shared_bytes)));
+  FATHOM_CUDA_CHECK(
+      cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_row_slice_bytes()));
   sample_kernel<<<static_cast<unsigned>(batch * kClusterBlocks), kRowThreads, shared_bytes, stream>>>(
       logits, vocab, per_thread, params, tokens, token_logprobs);
   FATHOM_CUDA_CHECK_LAUNCH();

@@ -236,8 +236,8 @@ void score_tokens(const float* logits, int64_t vocab, const ScoreRow* rows, int6
   if (num_scored == 0) return;
   const int per_thread = row_elements_per_thread(vocab);
   const size_t shared_bytes = row_slice_bytes(per_thread);
-  FATHOM_CUDA_CHECK(cudaFuncSetAttribute(score_tokens_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(shared_bytes)));
+  FATHOM_CUDA_CHECK(
+      cudaFuncSetAttribute(score_tokens_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_row_slice_bytes()));
   score_tokens_kernel<<<static_cast<unsigned>(num_scored * kClusterBlocks), kRowThreads, shared_bytes, stream>>>(
       logits, vocab, per_thread, rows, sampled_tokens, max_top_n, out);
   FATHOM_CUDA_CHECK_LAUNCH();
