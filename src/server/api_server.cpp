@@ -73,6 +73,7 @@ ApiServer::ApiServer(ApiServerConfig config, scheduler::Engine& engine, std::sha
     : config_(std::move(config)),
       engine_(engine),
       codec_(std::move(codec)),
+      loop_(config_.logger),
       poster_(std::make_shared<LoopPoster>(&loop_)),
       http_(loop_, config_.http, [this](std::shared_ptr<HttpExchange> exchange) { dispatch(exchange); },
             [this](int status, const std::string& message, const HttpRequest& partial) {

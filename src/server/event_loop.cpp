@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
+#include <string>
 
 #include "core/error.h"
 
@@ -16,7 +18,8 @@ constexpr int kMaxEventsPerWait = 256;
 uint64_t pack(int fd, uint32_t generation) { return (static_cast<uint64_t>(generation) << 32) | static_cast<uint32_t>(fd); }
 }  // namespace
 
-EventLoop::EventLoop() {
+EventLoop::EventLoop(std::shared_ptr<const Logger> logger)
+    : logger_(logger ? std::move(logger) : std::make_shared<const Logger>(LogLevel::kError)) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   FATHOM_CHECK(epoll_fd_ >= 0, "epoll_create1 failed: " << std::strerror(errno));
   wakeup_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -106,6 +109,17 @@ void EventLoop::stop() {
   post([] {});
 }
 
+template <typename Callback>
+void EventLoop::run_guarded(const char* kind, Callback& callback) {
+  try {
+    callback();
+  } catch (const std::exception& error) {
+    logger_->error(std::string("fathom: an event loop ") + kind + " failed: " + error.what() + "; the loop goes on");
+  } catch (...) {
+    logger_->error(std::string("fathom: an event loop ") + kind + " failed with a non-std exception; the loop goes on");
+  }
+}
+
 void EventLoop::drain_tasks() {
   std::vector<Task> tasks;
   {
@@ -116,7 +130,7 @@ void EventLoop::drain_tasks() {
     while (read(wakeup_fd_, &counter, sizeof(counter)) > 0) {
     }
   }
-  for (Task& task : tasks) task();
+  for (Task& task : tasks) run_guarded("task", task);
 }
 
 void EventLoop::fire_due_timers() {
@@ -128,7 +142,7 @@ void EventLoop::fire_due_timers() {
     if (it == timers_.end()) continue;
     Task task = std::move(it->second.second);
     timers_.erase(it);
-    task();
+    run_guarded("timer", task);
   }
 }
 
@@ -159,7 +173,8 @@ void EventLoop::run() {
       auto it = handlers_.find(fd);
       if (it == handlers_.end() || it->second.generation != generation) continue;
       IoHandler handler = it->second.handler;  // copy: the handler may unwatch itself
-      handler(events[i].events);
+      auto call = [&] { handler(events[i].events); };
+      run_guarded("I/O handler", call);
     }
     if (wakeup) drain_tasks();
     fire_due_timers();

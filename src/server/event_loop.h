@@ -6,10 +6,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include "core/log.h"
 
 namespace fathom::server {
 
@@ -20,7 +23,8 @@ class EventLoop {
   using Clock = std::chrono::steady_clock;
   using TimerId = uint64_t;
 
-  EventLoop();
+  // `logger` reports handlers, tasks and timers that throw (each one fails alone; the loop goes on); null: stderr.
+  explicit EventLoop(std::shared_ptr<const Logger> logger = nullptr);
   ~EventLoop();
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
@@ -51,8 +55,12 @@ class EventLoop {
   };
   void drain_tasks();
   void fire_due_timers();
+  // Runs a callback; an exception escaping it is logged instead of ending the loop thread (and the process).
+  template <typename Callback>
+  void run_guarded(const char* kind, Callback& callback);
   int next_timeout_ms() const;
 
+  std::shared_ptr<const Logger> logger_;
   int epoll_fd_ = -1;
   int wakeup_fd_ = -1;
   std::atomic<bool> stop_requested_{false};
