@@ -6,10 +6,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <exception>
-#include <string>
 
 #include "core/error.h"
+#include "server/logged_call.h"
 
 namespace fathom::server {
 
@@ -109,17 +108,6 @@ void EventLoop::stop() {
   post([] {});
 }
 
-template <typename Callback>
-void EventLoop::run_guarded(const char* kind, Callback& callback) {
-  try {
-    callback();
-  } catch (const std::exception& error) {
-    logger_->error(std::string("fathom: an event loop ") + kind + " failed: " + error.what() + "; the loop goes on");
-  } catch (...) {
-    logger_->error(std::string("fathom: an event loop ") + kind + " failed with a non-std exception; the loop goes on");
-  }
-}
-
 void EventLoop::drain_tasks() {
   std::vector<Task> tasks;
   {
@@ -130,7 +118,7 @@ void EventLoop::drain_tasks() {
     while (read(wakeup_fd_, &counter, sizeof(counter)) > 0) {
     }
   }
-  for (Task& task : tasks) run_guarded("task", task);
+  for (Task& task : tasks) call_logging_exceptions(*logger_, "an event loop task", "the loop goes on", task);
 }
 
 void EventLoop::fire_due_timers() {
@@ -142,7 +130,7 @@ void EventLoop::fire_due_timers() {
     if (it == timers_.end()) continue;
     Task task = std::move(it->second.second);
     timers_.erase(it);
-    run_guarded("timer", task);
+    call_logging_exceptions(*logger_, "an event loop timer", "the loop goes on", task);
   }
 }
 
@@ -173,8 +161,8 @@ void EventLoop::run() {
       auto it = handlers_.find(fd);
       if (it == handlers_.end() || it->second.generation != generation) continue;
       IoHandler handler = it->second.handler;  // copy: the handler may unwatch itself
-      auto call = [&] { handler(events[i].events); };
-      run_guarded("I/O handler", call);
+      call_logging_exceptions(*logger_, "an event loop I/O handler", "the loop goes on",
+                              [&] { handler(events[i].events); });
     }
     if (wakeup) drain_tasks();
     fire_due_timers();

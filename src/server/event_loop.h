@@ -55,9 +55,6 @@ class EventLoop {
   };
   void drain_tasks();
   void fire_due_timers();
-  // Runs a callback; an exception escaping it is logged instead of ending the loop thread (and the process).
-  template <typename Callback>
-  void run_guarded(const char* kind, Callback& callback);
   int next_timeout_ms() const;
 
   std::shared_ptr<const Logger> logger_;

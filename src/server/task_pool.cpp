@@ -1,9 +1,7 @@
 #include "server/task_pool.h"
 
-#include <exception>
-#include <string>
-
 #include "core/error.h"
+#include "server/logged_call.h"
 
 namespace fathom::server {
 
@@ -45,14 +43,7 @@ void TaskPool::worker() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
-    // Escaping the worker, an exception would terminate the process.
-    try {
-      task();
-    } catch (const std::exception& error) {
-      logger_->error(std::string("fathom: a worker task failed: ") + error.what());
-    } catch (...) {
-      logger_->error("fathom: a worker task failed with an exception that is not a std::exception");
-    }
+    call_logging_exceptions(*logger_, "a worker task", "the worker goes on", task);
   }
 }
 
